@@ -1,0 +1,96 @@
+//! Command-line interface (clap). Only argument parsing and dispatch live
+//! here; each command's work is in its own module.
+
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "spacewake",
+    version,
+    about = "A space-serving runtime with scheduled wakes"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the host: store, health routes (and, as they land, sessions and the waker).
+    Serve(ServeArgs),
+    /// Run a benchmark and print side-by-side figures.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCommand,
+    },
+    /// Inspect a data directory without a running server.
+    Spaces(SpacesArgs),
+    /// Internal helpers used by the crash and multi-host tests.
+    #[command(hide = true)]
+    Debug {
+        #[command(subcommand)]
+        which: DebugCommand,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Data directory (created if missing).
+    #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
+    pub data: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "SPACEWAKE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// SQLite synchronous mode: `normal` survives process crashes, `full` also power loss.
+    #[arg(long, env = "SPACEWAKE_SYNC", value_enum, default_value_t = crate::store::Synchronous::Normal)]
+    pub sync: crate::store::Synchronous,
+    /// Lease time-to-live in milliseconds.
+    #[arg(long, env = "SPACEWAKE_LEASE_TTL_MS", default_value_t = 15_000)]
+    pub lease_ttl_ms: u64,
+    /// Lease renewal interval in milliseconds.
+    #[arg(long, env = "SPACEWAKE_LEASE_RENEW_MS", default_value_t = 5_000)]
+    pub lease_renew_ms: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SpacesArgs {
+    #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
+    pub data: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Store throughput and directory discovery.
+    Store {
+        /// Work directory (a temporary one when omitted).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Scale factor for quick runs (1.0 = the full benchmark).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DebugCommand {
+    /// Commit in a loop, printing `ack SEQ` after each acknowledged commit.
+    CrashWriter {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        space: String,
+    },
+    /// Contend for one space's lease, printing held intervals.
+    LeaseContender {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        space: String,
+        #[arg(long)]
+        millis: u64,
+        #[arg(long, default_value_t = 300)]
+        ttl_ms: u64,
+    },
+}

@@ -1,0 +1,107 @@
+//! Hidden helper processes for tests that need a real second process: the
+//! SIGKILL crash test and the two-hosts lease test. They use the public
+//! store API exactly as the host does.
+
+use crate::clock::{Clock, SystemClock};
+use crate::metrics::Counters;
+use crate::store::{
+    Author, CommitClass, CommitRequest, DocOp, NewEvent, PathSeg, Store, StoreConfig, StoreError,
+};
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Commits forever: each commit sets a fresh document, patches a counter
+/// document and appends an event. Prints `ack SEQ` once a commit returned.
+pub fn crash_writer(data: &Path, space: &str) -> anyhow::Result<ExitCode> {
+    let store = Store::open(
+        StoreConfig::new(data),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )?;
+    match store.create_space(space, "did:key:crash-test") {
+        Ok(()) | Err(StoreError::SpaceExists(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let mut sp = store.open_space(space)?;
+    let mut out = std::io::stdout().lock();
+    loop {
+        let next = sp.head_seq()? + 1;
+        let req = CommitRequest::new(
+            CommitClass::Authored,
+            Author::principal("did:key:crash-test"),
+        )
+        .op(DocOp::Set {
+            id: format!("doc-{next}"),
+            value: json!({"n": next, "pad": "x".repeat(200)}),
+        })
+        .op(DocOp::Patch {
+            id: "counter".into(),
+            path: vec![PathSeg::Key("n".into())],
+            value: json!(next),
+        })
+        .event(NewEvent {
+            event_id: format!("ev-{next}"),
+            stream: "ticks".into(),
+            payload: json!({"n": next}),
+            fired_by: "did:key:crash-test".into(),
+        });
+        let seq = sp.commit(req)?.seq.expect("a commit with ops has a seq");
+        writeln!(out, "ack {seq}")?;
+        out.flush()?;
+    }
+}
+
+/// Repeatedly tries to take a space's lease for `millis`; while holding it,
+/// renews a few times, then either releases it or abandons it (as a crashed
+/// host would). Prints `held START END` for every interval in which this
+/// process held the lease (END is conservative: before the release, or the
+/// expiry it last wrote).
+pub fn lease_contender(
+    data: &Path,
+    space: &str,
+    millis: u64,
+    ttl_ms: u64,
+) -> anyhow::Result<ExitCode> {
+    let clock = SystemClock;
+    let mut cfg = StoreConfig::new(data);
+    cfg.lease_ttl_ms = ttl_ms;
+    let store = Store::open(cfg, Arc::new(SystemClock), Counters::new())?;
+    match store.create_space(space, "did:key:lease-test") {
+        Ok(()) | Err(StoreError::SpaceExists(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let mut sp = store.open_space(space)?;
+    let deadline = clock.now_ms() + millis;
+    let mut out = std::io::stdout().lock();
+    let mut round = 0u64;
+    while clock.now_ms() < deadline {
+        round += 1;
+        let Some(mut lease) = sp.acquire_lease()? else {
+            std::thread::sleep(std::time::Duration::from_millis(ttl_ms / 10));
+            continue;
+        };
+        let start = clock.now_ms();
+        let mut end = lease.expires_at_ms;
+        for _ in 0..(round % 3 + 1) {
+            std::thread::sleep(std::time::Duration::from_millis(ttl_ms / 4));
+            match sp.renew_lease(&lease)? {
+                Some(l) => {
+                    end = l.expires_at_ms;
+                    lease = l;
+                }
+                None => break,
+            }
+        }
+        if round % 2 == 0 {
+            end = end.min(clock.now_ms());
+            sp.release_lease(&lease)?;
+        }
+        writeln!(out, "held {start} {end} {}", lease.tenure)?;
+        out.flush()?;
+        std::thread::sleep(std::time::Duration::from_millis(ttl_ms / 10));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,14 @@
+//! spacewake: a space-serving runtime that stores spaces in SQLite, runs
+//! patterns as pieces, serves sessions over WebSocket, and wakes parked
+//! spaces on the schedules their patterns declare.
+//!
+//! See `ARCHITECTURE.md` for the code map.
+
+pub mod bench;
+pub mod cli;
+pub mod clock;
+pub mod debug;
+pub mod http;
+pub mod metrics;
+pub mod serve;
+pub mod store;

@@ -1,0 +1,39 @@
+use clap::Parser;
+use spacewake::cli::{BenchCommand, Cli, Command, DebugCommand};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SPACEWAKE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => spacewake::serve::run(args),
+        Command::Bench { which } => match which {
+            BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
+        },
+        Command::Spaces(args) => spacewake::serve::list_spaces(&args.data),
+        Command::Debug { which } => match which {
+            DebugCommand::CrashWriter { data, space } => {
+                spacewake::debug::crash_writer(&data, &space)
+            }
+            DebugCommand::LeaseContender {
+                data,
+                space,
+                millis,
+                ttl_ms,
+            } => spacewake::debug::lease_contender(&data, &space, millis, ttl_ms),
+        },
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

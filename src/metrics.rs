@@ -1,0 +1,298 @@
+//! Counters: the one place behaviour is made visible.
+//!
+//! Every counter is declared once in [`Counter`], with its block (the JSON
+//! object it appears under in `servingLoop`), its name and its help text.
+//! Each is kept host-wide and per space; the health route renders them as
+//! JSON and `/metrics` as Prometheus text, both from the same atomics.
+//!
+//! Invariant: an increment is a relaxed atomic add on a pre-resolved
+//! per-space set plus the host set; the hot path takes no lock.
+
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+
+macro_rules! counters {
+    ($( $variant:ident => ($block:literal, $name:literal, $kind:ident, $help:literal), )*) => {
+        /// Every counter and gauge spacewake keeps.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum Counter { $( $variant, )* }
+
+        impl Counter {
+            pub const ALL: &'static [Counter] = &[ $( Counter::$variant, )* ];
+            pub fn block(self) -> &'static str { match self { $( Counter::$variant => $block, )* } }
+            pub fn name(self) -> &'static str { match self { $( Counter::$variant => $name, )* } }
+            pub fn kind(self) -> Kind { match self { $( Counter::$variant => Kind::$kind, )* } }
+            pub fn help(self) -> &'static str { match self { $( Counter::$variant => $help, )* } }
+        }
+    };
+}
+
+/// Counters only go up; gauges go both ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+}
+
+counters! {
+    CommitsAuthored => ("store", "commitsAuthored", Counter, "Authored commits accepted"),
+    CommitsDerived => ("store", "commitsDerived", Counter, "Derived commits accepted"),
+    CommitsSystem => ("store", "commitsSystem", Counter, "System commits accepted"),
+    CommitsRejected => ("store", "commitsRejected", Counter, "Commits refused (bad operation, hook failure, lease)"),
+    HookFailures => ("store", "hookFailures", Counter, "Index hooks that failed and aborted their commit"),
+    SpacesOpened => ("store", "spacesOpened", Counter, "Space files opened"),
+    SpacesOpen => ("store", "spacesOpen", Gauge, "Space files currently open"),
+    SpacesQuarantined => ("store", "spacesQuarantined", Counter, "Space files found corrupt and set aside"),
+    DirectoryMovedEarlier => ("store", "directoryMovedEarlier", Counter, "Directory projections moved earlier before a space commit"),
+    DirectoryMovedLater => ("store", "directoryMovedLater", Counter, "Directory projections moved later after a space commit"),
+    EventsAppended => ("events", "appended", Counter, "Stream events appended"),
+    EventsDuplicate => ("events", "skippedDuplicate", Counter, "Event appends skipped because the eventId was already stored"),
+    WatermarksAdvanced => ("events", "watermarksAdvanced", Counter, "Stream watermarks advanced by a commit"),
+    LeaseAcquired => ("lease", "acquired", Counter, "Execution leases acquired"),
+    LeaseRefused => ("lease", "refused", Counter, "Lease acquisitions refused because another holder's lease was live"),
+    LeaseRenewed => ("lease", "renewed", Counter, "Execution leases renewed"),
+    LeaseLost => ("lease", "lost", Counter, "Renewals that found the lease expired or taken"),
+    LeaseReleased => ("lease", "released", Counter, "Execution leases released"),
+    LeaseTakenOver => ("lease", "takenOver", Counter, "Acquisitions that took over an expired lease of another holder"),
+    DerivedRefused => ("lease", "derivedCommitsRefused", Counter, "Derived commits refused because the writer did not hold the lease"),
+    ScheduleIndexed => ("schedule", "indexedEntries", Gauge, "Schedule entries in the index"),
+    LedgerWaves => ("ledger", "waves", Counter, "Waves recorded in the ledger"),
+    DemandPasses => ("demand", "passes", Counter, "Demand passes run"),
+}
+
+#[derive(Debug)]
+pub struct CounterSet {
+    values: Vec<AtomicI64>,
+}
+
+impl Default for CounterSet {
+    fn default() -> Self {
+        Self {
+            values: Counter::ALL.iter().map(|_| AtomicI64::new(0)).collect(),
+        }
+    }
+}
+
+impl CounterSet {
+    pub fn get(&self, c: Counter) -> i64 {
+        self.values[c as usize].load(Ordering::Relaxed)
+    }
+    fn add(&self, c: Counter, n: i64) {
+        self.values[c as usize].fetch_add(n, Ordering::Relaxed);
+    }
+    /// This set as `{block: {name: value}}`.
+    pub fn to_json(&self) -> Value {
+        let mut blocks: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
+        for &c in Counter::ALL {
+            blocks
+                .entry(c.block())
+                .or_default()
+                .insert(c.name().to_string(), json!(self.get(c)));
+        }
+        Value::Object(
+            blocks
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Value::Object(v)))
+                .collect(),
+        )
+    }
+}
+
+/// Host-wide counters plus one set per space.
+#[derive(Debug, Default)]
+pub struct Counters {
+    host: CounterSet,
+    spaces: RwLock<HashMap<String, Arc<CounterSet>>>,
+}
+
+/// A handle that increments one space's set and the host set together.
+#[derive(Debug, Clone)]
+pub struct SpaceCounters {
+    counters: Arc<Counters>,
+    space: Arc<CounterSet>,
+}
+
+impl SpaceCounters {
+    pub fn add(&self, c: Counter, n: i64) {
+        self.space.add(c, n);
+        self.counters.host.add(c, n);
+    }
+    pub fn inc(&self, c: Counter) {
+        self.add(c, 1);
+    }
+    pub fn get(&self, c: Counter) -> i64 {
+        self.space.get(c)
+    }
+}
+
+impl Counters {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn host(&self) -> &CounterSet {
+        &self.host
+    }
+
+    /// Host-only increment, for events that belong to no space.
+    pub fn add_host(&self, c: Counter, n: i64) {
+        self.host.add(c, n);
+    }
+
+    pub fn space(self: &Arc<Self>, id: &str) -> SpaceCounters {
+        if let Some(s) = self
+            .spaces
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            return SpaceCounters {
+                counters: self.clone(),
+                space: s.clone(),
+            };
+        }
+        let mut map = self.spaces.write().unwrap_or_else(|p| p.into_inner());
+        let set = map.entry(id.to_string()).or_default().clone();
+        SpaceCounters {
+            counters: self.clone(),
+            space: set,
+        }
+    }
+
+    pub fn space_value(&self, id: &str, c: Counter) -> i64 {
+        self.spaces
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .map_or(0, |s| s.get(c))
+    }
+
+    /// The `servingLoop` object of the health route: host-wide blocks at the
+    /// top level and the same blocks per space under `spaces`.
+    pub fn serving_loop_json(&self) -> Value {
+        let mut out = match self.host.to_json() {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let spaces = self.spaces.read().unwrap_or_else(|p| p.into_inner());
+        let per: Map<String, Value> = spaces
+            .iter()
+            .map(|(id, set)| (id.clone(), set.to_json()))
+            .collect();
+        out.insert("spaces".into(), Value::Object(per));
+        Value::Object(out)
+    }
+
+    /// Prometheus text exposition of every counter, host-wide and per space.
+    pub fn prometheus_text(self: &Arc<Self>) -> String {
+        use prometheus_client::registry::Registry;
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(PromCollector(self.clone())));
+        let mut out = String::new();
+        // Encoding into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+}
+
+#[derive(Debug)]
+struct PromCollector(Arc<Counters>);
+
+impl prometheus_client::collector::Collector for PromCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let spaces = self.0.spaces.read().unwrap_or_else(|p| p.into_inner());
+        let mut ids: Vec<&String> = spaces.keys().collect();
+        ids.sort();
+        for &c in Counter::ALL {
+            let name = format!("spacewake_{}_{}", c.block(), snake(c.name()));
+            let sets = std::iter::once((None, &self.0.host)).chain(
+                ids.iter()
+                    .map(|id| (Some(id.as_str()), spaces[*id].as_ref())),
+            );
+            match c.kind() {
+                Kind::Counter => {
+                    let proto = ConstCounter::new(0u64);
+                    let mut fam =
+                        encoder.encode_descriptor(&name, c.help(), None, proto.metric_type())?;
+                    for (space, set) in sets {
+                        let labels = [("space", space.unwrap_or("_host"))];
+                        let m = ConstCounter::new(set.get(c).max(0) as u64);
+                        m.encode(fam.encode_family(&labels)?)?;
+                    }
+                    let _ = &mut fam;
+                }
+                Kind::Gauge => {
+                    let proto = ConstGauge::new(0i64);
+                    let mut fam =
+                        encoder.encode_descriptor(&name, c.help(), None, proto.metric_type())?;
+                    for (space, set) in sets {
+                        let labels = [("space", space.unwrap_or("_host"))];
+                        let m = ConstGauge::new(set.get(c));
+                        m.encode(fam.encode_family(&labels)?)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `commitsAuthored` -> `commits_authored`.
+fn snake(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for ch in camel.chars() {
+        if ch.is_ascii_uppercase() {
+            out.push('_');
+            out.push(ch.to_ascii_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_space_increment_counts_host_wide_too() {
+        let c = Counters::new();
+        let a = c.space("a");
+        a.inc(Counter::EventsAppended);
+        c.space("b").add(Counter::EventsAppended, 2);
+        assert_eq!(c.host().get(Counter::EventsAppended), 3);
+        assert_eq!(c.space_value("a", Counter::EventsAppended), 1);
+        let j = c.serving_loop_json();
+        assert_eq!(j["events"]["appended"], 3);
+        assert_eq!(j["spaces"]["b"]["events"]["appended"], 2);
+    }
+
+    #[test]
+    fn prometheus_text_has_host_and_space_series() {
+        let c = Counters::new();
+        c.space("s1").inc(Counter::LeaseAcquired);
+        let text = c.prometheus_text();
+        assert!(
+            text.contains("spacewake_lease_acquired_total{space=\"s1\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spacewake_lease_acquired_total{space=\"_host\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spacewake_store_spaces_open{space=\"_host\"} 0"),
+            "{text}"
+        );
+    }
+}

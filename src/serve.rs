@@ -1,0 +1,89 @@
+//! `spacewake serve`: wires the host together. At this stage it opens the
+//! store and serves the operator routes; sessions and the waker attach here
+//! as they land.
+
+use crate::cli::ServeArgs;
+use crate::clock::{Clock, SystemClock};
+use crate::metrics::Counters;
+use crate::store::{Store, StoreConfig};
+use anyhow::Context;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub fn open_store(cfg: StoreConfig) -> anyhow::Result<Store> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    Store::open(cfg, clock, Counters::new()).context("opening the data directory")
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut cfg = StoreConfig::new(&args.data);
+    cfg.synchronous = args.sync;
+    cfg.lease_ttl_ms = args.lease_ttl_ms;
+    cfg.lease_renew_ms = args.lease_renew_ms;
+    anyhow::ensure!(
+        cfg.lease_renew_ms < cfg.lease_ttl_ms,
+        "--lease-renew-ms ({}) must be shorter than --lease-ttl-ms ({})",
+        cfg.lease_renew_ms,
+        cfg.lease_ttl_ms
+    );
+    let store = open_store(cfg)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let dir = store.clone();
+        let state = crate::http::HttpState {
+            counters: store.counters().clone(),
+            spaces_registered: Arc::new(move || dir.directory().count().unwrap_or(0)),
+        };
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        tracing::info!(
+            listen = %listener.local_addr()?,
+            data = %args.data.display(),
+            holder = store.holder(),
+            "spacewake serving"
+        );
+        // Tests read this line to learn the port when listening on :0.
+        println!("listening on {}", listener.local_addr()?);
+        axum::serve(listener, crate::http::router(state))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serving HTTP")?;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `spacewake spaces`: the directory's view of every space.
+pub fn list_spaces(data: &Path) -> anyhow::Result<ExitCode> {
+    let store = open_store(StoreConfig::new(data))?;
+    let mut after: Option<String> = None;
+    println!(
+        "{:<40} {:<24} {:>14} {:>11}  status",
+        "space", "owner", "next wake", "undelivered"
+    );
+    loop {
+        let page = store.directory().list(after.as_deref(), 500)?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        for s in &page {
+            println!(
+                "{:<40} {:<24} {:>14} {:>11}  {}",
+                s.id,
+                s.owner,
+                s.next_wake_ms.map_or("-".to_string(), |v| v.to_string()),
+                s.undelivered,
+                s.quarantined
+                    .as_deref()
+                    .map_or("ok".to_string(), |r| format!("quarantined: {r}"))
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

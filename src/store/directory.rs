@@ -1,0 +1,295 @@
+//! The host directory: one small SQLite file (`host.sqlite`) listing every
+//! space, and per space a projection of what it needs from the host (its
+//! earliest wake and whether it has undelivered events).
+//!
+//! # Invariant: early, never late
+//! For every healthy space, `next_wake_ms` is at or before the space's true
+//! earliest due schedule entry, and `undelivered` is 1 whenever the space has
+//! undelivered events. The space's commit path keeps this by moving the
+//! projection *earlier* before its SQLite commit and *later* only after it.
+//! A crash between the two steps leaves the projection early: discovery
+//! then opens a space with nothing to do and corrects the row
+//! ([`Directory::set_projection`]). It can never leave a due space unfound.
+
+use super::error::{SqlContext, StoreError, StoreResult};
+use super::migrate::{migrate, HOST_MIGRATIONS};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// One space's row in the directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpaceEntry {
+    pub id: String,
+    pub owner: String,
+    pub created_ms: u64,
+    pub next_wake_ms: Option<u64>,
+    pub undelivered: bool,
+    pub quarantined: Option<String>,
+}
+
+/// What the directory believes a space needs: the projection it stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Projection {
+    pub next_wake_ms: Option<u64>,
+    pub undelivered: bool,
+}
+
+impl Projection {
+    /// The projection that is at least as early as both: what must be in the
+    /// directory while a commit moving from `self` to `other` is in flight.
+    pub fn earliest_of(self, other: Projection) -> Projection {
+        let next_wake_ms = match (self.next_wake_ms, other.next_wake_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Projection {
+            next_wake_ms,
+            undelivered: self.undelivered || other.undelivered,
+        }
+    }
+}
+
+/// A space found by discovery, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    pub id: String,
+    pub next_wake_ms: Option<u64>,
+    pub undelivered: bool,
+}
+
+pub struct Directory {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl Directory {
+    pub fn open(path: &Path) -> StoreResult<Directory> {
+        let mut conn = Connection::open(path).at(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .at(path)?;
+        super::migrate::enable_wal(&conn, path, "NORMAL")?;
+        migrate(&mut conn, path, HOST_MIGRATIONS, None)?;
+        Ok(Directory {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> StoreResult<T> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn).at(&self.path)
+    }
+
+    /// Reads a host-level setting (host id, jitter secret, ...).
+    pub fn meta(&self, key: &str) -> StoreResult<Option<String>> {
+        self.with(|c| {
+            c.query_row("SELECT value FROM host_meta WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+            .optional()
+        })
+    }
+
+    /// Returns the stored value for `key`, storing `init()` first if absent.
+    /// Safe against two processes racing: the first writer wins.
+    pub fn meta_or_init(&self, key: &str, init: impl FnOnce() -> String) -> StoreResult<String> {
+        let candidate = init();
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO host_meta (key, value) VALUES (?1, ?2)",
+                [key, &candidate],
+            )?;
+            c.query_row("SELECT value FROM host_meta WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+        })
+    }
+
+    pub fn insert_space(&self, id: &str, owner: &str, created_ms: u64) -> StoreResult<()> {
+        let n = self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO spaces (id, owner, created_ms) VALUES (?1, ?2, ?3)",
+                params![id, owner, created_ms as i64],
+            )
+        })?;
+        if n == 0 {
+            return Err(StoreError::SpaceExists(id.to_string()));
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> StoreResult<Option<SpaceEntry>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT id, owner, created_ms, next_wake_ms, undelivered, quarantined \
+                 FROM spaces WHERE id = ?1",
+            )?
+            .query_row([id], entry_from_row)
+            .optional()
+        })
+    }
+
+    /// All spaces, in id order, one bounded page at a time after `after`.
+    pub fn list(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<SpaceEntry>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT id, owner, created_ms, next_wake_ms, undelivered, quarantined \
+                 FROM spaces WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?
+            .query_map(params![after.unwrap_or(""), limit as i64], entry_from_row)?
+            .collect()
+        })
+    }
+
+    pub fn count(&self) -> StoreResult<u64> {
+        self.with(|c| c.query_row("SELECT COUNT(*) FROM spaces", [], |r| r.get::<_, i64>(0)))
+            .map(|n| n as u64)
+    }
+
+    /// Boot discovery: every healthy space with undelivered events or a wake
+    /// due at or before `now_ms`. Two index range scans, never a table scan.
+    pub fn discover(&self, now_ms: u64) -> StoreResult<Vec<Discovered>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT id, next_wake_ms, undelivered FROM spaces \
+                     WHERE undelivered = 1 AND quarantined IS NULL \
+                 UNION \
+                 SELECT id, next_wake_ms, undelivered FROM spaces \
+                     WHERE next_wake_ms IS NOT NULL AND next_wake_ms <= ?1 AND quarantined IS NULL",
+            )?
+            .query_map([now_ms as i64], |r| {
+                Ok(Discovered {
+                    id: r.get(0)?,
+                    next_wake_ms: r.get::<_, Option<i64>>(1)?.map(|v| v as u64),
+                    undelivered: r.get::<_, i64>(2)? != 0,
+                })
+            })?
+            .collect()
+        })
+    }
+
+    /// The earliest wake of any healthy space, for the waker's sleep.
+    pub fn earliest_wake(&self) -> StoreResult<Option<u64>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT MIN(next_wake_ms) FROM spaces \
+                 WHERE next_wake_ms IS NOT NULL AND quarantined IS NULL",
+            )?
+            .query_row([], |r| r.get::<_, Option<i64>>(0))
+            .map(|v| v.map(|v| v as u64))
+        })
+    }
+
+    /// The next `limit` wakes in time order (the waker's bounded window).
+    pub fn upcoming_wakes(&self, limit: usize) -> StoreResult<Vec<(String, u64)>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT id, next_wake_ms FROM spaces \
+                 WHERE next_wake_ms IS NOT NULL AND quarantined IS NULL \
+                 ORDER BY next_wake_ms LIMIT ?1",
+            )?
+            .query_map([limit as i64], |r| {
+                Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+            })?
+            .collect()
+        })
+    }
+
+    pub fn projection(&self, id: &str) -> StoreResult<Option<Projection>> {
+        self.with(|c| {
+            c.prepare_cached("SELECT next_wake_ms, undelivered FROM spaces WHERE id = ?1")?
+                .query_row([id], |r| {
+                    Ok(Projection {
+                        next_wake_ms: r.get::<_, Option<i64>>(0)?.map(|v| v as u64),
+                        undelivered: r.get::<_, i64>(1)? != 0,
+                    })
+                })
+                .optional()
+        })
+    }
+
+    /// Overwrites a space's projection. Callers uphold the early-never-late
+    /// rule; see the module docs.
+    pub fn set_projection(&self, id: &str, p: Projection) -> StoreResult<()> {
+        self.with(|c| {
+            c.prepare_cached("UPDATE spaces SET next_wake_ms = ?2, undelivered = ?3 WHERE id = ?1")?
+                .execute(params![
+                    id,
+                    p.next_wake_ms.map(|v| v as i64),
+                    p.undelivered as i64
+                ])
+        })?;
+        Ok(())
+    }
+
+    pub fn set_quarantined(&self, id: &str, reason: Option<&str>) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE spaces SET quarantined = ?2 WHERE id = ?1",
+                params![id, reason],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Registers many spaces in one transaction (benchmarks, imports).
+    pub fn insert_many(
+        &self,
+        rows: impl IntoIterator<Item = (String, String, u64, Option<u64>)>,
+    ) -> StoreResult<()> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction().at(&self.path)?;
+        {
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO spaces (id, owner, created_ms, next_wake_ms) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .at(&self.path)?;
+            for (id, owner, created, wake) in rows {
+                st.execute(params![id, owner, created as i64, wake.map(|v| v as i64)])
+                    .at(&self.path)?;
+            }
+        }
+        tx.commit().at(&self.path)
+    }
+}
+
+fn entry_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceEntry> {
+    Ok(SpaceEntry {
+        id: r.get(0)?,
+        owner: r.get(1)?,
+        created_ms: r.get::<_, i64>(2)? as u64,
+        next_wake_ms: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
+        undelivered: r.get::<_, i64>(4)? != 0,
+        quarantined: r.get(5)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earliest_of_takes_the_earlier_wake_and_either_undelivered() {
+        let a = Projection {
+            next_wake_ms: Some(10),
+            undelivered: false,
+        };
+        let b = Projection {
+            next_wake_ms: Some(5),
+            undelivered: true,
+        };
+        assert_eq!(a.earliest_of(b), b);
+        let none = Projection::default();
+        assert_eq!(none.earliest_of(a), a);
+        assert_eq!(a.earliest_of(none), a);
+    }
+}

@@ -1,0 +1,101 @@
+//! The store's one error type. Conversion to wire or HTTP errors happens at
+//! the edge, never here.
+
+use std::path::PathBuf;
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("space id {id:?} is invalid: {reason}")]
+    InvalidSpaceId { id: String, reason: &'static str },
+
+    #[error("space {0:?} does not exist")]
+    UnknownSpace(String),
+
+    #[error("space {0:?} already exists")]
+    SpaceExists(String),
+
+    #[error("space {space:?} is quarantined ({reason}); its file was moved to {path}")]
+    Quarantined {
+        space: String,
+        reason: String,
+        path: PathBuf,
+    },
+
+    #[error("{path}: the file is corrupt ({reason}); it has been quarantined")]
+    Corrupt { path: PathBuf, reason: String },
+
+    #[error(
+        "{path}: schema version {found} is newer than this binary supports ({supported}); \
+         upgrade spacewake before opening it"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+
+    #[error("operation {index} on document {doc:?}: {reason}")]
+    BadPath {
+        index: usize,
+        doc: String,
+        reason: String,
+    },
+
+    #[error("invalid commit: {0}")]
+    InvalidCommit(String),
+
+    #[error("derived commit refused: {0}")]
+    NotLeaseHolder(String),
+
+    #[error("index hook {hook:?} failed: {reason}")]
+    Hook { hook: String, reason: String },
+
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// True when the error says the file itself is damaged (as opposed to a
+    /// refused operation); the caller should quarantine the space.
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            StoreError::Corrupt { .. } => true,
+            StoreError::Sqlite { source, .. } => is_corruption_code(source),
+            _ => false,
+        }
+    }
+}
+
+pub(crate) fn is_corruption_code(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) | Some(rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// Attaches a file path to rusqlite errors, so every error names its file.
+pub(crate) trait SqlContext<T> {
+    fn at(self, path: &std::path::Path) -> StoreResult<T>;
+}
+
+impl<T> SqlContext<T> for Result<T, rusqlite::Error> {
+    fn at(self, path: &std::path::Path) -> StoreResult<T> {
+        self.map_err(|source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,447 @@
+//! The store: spaces on SQLite, commits, stream events, the direct-engine
+//! plane and the host directory.
+//!
+//! # API boundary
+//! Only this module touches SQL. Everything above it (the serving loop, the
+//! scheduler, accounting) speaks in [`Store`], [`Space`], [`Directory`],
+//! commits, events and plane rows. A second backend (a shared
+//! PostgreSQL-compatible database for multi-host deployments, so hosts share
+//! leases and the wake directory) would re-implement these types' methods;
+//! nothing above depends on SQLite specifics.
+//!
+//! # Layout of a data directory
+//! ```text
+//! DATA/host.sqlite          the host directory (spaces, projections, host meta)
+//! DATA/spaces/ID.sqlite     one file per space (WAL mode)
+//! DATA/quarantine/          corrupt space files, set aside with a timestamp
+//! ```
+//!
+//! # Durability
+//! Files run in WAL mode. With the default `synchronous = NORMAL` a commit
+//! acknowledged to the caller survives the process being killed (the write
+//! is in the OS before `COMMIT` returns); a power loss may drop the newest
+//! commits but never leaves a partial one. `Synchronous::Full` fsyncs every
+//! commit for power-loss durability at a throughput cost.
+
+mod directory;
+mod error;
+mod migrate;
+pub mod path;
+mod plane;
+mod space;
+
+pub use directory::{Directory, Discovered, Projection, SpaceEntry};
+pub use error::{StoreError, StoreResult};
+pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
+pub use path::PathSeg;
+pub use plane::{
+    Bucket, CommitView, IndexHook, LedgerDelta, LedgerRow, PlaneTx, ScheduleRow, ScheduleStatus,
+};
+pub use space::{
+    AppliedOp, Author, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord,
+    Lease, LoggedOp, NewEvent, Space, StreamState,
+};
+
+use crate::clock::Clock;
+use crate::metrics::{Counter, Counters};
+use error::SqlContext;
+use rusqlite::Connection;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+/// The three classes of commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitClass {
+    /// Written on behalf of a principal: client writes, event appends.
+    Authored,
+    /// Written by the space's executor (the lease holder) from a wave.
+    Derived,
+    /// Written by the host itself (provisioning, migrations of data).
+    System,
+}
+
+impl CommitClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitClass::Authored => "authored",
+            CommitClass::Derived => "derived",
+            CommitClass::System => "system",
+        }
+    }
+}
+
+/// How hard SQLite syncs on commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Synchronous {
+    /// Survives process crashes; may lose the newest commits on power loss.
+    #[default]
+    Normal,
+    /// Fsync on every commit.
+    Full,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub data_dir: PathBuf,
+    /// How long an acquired or renewed lease lasts (default 15 s).
+    pub lease_ttl_ms: u64,
+    /// How often a tenure renews its lease (default 5 s: three renewals per
+    /// TTL, so one slow renewal does not lose the space).
+    pub lease_renew_ms: u64,
+    pub synchronous: Synchronous,
+    /// Overrides the lease holder name (tests run two "hosts" in one process).
+    pub holder: Option<String>,
+    /// Crash-test injection: fail or abort the process at a named point of
+    /// the commit path. Never set in production.
+    pub fault: Option<(FaultPoint, FaultAction)>,
+}
+
+/// Points in the commit path where a crash test can stop the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// After the directory moved earlier, before the space's SQLite COMMIT.
+    BeforeSpaceCommit,
+    /// After the space's SQLite COMMIT, before the directory moves later.
+    AfterSpaceCommit,
+}
+
+/// What happens at a fault point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Return an error, as if the process had died there (in-process tests).
+    Error,
+    /// Abort the process on the spot (child-process crash tests).
+    Abort,
+}
+
+impl StoreConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        StoreConfig {
+            data_dir: data_dir.into(),
+            lease_ttl_ms: 15_000,
+            lease_renew_ms: 5_000,
+            synchronous: Synchronous::Normal,
+            holder: None,
+            fault: None,
+        }
+    }
+}
+
+/// State shared by the store and every open space.
+pub(crate) struct StoreShared {
+    pub(crate) cfg: StoreConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) directory: Directory,
+    pub(crate) hooks: RwLock<Arc<Vec<Arc<dyn IndexHook>>>>,
+    pub(crate) counters: Arc<Counters>,
+    /// `host-id/instance-id`: who we are when we hold a lease.
+    pub(crate) holder: String,
+}
+
+/// The store of one host: a data directory of spaces.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<StoreShared>,
+}
+
+impl Store {
+    pub fn open(
+        cfg: StoreConfig,
+        clock: Arc<dyn Clock>,
+        counters: Arc<Counters>,
+    ) -> StoreResult<Store> {
+        for dir in [
+            cfg.data_dir.clone(),
+            cfg.data_dir.join("spaces"),
+            cfg.data_dir.join("quarantine"),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let directory = Directory::open(&cfg.data_dir.join("host.sqlite"))?;
+        let host_id = directory.meta_or_init("host_id", || {
+            format!("host-{}", hex_id(&rand::random::<[u8; 6]>()))
+        })?;
+        let holder = cfg
+            .holder
+            .clone()
+            .unwrap_or_else(|| format!("{host_id}/{}", hex_id(&rand::random::<[u8; 6]>())));
+        Ok(Store {
+            shared: Arc::new(StoreShared {
+                cfg,
+                clock,
+                directory,
+                hooks: RwLock::new(Arc::new(Vec::new())),
+                counters,
+                holder,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.shared.cfg
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.clock
+    }
+
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.shared.counters
+    }
+
+    pub fn directory(&self) -> &Directory {
+        &self.shared.directory
+    }
+
+    /// This process's lease-holder identity.
+    pub fn holder(&self) -> &str {
+        &self.shared.holder
+    }
+
+    /// Registers an index hook; it runs inside every later commit.
+    pub fn add_hook(&self, hook: Arc<dyn IndexHook>) {
+        let mut hooks = self.shared.hooks.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = (**hooks).clone();
+        next.push(hook);
+        *hooks = Arc::new(next);
+    }
+
+    pub fn space_path(&self, id: &str) -> PathBuf {
+        self.shared
+            .cfg
+            .data_dir
+            .join("spaces")
+            .join(format!("{id}.sqlite"))
+    }
+
+    /// Creates a space: its file (fully migrated) and its directory row.
+    pub fn create_space(&self, id: &str, owner: &str) -> StoreResult<()> {
+        validate_space_id(id)?;
+        if self.shared.directory.get(id)?.is_some() {
+            return Err(StoreError::SpaceExists(id.to_string()));
+        }
+        let path = self.space_path(id);
+        if !path.exists() {
+            // Build the file under a private temporary name, then link it into
+            // place: a crash never leaves a half-initialised space file, and
+            // two processes creating the same space never replace a file the
+            // other is already using (linking fails if the name exists).
+            let tmp =
+                path.with_extension(format!("creating-{}", hex_id(&rand::random::<[u8; 6]>())));
+            {
+                let mut conn = self.connect(&tmp)?;
+                migrate::migrate(&mut conn, &tmp, SPACE_MIGRATIONS, None)?;
+                conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+                    .at(&tmp)?;
+            }
+            for suffix in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", tmp.display()));
+            }
+            let linked = std::fs::hard_link(&tmp, &path);
+            let _ = std::fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    return Err(StoreError::Io {
+                        path: path.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        // A file without a directory row (a crash between the two steps) is
+        // adopted here.
+        self.shared
+            .directory
+            .insert_space(id, owner, self.shared.clock.now_ms())
+    }
+
+    /// Opens a registered space's file, upgrading its schema if needed. A
+    /// corrupt or truncated file is quarantined and reported with its path.
+    pub fn open_space(&self, id: &str) -> StoreResult<Space> {
+        validate_space_id(id)?;
+        let entry = self
+            .shared
+            .directory
+            .get(id)?
+            .ok_or_else(|| StoreError::UnknownSpace(id.to_string()))?;
+        let path = self.space_path(id);
+        if let Some(reason) = entry.quarantined {
+            return Err(StoreError::Quarantined {
+                space: id.to_string(),
+                reason,
+                path: self.shared.cfg.data_dir.join("quarantine"),
+            });
+        }
+        match self.open_file(&path) {
+            Ok(conn) => Space::new(id.to_string(), path, conn, self.shared.clone()),
+            Err(e) if e.is_corruption() => {
+                let reason = e.to_string();
+                let moved = self.shared.quarantine_files(id, &path, &reason);
+                Err(StoreError::Corrupt {
+                    path,
+                    reason: format!("{reason}; moved to {}", moved.display()),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_file(&self, path: &Path) -> StoreResult<Connection> {
+        check_file(path)?;
+        let mut conn = self.connect(path)?;
+        migrate::migrate(&mut conn, path, SPACE_MIGRATIONS, None).map_err(|e| match e {
+            StoreError::Sqlite { path, source } => space::open_error(&path, source),
+            other => other,
+        })?;
+        Ok(conn)
+    }
+
+    fn connect(&self, path: &Path) -> StoreResult<Connection> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| space::open_error(path, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .at(path)?;
+        let sync = match self.shared_cfg_sync() {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        };
+        migrate::enable_wal(&conn, path, sync)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        Ok(conn)
+    }
+
+    fn shared_cfg_sync(&self) -> Synchronous {
+        self.shared.cfg.synchronous
+    }
+}
+
+impl StoreShared {
+    /// Fires the configured fault if `at` is its point.
+    pub(crate) fn fault(&self, at: FaultPoint) -> StoreResult<()> {
+        match self.cfg.fault {
+            Some((p, FaultAction::Abort)) if p == at => std::process::abort(),
+            Some((p, FaultAction::Error)) if p == at => Err(StoreError::InvalidCommit(format!(
+                "injected fault at {at:?}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Moves a space's files into `quarantine/`, marks the directory and
+    /// counts it. Returns where the main file went. Best effort on the file
+    /// moves: the directory mark alone keeps the space from being served.
+    pub(crate) fn quarantine_files(&self, id: &str, path: &Path, reason: &str) -> PathBuf {
+        let stamp = self.clock.now_ms();
+        let dest = self
+            .cfg
+            .data_dir
+            .join("quarantine")
+            .join(format!("{id}.{stamp}.sqlite"));
+        let _ = std::fs::rename(path, &dest);
+        for suffix in ["-wal", "-shm"] {
+            let from = PathBuf::from(format!("{}{suffix}", path.display()));
+            let to = PathBuf::from(format!("{}{suffix}", dest.display()));
+            let _ = std::fs::rename(from, to);
+        }
+        let _ = self.directory.set_quarantined(id, Some(reason));
+        self.counters.space(id).inc(Counter::SpacesQuarantined);
+        tracing::error!(space = id, path = %dest.display(), reason, "space file quarantined");
+        dest
+    }
+}
+
+/// Space ids name files, so they are restricted to a safe alphabet.
+pub fn validate_space_id(id: &str) -> StoreResult<()> {
+    let bad = |reason| {
+        Err(StoreError::InvalidSpaceId {
+            id: id.to_string(),
+            reason,
+        })
+    };
+    if id.is_empty() || id.len() > 200 {
+        return bad("it must be 1 to 200 characters long");
+    }
+    if id.starts_with('.') {
+        return bad("it must not start with '.'");
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+    {
+        return bad("only letters, digits and - _ . : are allowed");
+    }
+    Ok(())
+}
+
+/// Cheap structural checks of a space file before SQLite sees it: SQLite
+/// treats an empty file as a new database and reads past a truncated end as
+/// zeros, both of which would hide data loss.
+fn check_file(path: &Path) -> StoreResult<()> {
+    use std::io::Read;
+    let corrupt = |reason: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let len = meta.len();
+    if len == 0 {
+        return Err(corrupt("the file is empty (truncated)".into()));
+    }
+    let mut header = [0u8; 100];
+    let mut f = std::fs::File::open(path).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if len < 100 || f.read_exact(&mut header).is_err() {
+        return Err(corrupt(format!(
+            "the file is {len} bytes, shorter than a SQLite header"
+        )));
+    }
+    if &header[..16] != b"SQLite format 3\0" {
+        return Err(corrupt(
+            "the file does not start with a SQLite header".into(),
+        ));
+    }
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65_536u64,
+        n => n as u64,
+    };
+    if !(512..=65_536).contains(&page_size) || !page_size.is_power_of_two() {
+        return Err(corrupt(format!(
+            "the header names an invalid page size {page_size}"
+        )));
+    }
+    // With a non-empty WAL beside it, the main file may legitimately lag;
+    // SQLite's own checks cover that case.
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let change_counter = u32::from_be_bytes([header[24], header[25], header[26], header[27]]);
+    let valid_for = u32::from_be_bytes([header[92], header[93], header[94], header[95]]);
+    let pages = u32::from_be_bytes([header[28], header[29], header[30], header[31]]) as u64;
+    if wal_len == 0 && change_counter == valid_for && pages > 0 && len < pages * page_size {
+        return Err(corrupt(format!(
+            "the file is truncated: {len} bytes, the header says {} ({pages} pages of {page_size})",
+            pages * page_size
+        )));
+    }
+    Ok(())
+}
+
+fn hex_id(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

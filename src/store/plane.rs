@@ -1,0 +1,370 @@
+//! The direct-engine plane: per-space bookkeeping tables that are never
+//! commits (`execution_lease`, `schedule_index`, `compute_ledger`,
+//! `space_policy`), and the index-hook mechanism that writes them atomically
+//! with a commit.
+//!
+//! Invariant: plane rows written by a hook live and die with the commit that
+//! triggered them: the hook runs inside the commit's own SQLite transaction,
+//! and an error from any hook rolls the whole transaction back.
+
+use super::error::{SqlContext, StoreResult};
+use super::space::{AppliedOp, EventRecord};
+use super::CommitClass;
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+/// Status of a schedule entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleStatus {
+    Active,
+    Paused,
+    /// Dead-lettered after exhausting its retries.
+    Dead,
+}
+
+impl ScheduleStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleStatus::Active => "active",
+            ScheduleStatus::Paused => "paused",
+            ScheduleStatus::Dead => "dead",
+        }
+    }
+    fn parse(s: &str) -> Self {
+        match s {
+            "paused" => ScheduleStatus::Paused,
+            "dead" => ScheduleStatus::Dead,
+            _ => ScheduleStatus::Active,
+        }
+    }
+}
+
+/// One row of `schedule_index`: one declared entry of one piece.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleRow {
+    pub piece: String,
+    pub entry: u32,
+    pub interval_minutes: u32,
+    pub callback_stream: String,
+    pub declared_at_ms: u64,
+    pub nominal_period: u64,
+    pub next_due_ms: u64,
+    pub status: ScheduleStatus,
+    pub attempts: u32,
+    pub fired_count: u64,
+    pub missed_count: u64,
+    pub skipped_count: u64,
+    pub last_fired_ms: Option<u64>,
+    pub backoff_factor: u32,
+    pub unread_fires: u32,
+}
+
+impl ScheduleRow {
+    /// A freshly declared, active entry with no history.
+    pub fn new(
+        piece: &str,
+        entry: u32,
+        interval_minutes: u32,
+        callback_stream: &str,
+        declared_at_ms: u64,
+        next_due_ms: u64,
+    ) -> Self {
+        Self {
+            piece: piece.to_string(),
+            entry,
+            interval_minutes,
+            callback_stream: callback_stream.to_string(),
+            declared_at_ms,
+            nominal_period: 1,
+            next_due_ms,
+            status: ScheduleStatus::Active,
+            attempts: 0,
+            fired_count: 0,
+            missed_count: 0,
+            skipped_count: 0,
+            last_fired_ms: None,
+            backoff_factor: 1,
+            unread_fires: 0,
+        }
+    }
+}
+
+/// The ledger's two buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bucket {
+    /// Waves of scheduled tenures.
+    Scheduled,
+    /// Everything driven by sessions or client events.
+    Session,
+}
+
+impl Bucket {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Scheduled => "scheduled",
+            Bucket::Session => "session",
+        }
+    }
+}
+
+/// Figures added to one ledger row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerDelta {
+    pub cpu_us: u64,
+    pub wall_us: u64,
+    pub waves: u64,
+    pub actions: u64,
+    pub commits: u64,
+    pub budget_skips: u64,
+}
+
+/// One row of `compute_ledger`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerRow {
+    pub bucket: Bucket,
+    pub window_start_ms: u64,
+    #[serde(flatten)]
+    pub totals: LedgerDelta,
+}
+
+/// What a hook sees of the commit being written.
+pub struct CommitView<'a> {
+    pub space: &'a str,
+    pub seq: u64,
+    pub class: CommitClass,
+    pub at_ms: u64,
+    pub ops: &'a [AppliedOp],
+    pub events: &'a [EventRecord],
+}
+
+/// Code that runs inside every commit's transaction and maintains plane rows.
+pub trait IndexHook: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// Returning an error aborts the commit: nothing of it is written.
+    fn on_commit(&self, commit: &CommitView<'_>, plane: &mut PlaneTx<'_>) -> Result<(), String>;
+}
+
+/// Plane access inside an open space transaction. The only way code outside
+/// the store writes plane rows.
+pub struct PlaneTx<'a> {
+    pub(crate) tx: &'a Transaction<'a>,
+    pub(crate) path: &'a Path,
+    pub(crate) space: &'a str,
+    /// Set when `schedule_index` changed, so the directory's next wake is
+    /// recomputed before the transaction commits.
+    pub(crate) schedule_touched: bool,
+}
+
+const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
+     nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
+     last_fired_ms, backoff_factor, unread_fires";
+
+fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
+    Ok(ScheduleRow {
+        piece: r.get(0)?,
+        entry: r.get(1)?,
+        interval_minutes: r.get(2)?,
+        callback_stream: r.get(3)?,
+        declared_at_ms: r.get::<_, i64>(4)? as u64,
+        nominal_period: r.get::<_, i64>(5)? as u64,
+        next_due_ms: r.get::<_, i64>(6)? as u64,
+        status: ScheduleStatus::parse(&r.get::<_, String>(7)?),
+        attempts: r.get(8)?,
+        fired_count: r.get::<_, i64>(9)? as u64,
+        missed_count: r.get::<_, i64>(10)? as u64,
+        skipped_count: r.get::<_, i64>(11)? as u64,
+        last_fired_ms: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
+        backoff_factor: r.get(13)?,
+        unread_fires: r.get(14)?,
+    })
+}
+
+pub(crate) fn list_schedule(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    piece: Option<&str>,
+) -> StoreResult<Vec<ScheduleRow>> {
+    let sql = format!(
+        "SELECT {SCHEDULE_COLUMNS} FROM schedule_index WHERE ?1 IS NULL OR piece = ?1 \
+         ORDER BY piece, entry"
+    );
+    let mut st = conn.prepare_cached(&sql).at(path)?;
+    let rows = st
+        .query_map([piece], schedule_from_row)
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)?;
+    Ok(rows)
+}
+
+pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Vec<LedgerRow>> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, budget_skips \
+             FROM compute_ledger ORDER BY window_start_ms, bucket",
+        )
+        .at(path)?;
+    let rows = st
+        .query_map([], |r| {
+            let bucket = match r.get::<_, String>(0)?.as_str() {
+                "scheduled" => Bucket::Scheduled,
+                _ => Bucket::Session,
+            };
+            Ok(LedgerRow {
+                bucket,
+                window_start_ms: r.get::<_, i64>(1)? as u64,
+                totals: LedgerDelta {
+                    cpu_us: r.get::<_, i64>(2)? as u64,
+                    wall_us: r.get::<_, i64>(3)? as u64,
+                    waves: r.get::<_, i64>(4)? as u64,
+                    actions: r.get::<_, i64>(5)? as u64,
+                    commits: r.get::<_, i64>(6)? as u64,
+                    budget_skips: r.get::<_, i64>(7)? as u64,
+                },
+            })
+        })
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)?;
+    Ok(rows)
+}
+
+/// Earliest due time among active entries, for the host directory.
+pub(crate) fn earliest_due(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Option<u64>> {
+    conn.prepare_cached("SELECT MIN(next_due_ms) FROM schedule_index WHERE status = 'active'")
+        .at(path)?
+        .query_row([], |r| r.get::<_, Option<i64>>(0))
+        .map(|v| v.map(|v| v as u64))
+        .at(path)
+}
+
+impl<'a> PlaneTx<'a> {
+    pub fn space(&self) -> &str {
+        self.space
+    }
+
+    /// Current head of a document, as this transaction sees it.
+    pub fn doc(&self, id: &str) -> StoreResult<Option<Value>> {
+        let v: Option<Option<String>> = self
+            .tx
+            .prepare_cached("SELECT value FROM docs WHERE id = ?1")
+            .at(self.path)?
+            .query_row([id], |r| r.get(0))
+            .optional()
+            .at(self.path)?;
+        Ok(v.flatten().and_then(|s| serde_json::from_str(&s).ok()))
+    }
+
+    pub fn schedule(&self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        list_schedule(self.tx, self.path, piece)
+    }
+
+    pub fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
+        self.schedule_touched = true;
+        let sql = format!(
+            "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+        );
+        self.tx
+            .prepare_cached(&sql)
+            .at(self.path)?
+            .execute(params![
+                self.space,
+                row.piece,
+                row.entry,
+                row.interval_minutes,
+                row.callback_stream,
+                row.declared_at_ms as i64,
+                row.nominal_period as i64,
+                row.next_due_ms as i64,
+                row.status.as_str(),
+                row.attempts,
+                row.fired_count as i64,
+                row.missed_count as i64,
+                row.skipped_count as i64,
+                row.last_fired_ms.map(|v| v as i64),
+                row.backoff_factor,
+                row.unread_fires,
+            ])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    /// Removes one entry, or every entry of `piece` when `entry` is `None`.
+    pub fn delete_schedule(&mut self, piece: &str, entry: Option<u32>) -> StoreResult<usize> {
+        self.schedule_touched = true;
+        self.tx
+            .prepare_cached(
+                "DELETE FROM schedule_index WHERE piece = ?1 AND (?2 IS NULL OR entry = ?2)",
+            )
+            .at(self.path)?
+            .execute(params![piece, entry])
+            .at(self.path)
+    }
+
+    /// Adds `delta` to the ledger row of (`bucket`, `window_start_ms`).
+    pub fn add_ledger(
+        &mut self,
+        bucket: Bucket,
+        window_start_ms: u64,
+        delta: &LedgerDelta,
+    ) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO compute_ledger (space, bucket, window_start_ms, cpu_us, wall_us, \
+                 waves, actions, commits, budget_skips) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 ON CONFLICT (bucket, window_start_ms) DO UPDATE SET \
+                 cpu_us = cpu_us + excluded.cpu_us, wall_us = wall_us + excluded.wall_us, \
+                 waves = waves + excluded.waves, actions = actions + excluded.actions, \
+                 commits = commits + excluded.commits, \
+                 budget_skips = budget_skips + excluded.budget_skips",
+            )
+            .at(self.path)?
+            .execute(params![
+                self.space,
+                bucket.as_str(),
+                window_start_ms as i64,
+                delta.cpu_us as i64,
+                delta.wall_us as i64,
+                delta.waves as i64,
+                delta.actions as i64,
+                delta.commits as i64,
+                delta.budget_skips as i64,
+            ])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    pub fn policy(&self, key: &str) -> StoreResult<Option<String>> {
+        self.tx
+            .prepare_cached("SELECT value FROM space_policy WHERE key = ?1")
+            .at(self.path)?
+            .query_row([key], |r| r.get(0))
+            .optional()
+            .at(self.path)
+    }
+
+    pub fn set_policy(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
+        match value {
+            Some(v) => self
+                .tx
+                .prepare_cached("INSERT OR REPLACE INTO space_policy (key, value) VALUES (?1, ?2)")
+                .at(self.path)?
+                .execute([key, v]),
+            None => self
+                .tx
+                .prepare_cached("DELETE FROM space_policy WHERE key = ?1")
+                .at(self.path)?
+                .execute([key]),
+        }
+        .at(self.path)?;
+        Ok(())
+    }
+}

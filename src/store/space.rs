@@ -1,0 +1,1117 @@
+//! One space's SQLite file: commits, document reads, stream events and
+//! watermarks, the execution lease, and plane-only bookkeeping.
+//!
+//! # Invariants
+//! - A commit is one `BEGIN IMMEDIATE` transaction: its seq, its operations,
+//!   its events, its watermark moves and every index hook's plane rows are
+//!   written together or not at all. Seqs are `max(seq) + 1` inside that
+//!   transaction, so they are gap-free even with two processes on one file.
+//! - A derived commit is accepted only from the current, unexpired holder of
+//!   the space's lease for the tenure it names.
+//! - The host directory's projection of this space is moved earlier before
+//!   the SQLite commit and later only after it, under the space's write lock
+//!   (see `directory.rs`).
+
+use super::directory::Projection;
+use super::error::{is_corruption_code, SqlContext, StoreError, StoreResult};
+use super::path::{display_path, get_at, set_at, PathSeg};
+use super::plane::{self, CommitView, LedgerRow, PlaneTx, ScheduleRow};
+use super::{CommitClass, FaultPoint, StoreShared};
+use crate::metrics::{Counter, SpaceCounters};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Who authored a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Author {
+    /// A `did:key`, or `"server"` for the host itself.
+    pub principal: String,
+    pub session: Option<String>,
+}
+
+impl Author {
+    pub fn server() -> Self {
+        Author {
+            principal: "server".into(),
+            session: None,
+        }
+    }
+    pub fn principal(p: impl Into<String>) -> Self {
+        Author {
+            principal: p.into(),
+            session: None,
+        }
+    }
+}
+
+/// One document operation of a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocOp {
+    /// Replace the whole document.
+    Set { id: String, value: Value },
+    /// Write `value` at `path` inside the document (see `path::set_at`).
+    Patch {
+        id: String,
+        path: Vec<PathSeg>,
+        value: Value,
+    },
+    /// Remove the document.
+    Delete { id: String },
+}
+
+impl DocOp {
+    pub fn doc_id(&self) -> &str {
+        match self {
+            DocOp::Set { id, .. } | DocOp::Patch { id, .. } | DocOp::Delete { id } => id,
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            DocOp::Set { .. } => "set",
+            DocOp::Patch { .. } => "patch",
+            DocOp::Delete { .. } => "delete",
+        }
+    }
+}
+
+/// An operation as written: the document's value after it (None = deleted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppliedOp {
+    pub doc_id: String,
+    pub op: &'static str,
+    pub path: Option<Vec<PathSeg>>,
+    pub doc_after: Option<Value>,
+}
+
+/// An event to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub event_id: String,
+    pub stream: String,
+    pub payload: Value,
+    /// The principal that fired it, or `"server"`.
+    pub fired_by: String,
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRecord {
+    pub event_id: String,
+    pub stream: String,
+    pub seq: u64,
+    pub payload: Value,
+    pub fired_by: String,
+    pub fired_at_ms: u64,
+}
+
+/// A stream's head and watermark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamState {
+    pub stream: String,
+    pub head_seq: u64,
+    pub watermark_seq: u64,
+}
+
+/// Proof of holding the space's lease for one tenure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    pub holder: String,
+    pub tenure: u64,
+    pub expires_at_ms: u64,
+}
+
+/// Everything one commit writes.
+#[derive(Debug, Clone)]
+pub struct CommitRequest {
+    pub class: CommitClass,
+    pub author: Author,
+    pub ops: Vec<DocOp>,
+    pub events: Vec<NewEvent>,
+    /// Streams whose watermark this commit advances, to the given seq.
+    pub watermarks: Vec<(String, u64)>,
+    /// Required for a derived commit.
+    pub lease: Option<Lease>,
+}
+
+impl CommitRequest {
+    pub fn new(class: CommitClass, author: Author) -> Self {
+        CommitRequest {
+            class,
+            author,
+            ops: Vec::new(),
+            events: Vec::new(),
+            watermarks: Vec::new(),
+            lease: None,
+        }
+    }
+    pub fn op(mut self, op: DocOp) -> Self {
+        self.ops.push(op);
+        self
+    }
+    pub fn event(mut self, e: NewEvent) -> Self {
+        self.events.push(e);
+        self
+    }
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommitOutcome {
+    /// The commit's seq; `None` when there was nothing to commit (every
+    /// event was a duplicate and there were no operations or watermarks).
+    pub seq: Option<u64>,
+    pub appended: Vec<String>,
+    /// Event ids that were already stored, with the seq that stored them.
+    pub duplicates: Vec<(String, u64)>,
+}
+
+/// A document head as read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocRead {
+    pub value: Value,
+    /// The seq of the commit that last wrote the document.
+    pub seq: u64,
+    pub rev: u64,
+}
+
+/// A commit as recorded in the log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitRecord {
+    pub seq: u64,
+    pub class: String,
+    pub principal: String,
+    pub session: Option<String>,
+    pub at_ms: u64,
+    pub ops: Vec<LoggedOp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoggedOp {
+    pub doc_id: String,
+    pub op: String,
+    pub path: Option<Value>,
+    pub value: Option<Value>,
+}
+
+/// An open space file. Not `Sync`: a space has one writer thread at a time.
+pub struct Space {
+    id: String,
+    path: PathBuf,
+    conn: Connection,
+    shared: Arc<StoreShared>,
+    counters: SpaceCounters,
+    /// What this handle last wrote to (or read from) the directory.
+    projection: Projection,
+    quarantined: Option<String>,
+}
+
+impl std::fmt::Debug for Space {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Space").field("id", &self.id).finish()
+    }
+}
+
+impl Drop for Space {
+    fn drop(&mut self) {
+        self.counters.add(Counter::SpacesOpen, -1);
+    }
+}
+
+impl Space {
+    pub(crate) fn new(
+        id: String,
+        path: PathBuf,
+        conn: Connection,
+        shared: Arc<StoreShared>,
+    ) -> StoreResult<Space> {
+        let counters = shared.counters.space(&id);
+        counters.inc(Counter::SpacesOpened);
+        counters.inc(Counter::SpacesOpen);
+        let mut space = Space {
+            id,
+            path,
+            conn,
+            shared,
+            counters,
+            projection: Projection::default(),
+            quarantined: None,
+        };
+        // Start from the truth in the file; correcting the directory here is
+        // safe because no commit of ours is in flight.
+        space.projection = space
+            .shared
+            .directory
+            .projection(&space.id)?
+            .unwrap_or_default();
+        space.reconcile_projection()?;
+        Ok(space)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn counters(&self) -> &SpaceCounters {
+        &self.counters
+    }
+
+    fn check_open(&self) -> StoreResult<()> {
+        match &self.quarantined {
+            Some(reason) => Err(StoreError::Quarantined {
+                space: self.id.clone(),
+                reason: reason.clone(),
+                path: self.path.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Turns a corruption error into a quarantine of this space: the
+    /// connection is closed, the files moved aside, the directory marked.
+    fn guard<T>(&mut self, r: StoreResult<T>) -> StoreResult<T> {
+        match r {
+            Err(e) if e.is_corruption() => {
+                let reason = e.to_string();
+                let old = std::mem::replace(
+                    &mut self.conn,
+                    Connection::open_in_memory().expect("in-memory SQLite always opens"),
+                );
+                drop(old);
+                let moved = self.shared.quarantine_files(&self.id, &self.path, &reason);
+                self.quarantined = Some(reason.clone());
+                Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("{reason}; moved to {}", moved.display()),
+                })
+            }
+            other => other,
+        }
+    }
+
+    // ----- commits -------------------------------------------------------
+
+    /// Writes one commit. See the module docs for what is atomic.
+    pub fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
+        self.commit_with(req, |_, _| Ok(()))
+    }
+
+    /// Like [`Space::commit`], with `extra` running inside the same
+    /// transaction after the index hooks (e.g. the firing of a schedule
+    /// entry: advance the entry and append its event, atomically). An error
+    /// from `extra` aborts the commit.
+    pub fn commit_with(
+        &mut self,
+        req: CommitRequest,
+        extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+    ) -> StoreResult<CommitOutcome> {
+        self.check_open()?;
+        let r = self.commit_inner(req, extra);
+        if r.is_err() {
+            self.counters.inc(Counter::CommitsRejected);
+        }
+        self.guard(r)
+    }
+
+    fn commit_inner(
+        &mut self,
+        req: CommitRequest,
+        extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+    ) -> StoreResult<CommitOutcome> {
+        let now_ms = self.shared.clock.now_ms();
+        let path = self.path.clone();
+        let space_id = self.id.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+
+        if req.class == CommitClass::Derived {
+            check_lease(&tx, &path, req.lease.as_ref(), now_ms).inspect_err(|_| {
+                self.counters.inc(Counter::DerivedRefused);
+            })?;
+        }
+
+        // Split events into new ones and duplicates before assigning a seq.
+        let mut fresh = Vec::with_capacity(req.events.len());
+        let mut duplicates = Vec::new();
+        for e in req.events {
+            validate_name("stream", &e.stream)?;
+            validate_name("eventId", &e.event_id)?;
+            let prior: Option<i64> = tx
+                .prepare_cached("SELECT seq FROM events WHERE event_id = ?1")
+                .at(&path)?
+                .query_row([&e.event_id], |r| r.get(0))
+                .optional()
+                .at(&path)?;
+            match prior {
+                Some(seq) => duplicates.push((e.event_id, seq as u64)),
+                None if fresh.iter().any(|f: &NewEvent| f.event_id == e.event_id) => {
+                    duplicates.push((e.event_id, 0))
+                }
+                None => fresh.push(e),
+            }
+        }
+        self.counters
+            .add(Counter::EventsDuplicate, duplicates.len() as i64);
+
+        let nothing_to_commit = req.ops.is_empty() && fresh.is_empty() && req.watermarks.is_empty();
+        let mut view_ops: Vec<AppliedOp> = Vec::with_capacity(req.ops.len());
+        let mut records: Vec<EventRecord> = Vec::with_capacity(fresh.len());
+        let seq = if nothing_to_commit {
+            None
+        } else {
+            let seq: u64 = tx
+                .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM commits")
+                .at(&path)?
+                .query_row([], |r| r.get::<_, i64>(0))
+                .at(&path)? as u64;
+            tx.prepare_cached(
+                "INSERT INTO commits (seq, class, principal, session, at_ms, op_count, event_count) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .at(&path)?
+            .execute(params![
+                seq as i64,
+                req.class.as_str(),
+                req.author.principal,
+                req.author.session,
+                now_ms as i64,
+                req.ops.len() as i64,
+                fresh.len() as i64
+            ])
+            .at(&path)?;
+
+            for (idx, op) in req.ops.into_iter().enumerate() {
+                view_ops.push(apply_op(&tx, &path, seq, idx, op)?);
+            }
+            for e in fresh {
+                records.push(append_event(&tx, &path, seq, now_ms, e)?);
+            }
+            for (stream, to_seq) in &req.watermarks {
+                advance_watermark(&tx, &path, stream, *to_seq)?;
+            }
+            Some(seq)
+        };
+
+        let mut plane = PlaneTx {
+            tx: &tx,
+            path: &path,
+            space: &space_id,
+            schedule_touched: false,
+        };
+        let view = CommitView {
+            space: &space_id,
+            seq: seq.unwrap_or(0),
+            class: req.class,
+            at_ms: now_ms,
+            ops: &view_ops,
+            events: &records,
+        };
+        if seq.is_some() {
+            let hooks = self
+                .shared
+                .hooks
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            for hook in hooks.iter() {
+                if let Err(reason) = hook.on_commit(&view, &mut plane) {
+                    self.counters.inc(Counter::HookFailures);
+                    return Err(StoreError::Hook {
+                        hook: hook.name().to_string(),
+                        reason,
+                    });
+                }
+            }
+        }
+        extra(&view, &mut plane).map_err(|reason| StoreError::Hook {
+            hook: "commit extension".into(),
+            reason,
+        })?;
+        let schedule_touched = plane.schedule_touched;
+        let streams_touched = !records.is_empty() || !req.watermarks.is_empty();
+
+        let after = Self::projection_in(
+            &tx,
+            &path,
+            self.projection,
+            schedule_touched,
+            streams_touched,
+        )?;
+        let early = self.projection.earliest_of(after);
+        if early != self.projection {
+            self.shared.directory.set_projection(&space_id, early)?;
+            self.counters.inc(Counter::DirectoryMovedEarlier);
+        }
+        self.projection = early;
+        self.shared.fault(FaultPoint::BeforeSpaceCommit)?;
+        tx.commit().at(&path)?;
+        self.shared.fault(FaultPoint::AfterSpaceCommit)?;
+        if after != early {
+            self.move_projection_later()?;
+        }
+
+        if let Some(_seq) = seq {
+            self.counters.inc(match req.class {
+                CommitClass::Authored => Counter::CommitsAuthored,
+                CommitClass::Derived => Counter::CommitsDerived,
+                CommitClass::System => Counter::CommitsSystem,
+            });
+        }
+        self.counters
+            .add(Counter::EventsAppended, records.len() as i64);
+        self.counters
+            .add(Counter::WatermarksAdvanced, req.watermarks.len() as i64);
+        Ok(CommitOutcome {
+            seq,
+            appended: records.into_iter().map(|r| r.event_id).collect(),
+            duplicates,
+        })
+    }
+
+    /// The true projection as seen inside `tx`, recomputing only what the
+    /// transaction could have changed.
+    fn projection_in(
+        conn: &Connection,
+        path: &Path,
+        current: Projection,
+        schedule_touched: bool,
+        streams_touched: bool,
+    ) -> StoreResult<Projection> {
+        Ok(Projection {
+            next_wake_ms: if schedule_touched {
+                plane::earliest_due(conn, path)?
+            } else {
+                current.next_wake_ms
+            },
+            undelivered: if streams_touched {
+                has_undelivered(conn, path)?
+            } else {
+                current.undelivered
+            },
+        })
+    }
+
+    /// Moves the directory later, to the truth, under the space's write lock
+    /// so no other writer's "earlier" move can be overwritten by ours.
+    fn move_projection_later(&mut self) -> StoreResult<()> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let truth = Projection {
+            next_wake_ms: plane::earliest_due(&tx, &path)?,
+            undelivered: has_undelivered(&tx, &path)?,
+        };
+        if truth != self.projection {
+            self.shared.directory.set_projection(&self.id, truth)?;
+            self.counters.inc(Counter::DirectoryMovedLater);
+        }
+        tx.commit().at(&path)?;
+        self.projection = truth;
+        Ok(())
+    }
+
+    /// Recomputes the projection from the file and writes it to the
+    /// directory if it differs. Used at open and by discovery when a space
+    /// turned out to have nothing to do.
+    pub fn reconcile_projection(&mut self) -> StoreResult<Projection> {
+        self.check_open()?;
+        let r = self.move_projection_later();
+        self.guard(r)?;
+        Ok(self.projection)
+    }
+
+    /// Runs `f` in a plane-only transaction (no commit, no seq): schedule
+    /// state changes, ledger bookkeeping, policy. Keeps the directory
+    /// projection by the same early/late rule as commits.
+    pub fn plane<T>(
+        &mut self,
+        f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.check_open()?;
+        let r = self.plane_inner(f);
+        self.guard(r)
+    }
+
+    fn plane_inner<T>(
+        &mut self,
+        f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let path = self.path.clone();
+        let space_id = self.id.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let mut plane = PlaneTx {
+            tx: &tx,
+            path: &path,
+            space: &space_id,
+            schedule_touched: false,
+        };
+        let out = f(&mut plane)?;
+        let touched = plane.schedule_touched;
+        let after = Self::projection_in(&tx, &path, self.projection, touched, false)?;
+        let early = self.projection.earliest_of(after);
+        if early != self.projection {
+            self.shared.directory.set_projection(&space_id, early)?;
+            self.counters.inc(Counter::DirectoryMovedEarlier);
+        }
+        self.projection = early;
+        tx.commit().at(&path)?;
+        if after != early {
+            self.move_projection_later()?;
+        }
+        Ok(out)
+    }
+
+    // ----- reads ---------------------------------------------------------
+
+    pub fn read(&mut self, id: &str) -> StoreResult<Option<DocRead>> {
+        self.check_open()?;
+        let r = read_doc(&self.conn, &self.path, id);
+        self.guard(r)
+    }
+
+    /// Reads the value at `path` inside document `id`.
+    pub fn read_path(&mut self, id: &str, path: &[PathSeg]) -> StoreResult<Option<Value>> {
+        Ok(self.read(id)?.and_then(|d| get_at(&d.value, path).cloned()))
+    }
+
+    pub fn head_seq(&mut self) -> StoreResult<u64> {
+        self.check_open()?;
+        let r = self
+            .conn
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM commits")
+            .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
+            .map(|v| v as u64)
+            .at(&self.path);
+        self.guard(r)
+    }
+
+    /// Commits after `after_seq`, oldest first, at most `limit`.
+    pub fn commits_since(
+        &mut self,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<CommitRecord>> {
+        self.check_open()?;
+        let r = commits_since(&self.conn, &self.path, after_seq, limit);
+        self.guard(r)
+    }
+
+    pub fn streams(&mut self) -> StoreResult<Vec<StreamState>> {
+        self.check_open()?;
+        let r = (|| {
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "SELECT stream, head_seq, watermark_seq FROM streams ORDER BY stream",
+                )
+                .at(&self.path)?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok(StreamState {
+                        stream: r.get(0)?,
+                        head_seq: r.get::<_, i64>(1)? as u64,
+                        watermark_seq: r.get::<_, i64>(2)? as u64,
+                    })
+                })
+                .at(&self.path)?
+                .collect::<Result<Vec<_>, _>>()
+                .at(&self.path)?;
+            Ok(rows)
+        })();
+        self.guard(r)
+    }
+
+    pub fn has_undelivered(&mut self) -> StoreResult<bool> {
+        self.check_open()?;
+        let r = has_undelivered(&self.conn, &self.path);
+        self.guard(r)
+    }
+
+    /// Events past their stream's watermark, in seq order, at most `limit`.
+    pub fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
+        self.check_open()?;
+        let r = (|| {
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "SELECT e.event_id, e.stream, e.seq, e.payload, e.fired_by, e.fired_at_ms \
+                     FROM streams s JOIN events e ON e.stream = s.stream AND e.seq > s.watermark_seq \
+                     WHERE s.head_seq > s.watermark_seq ORDER BY e.seq, e.event_id LIMIT ?1",
+                )
+                .at(&self.path)?;
+            let rows = st
+                .query_map([limit as i64], event_from_row)
+                .at(&self.path)?
+                .collect::<Result<Vec<_>, _>>()
+                .at(&self.path)?;
+            Ok(rows)
+        })();
+        self.guard(r)
+    }
+
+    pub fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        self.check_open()?;
+        let r = self
+            .conn
+            .prepare_cached(
+                "SELECT event_id, stream, seq, payload, fired_by, fired_at_ms FROM events \
+                 WHERE event_id = ?1",
+            )
+            .and_then(|mut s| s.query_row([event_id], event_from_row).optional())
+            .at(&self.path);
+        self.guard(r)
+    }
+
+    /// Appends one event as an authored commit. Idempotent by `eventId`.
+    pub fn append_event(&mut self, author: Author, event: NewEvent) -> StoreResult<CommitOutcome> {
+        self.commit(CommitRequest::new(CommitClass::Authored, author).event(event))
+    }
+
+    pub fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        self.check_open()?;
+        let r = plane::list_schedule(&self.conn, &self.path, piece);
+        self.guard(r)
+    }
+
+    pub fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
+        self.check_open()?;
+        let r = plane::list_ledger(&self.conn, &self.path);
+        self.guard(r)
+    }
+
+    // ----- the execution lease ------------------------------------------
+
+    /// Takes the space's lease for a new tenure if it is free, expired, or
+    /// already ours; `None` when another holder's lease is live.
+    pub fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
+        self.check_open()?;
+        let r = self.acquire_inner();
+        self.guard(r)
+    }
+
+    fn acquire_inner(&mut self) -> StoreResult<Option<Lease>> {
+        let now = self.shared.clock.now_ms();
+        let holder = self.shared.holder.clone();
+        let ttl = self.shared.cfg.lease_ttl_ms;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&self.path)?;
+        let current = lease_row(&tx, &self.path)?;
+        let tenure = match &current {
+            Some(l) if l.holder != holder && l.expires_at_ms > now => {
+                self.counters.inc(Counter::LeaseRefused);
+                return Ok(None);
+            }
+            Some(l) => {
+                if l.holder != holder {
+                    self.counters.inc(Counter::LeaseTakenOver);
+                }
+                l.tenure + 1
+            }
+            None => max_tenure_hint(&tx, &self.path)? + 1,
+        };
+        let lease = Lease {
+            holder,
+            tenure,
+            expires_at_ms: now + ttl,
+        };
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO execution_lease (space, holder, tenure, expires_at_ms) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .at(&self.path)?
+        .execute(params![
+            self.id,
+            lease.holder,
+            lease.tenure as i64,
+            lease.expires_at_ms as i64
+        ])
+        .at(&self.path)?;
+        tx.commit().at(&self.path)?;
+        self.counters.inc(Counter::LeaseAcquired);
+        Ok(Some(lease))
+    }
+
+    /// Extends a live lease; `None` when it expired or was taken (the tenure
+    /// is over and nothing more from it may commit).
+    pub fn renew_lease(&mut self, lease: &Lease) -> StoreResult<Option<Lease>> {
+        self.check_open()?;
+        let now = self.shared.clock.now_ms();
+        let expires = now + self.shared.cfg.lease_ttl_ms;
+        let r = self
+            .conn
+            .prepare_cached(
+                "UPDATE execution_lease SET expires_at_ms = ?1 \
+                 WHERE holder = ?2 AND tenure = ?3 AND expires_at_ms > ?4",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    expires as i64,
+                    lease.holder,
+                    lease.tenure as i64,
+                    now as i64
+                ])
+            })
+            .at(&self.path);
+        let n = self.guard(r)?;
+        if n == 1 {
+            self.counters.inc(Counter::LeaseRenewed);
+            Ok(Some(Lease {
+                expires_at_ms: expires,
+                ..lease.clone()
+            }))
+        } else {
+            self.counters.inc(Counter::LeaseLost);
+            Ok(None)
+        }
+    }
+
+    /// Gives the lease up. Releasing a lease we no longer hold is a no-op.
+    /// The row is kept with an expiry of 0 so tenures keep increasing.
+    pub fn release_lease(&mut self, lease: &Lease) -> StoreResult<()> {
+        self.check_open()?;
+        let r = self
+            .conn
+            .prepare_cached(
+                "UPDATE execution_lease SET expires_at_ms = 0 WHERE holder = ?1 AND tenure = ?2",
+            )
+            .and_then(|mut s| s.execute(params![lease.holder, lease.tenure as i64]))
+            .at(&self.path);
+        if self.guard(r)? == 1 {
+            self.counters.inc(Counter::LeaseReleased);
+        }
+        Ok(())
+    }
+
+    pub fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
+        self.check_open()?;
+        let r = lease_row(&self.conn, &self.path);
+        self.guard(r)
+    }
+}
+
+// ----- SQL helpers, all over a plain connection or transaction -------------
+
+fn validate_name(what: &str, s: &str) -> StoreResult<()> {
+    if s.is_empty() || s.len() > 512 {
+        return Err(StoreError::InvalidCommit(format!(
+            "{what} must be 1 to 512 characters (got {})",
+            s.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_lease(
+    tx: &Transaction<'_>,
+    path: &Path,
+    lease: Option<&Lease>,
+    now_ms: u64,
+) -> StoreResult<()> {
+    let Some(claim) = lease else {
+        return Err(StoreError::NotLeaseHolder(
+            "a derived commit must carry the writer's lease".into(),
+        ));
+    };
+    match lease_row(tx, path)? {
+        Some(l)
+            if l.holder == claim.holder && l.tenure == claim.tenure && l.expires_at_ms > now_ms =>
+        {
+            Ok(())
+        }
+        Some(l) if l.holder == claim.holder && l.tenure == claim.tenure => {
+            Err(StoreError::NotLeaseHolder(format!(
+                "the lease of tenure {} expired at {} (now {now_ms})",
+                l.tenure, l.expires_at_ms
+            )))
+        }
+        Some(l) => Err(StoreError::NotLeaseHolder(format!(
+            "{} (tenure {}) does not hold the lease; {} holds tenure {}",
+            claim.holder, claim.tenure, l.holder, l.tenure
+        ))),
+        None => Err(StoreError::NotLeaseHolder(format!(
+            "{} does not hold the lease; nobody does",
+            claim.holder
+        ))),
+    }
+}
+
+fn lease_row(conn: &Connection, path: &Path) -> StoreResult<Option<Lease>> {
+    conn.prepare_cached("SELECT holder, tenure, expires_at_ms FROM execution_lease LIMIT 1")
+        .at(path)?
+        .query_row([], |r| {
+            Ok(Lease {
+                holder: r.get(0)?,
+                tenure: r.get::<_, i64>(1)? as u64,
+                expires_at_ms: r.get::<_, i64>(2)? as u64,
+            })
+        })
+        .optional()
+        .at(path)
+}
+
+/// Without a lease row, tenures restart above anything seen; the row is
+/// never deleted by us, so this is 0 on a fresh space.
+fn max_tenure_hint(conn: &Connection, path: &Path) -> StoreResult<u64> {
+    conn.query_row(
+        "SELECT COALESCE(MAX(tenure), 0) FROM execution_lease",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|v| v as u64)
+    .at(path)
+}
+
+fn apply_op(
+    tx: &Transaction<'_>,
+    path: &Path,
+    seq: u64,
+    idx: usize,
+    op: DocOp,
+) -> StoreResult<AppliedOp> {
+    let kind = op.kind();
+    let (doc_id, op_path, new_value) = match op {
+        DocOp::Set { id, value } => (id, None, Some(value)),
+        DocOp::Delete { id } => (id, None, None),
+        DocOp::Patch { id, path: p, value } => {
+            let current = read_doc(tx, path, &id)?.map(|d| d.value);
+            let patched =
+                set_at(current.as_ref(), &p, value).map_err(|reason| StoreError::BadPath {
+                    index: idx,
+                    doc: id.clone(),
+                    reason: format!("path {}: {reason}", display_path(&p)),
+                })?;
+            (id, Some(p), Some(patched))
+        }
+    };
+    if doc_id.is_empty() {
+        return Err(StoreError::InvalidCommit(format!(
+            "operation {idx}: document id is empty"
+        )));
+    }
+    let text = new_value.as_ref().map(|v| v.to_string());
+    let path_text = op_path
+        .as_ref()
+        .map(|p| serde_json::to_string(p).unwrap_or_default());
+    // The log records what was written: the patch's own value is implied by
+    // the document after it, so the log keeps the full new value.
+    tx.prepare_cached(
+        "INSERT INTO commit_ops (seq, idx, doc_id, op, path, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .at(path)?
+    .execute(params![seq as i64, idx as i64, doc_id, kind, path_text, text])
+    .at(path)?;
+    tx.prepare_cached(
+        "INSERT INTO docs (id, value, seq, rev) VALUES (?1, ?2, ?3, 1) \
+         ON CONFLICT (id) DO UPDATE SET value = excluded.value, seq = excluded.seq, rev = rev + 1",
+    )
+    .at(path)?
+    .execute(params![doc_id, text, seq as i64])
+    .at(path)?;
+    Ok(AppliedOp {
+        doc_id,
+        op: kind,
+        path: op_path,
+        doc_after: new_value,
+    })
+}
+
+fn append_event(
+    tx: &Transaction<'_>,
+    path: &Path,
+    seq: u64,
+    now_ms: u64,
+    e: NewEvent,
+) -> StoreResult<EventRecord> {
+    tx.prepare_cached(
+        "INSERT INTO events (event_id, stream, seq, payload, fired_by, fired_at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .at(path)?
+    .execute(params![
+        e.event_id,
+        e.stream,
+        seq as i64,
+        e.payload.to_string(),
+        e.fired_by,
+        now_ms as i64
+    ])
+    .at(path)?;
+    tx.prepare_cached(
+        "INSERT INTO streams (stream, head_seq, watermark_seq) VALUES (?1, ?2, 0) \
+         ON CONFLICT (stream) DO UPDATE SET head_seq = excluded.head_seq",
+    )
+    .at(path)?
+    .execute(params![e.stream, seq as i64])
+    .at(path)?;
+    Ok(EventRecord {
+        event_id: e.event_id,
+        stream: e.stream,
+        seq,
+        payload: e.payload,
+        fired_by: e.fired_by,
+        fired_at_ms: now_ms,
+    })
+}
+
+fn advance_watermark(
+    tx: &Transaction<'_>,
+    path: &Path,
+    stream: &str,
+    to_seq: u64,
+) -> StoreResult<()> {
+    let row: Option<(i64, i64)> = tx
+        .prepare_cached("SELECT head_seq, watermark_seq FROM streams WHERE stream = ?1")
+        .at(path)?
+        .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .at(path)?;
+    let Some((head, wm)) = row else {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?}: the stream has no events"
+        )));
+    };
+    let (head, wm) = (head as u64, wm as u64);
+    if to_seq > head {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?} cannot pass its head ({to_seq} > {head})"
+        )));
+    }
+    if to_seq < wm {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?} cannot move backwards ({to_seq} < {wm})"
+        )));
+    }
+    tx.prepare_cached("UPDATE streams SET watermark_seq = ?2 WHERE stream = ?1")
+        .at(path)?
+        .execute(params![stream, to_seq as i64])
+        .at(path)?;
+    Ok(())
+}
+
+fn has_undelivered(conn: &Connection, path: &Path) -> StoreResult<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM streams WHERE head_seq > watermark_seq)")
+        .at(path)?
+        .query_row([], |r| r.get::<_, bool>(0))
+        .at(path)
+}
+
+fn read_doc(conn: &Connection, path: &Path, id: &str) -> StoreResult<Option<DocRead>> {
+    let row: Option<(Option<String>, i64, i64)> = conn
+        .prepare_cached("SELECT value, seq, rev FROM docs WHERE id = ?1")
+        .at(path)?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()
+        .at(path)?;
+    match row {
+        Some((Some(text), seq, rev)) => {
+            let value = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("document {id:?} holds invalid JSON: {e}"),
+            })?;
+            Ok(Some(DocRead {
+                value,
+                seq: seq as u64,
+                rev: rev as u64,
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn event_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRecord> {
+    let payload: String = r.get(3)?;
+    Ok(EventRecord {
+        event_id: r.get(0)?,
+        stream: r.get(1)?,
+        seq: r.get::<_, i64>(2)? as u64,
+        payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
+        fired_by: r.get(4)?,
+        fired_at_ms: r.get::<_, i64>(5)? as u64,
+    })
+}
+
+fn commits_since(
+    conn: &Connection,
+    path: &Path,
+    after_seq: u64,
+    limit: usize,
+) -> StoreResult<Vec<CommitRecord>> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT seq, class, principal, session, at_ms FROM commits WHERE seq > ?1 \
+             ORDER BY seq LIMIT ?2",
+        )
+        .at(path)?;
+    let mut commits = st
+        .query_map(params![after_seq as i64, limit as i64], |r| {
+            Ok(CommitRecord {
+                seq: r.get::<_, i64>(0)? as u64,
+                class: r.get(1)?,
+                principal: r.get(2)?,
+                session: r.get(3)?,
+                at_ms: r.get::<_, i64>(4)? as u64,
+                ops: Vec::new(),
+            })
+        })
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)?;
+    let mut ops = conn
+        .prepare_cached(
+            "SELECT doc_id, op, path, value FROM commit_ops WHERE seq = ?1 ORDER BY idx",
+        )
+        .at(path)?;
+    for c in &mut commits {
+        c.ops = ops
+            .query_map([c.seq as i64], |r| {
+                let p: Option<String> = r.get(2)?;
+                let v: Option<String> = r.get(3)?;
+                Ok(LoggedOp {
+                    doc_id: r.get(0)?,
+                    op: r.get(1)?,
+                    path: p.and_then(|s| serde_json::from_str(&s).ok()),
+                    value: v.and_then(|s| serde_json::from_str(&s).ok()),
+                })
+            })
+            .at(path)?
+            .collect::<Result<Vec<_>, _>>()
+            .at(path)?;
+    }
+    Ok(commits)
+}
+
+/// Classifies an error from opening a file: corruption vs anything else.
+pub(crate) fn open_error(path: &Path, e: rusqlite::Error) -> StoreError {
+    if is_corruption_code(&e) {
+        StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    } else {
+        StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The store benchmark runs end to end at a tiny scale and prints every
+//! figure it promises (the real figures are in spec/performance.md).
+
+use std::process::Command;
+
+#[test]
+fn bench_store_prints_its_side_by_side_figures() {
+    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args(["bench", "store", "--scale", "0.01"])
+        .env("SPACEWAKE_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "commit overhead:",
+        "ratio",
+        "parallel:  1 spaces",
+        "parallel: 64 spaces",
+        "discovery:",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
