@@ -20,6 +20,17 @@ pub struct Cli {
 pub enum Command {
     /// Run the host: store, health routes (and, as they land, sessions and the waker).
     Serve(ServeArgs),
+    /// Validate patterns: one diagnostic per problem, exit 0 when all are valid.
+    Check {
+        /// Pattern entry files (.ts / .tsx).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run pattern scenario files; ends with `N passed, N failed`.
+    Scenario {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Run a benchmark and print side-by-side figures.
     Bench {
         #[command(subcommand)]

@@ -5,10 +5,15 @@
 //! See `ARCHITECTURE.md` for the code map.
 
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod compiler;
 pub mod debug;
 pub mod http;
 pub mod metrics;
+pub mod runtime;
+pub mod sandbox;
+pub mod scenario;
 pub mod serve;
 pub mod store;

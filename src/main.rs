@@ -13,6 +13,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => spacewake::serve::run(args),
+        Command::Check { files } => Ok(spacewake::check::run(&files)),
+        Command::Scenario { files } => Ok(spacewake::scenario::run_files(&files)),
         Command::Bench { which } => match which {
             BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
         },

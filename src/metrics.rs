@@ -61,6 +61,17 @@ counters! {
     ScheduleIndexed => ("schedule", "indexedEntries", Gauge, "Schedule entries in the index"),
     LedgerWaves => ("ledger", "waves", Counter, "Waves recorded in the ledger"),
     DemandPasses => ("demand", "passes", Counter, "Demand passes run"),
+    EventsProcessed => ("events", "processed", Counter, "Events consumed by a wave"),
+    EventsUnknownStream => ("events", "unknownStream", Counter, "Events consumed whose stream has no handler"),
+    PiecesCreated => ("actions", "piecesCreated", Counter, "Pieces instantiated from a pattern"),
+    HandlerRuns => ("actions", "handlerRuns", Counter, "Handler and action runs"),
+    DerivationRuns => ("actions", "derivationRuns", Counter, "Derivation (lift/derive/computed/str) runs"),
+    DerivationsSkippedFresh => ("actions", "derivationsSkippedFresh", Counter, "Pulled derivations not re-run because their inputs were unchanged"),
+    ActionsFailed => ("actions", "failed", Counter, "Actions that threw; their writes were discarded"),
+    ActionsPreempted => ("actions", "preempted", Counter, "Actions stopped by their interrupt budget; their writes were discarded"),
+    ActionsOutOfMemory => ("actions", "outOfMemory", Counter, "Actions stopped by the space's memory limit"),
+    ActionsCapabilityDenied => ("actions", "capabilityDenied", Counter, "Actions that used a capability denied in their context"),
+    Waves => ("waves", "committed", Counter, "Waves that committed"),
 }
 
 #[derive(Debug)]

@@ -27,6 +27,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0002_schedule_index_ledger",
         sql: include_str!("../../schema/space/0002_schedule_index_ledger.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_action_state",
+        sql: include_str!("../../schema/space/0003_action_state.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[Migration {

@@ -236,6 +236,21 @@ pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResu
     Ok(rows)
 }
 
+pub(crate) fn action_states(
+    conn: &rusqlite::Connection,
+    path: &Path,
+) -> StoreResult<Vec<(String, String)>> {
+    let mut st = conn
+        .prepare_cached("SELECT node, inputs_hash FROM action_state")
+        .at(path)?;
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)?;
+    Ok(rows)
+}
+
 /// Earliest due time among active entries, for the host directory.
 pub(crate) fn earliest_due(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Option<u64>> {
     conn.prepare_cached("SELECT MIN(next_due_ms) FROM schedule_index WHERE status = 'active'")
@@ -338,6 +353,18 @@ impl<'a> PlaneTx<'a> {
                 delta.commits as i64,
                 delta.budget_skips as i64,
             ])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    /// Records the inputs hash a derivation node last ran on.
+    pub fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO action_state (node, inputs_hash, seq) VALUES (?1, ?2, ?3)",
+            )
+            .at(self.path)?
+            .execute(params![node, inputs_hash, seq as i64])
             .at(self.path)?;
         Ok(())
     }

@@ -692,6 +692,13 @@ impl Space {
         self.guard(r)
     }
 
+    /// Every derivation node's recorded inputs hash.
+    pub fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
+        self.check_open()?;
+        let r = plane::action_states(&self.conn, &self.path);
+        self.guard(r)
+    }
+
     pub fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
         self.check_open()?;
         let r = plane::list_ledger(&self.conn, &self.path);

@@ -1,0 +1,608 @@
+//! Pass 1: parse one module, run semantic analysis, validate it and plan text edits.
+//!
+//! Nothing here emits JavaScript. The pass produces an owned [`Analysis`] (no AST lifetimes) so
+//! the driver can analyse every module of a program before rendering any schema: schemas may
+//! need type declarations from sibling modules.
+//!
+//! Invariants:
+//! - API calls are recognised by symbol, not by spelling: `pattern` is commonfabric's only if the
+//!   callee resolves to an import from `"commonfabric"` (aliases work, shadowing is respected);
+//! - every edit is a byte range of the original source; edits never overlap except for
+//!   insertions at the same point, which keep the order they were planned in;
+//! - a module with syntax errors yields only its syntax diagnostics.
+
+use std::collections::{HashMap, HashSet};
+
+use oxc_allocator::Allocator;
+use oxc_ast::ast::{
+    Argument, ArrowFunctionExpression, CallExpression, Class, Declaration, Expression,
+    FormalParameters, Function, ImportExpression, JSXElement, JSXFragment, ObjectExpression,
+    Program, PropertyKey, ReturnStatement, Statement, TSTypeAnnotation, VariableDeclarationKind,
+};
+use oxc_ast_visit::{walk, Visit};
+use oxc_parser::Parser;
+use oxc_semantic::{ScopeFlags, Scoping, SemanticBuilder, SymbolId};
+use oxc_span::{GetSpan, SourceType, Span};
+
+use super::closures::{self, ClosureKind};
+use super::diagnostics::{codes, RawDiag};
+use super::imports::{self, ImportRequest, NamedImport};
+use super::schedule::{self, RawSchedule};
+use super::types::{Ty, TyConv, TypeDecl};
+use super::Edit;
+
+/// A schema argument to append to an API call once types can be resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingMeta {
+    /// `pattern`, `handler` or `lift`.
+    pub api: &'static str,
+    /// The call, for positions in metadata.
+    pub call_span: Span,
+    /// Byte offset just after the call's last argument.
+    pub insert_at: u32,
+    /// `("argument", ty)`, `("result", ty)`, `("event", ty)`, `("context", ty)`.
+    pub fields: Vec<(&'static str, Ty)>,
+}
+
+/// A `pattern(...)` call found in the module.
+#[derive(Debug, Clone)]
+pub(crate) struct RawPattern {
+    pub call_span: Span,
+    pub name: Option<String>,
+    pub binding: Option<String>,
+    pub exports: Vec<String>,
+    pub schedules: Vec<RawSchedule>,
+}
+
+/// Whether JSX needs an `h` import injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HBinding {
+    /// No module-level `h`: inject `import { h } from "commonfabric"`.
+    Missing,
+    /// `h` is commonfabric's.
+    Commonfabric,
+    /// `h` is something else, declared at this span.
+    Other(Span),
+}
+
+/// Everything pass 1 learns about one module.
+#[derive(Debug)]
+pub(crate) struct Analysis {
+    pub diags: Vec<RawDiag>,
+    pub edits: Vec<Edit>,
+    pub requests: Vec<ImportRequest>,
+    pub named_imports: Vec<NamedImport>,
+    pub cf_locals: HashMap<String, String>,
+    pub decls: HashMap<String, TypeDecl>,
+    /// Exported name → local name.
+    pub exports: HashMap<String, String>,
+    pub metas: Vec<PendingMeta>,
+    pub patterns: Vec<RawPattern>,
+    pub uses_jsx: bool,
+    pub h_binding: HBinding,
+}
+
+pub(crate) fn source_type_for(path: &str) -> SourceType {
+    if path.ends_with(".tsx") {
+        SourceType::tsx()
+    } else {
+        SourceType::ts()
+    }
+}
+
+/// The first label's byte range of an oxc diagnostic (or the start of the file).
+fn oxc_span_of(labels: &[oxc_span::LabeledSpan]) -> Span {
+    labels.first().map_or(Span::new(0, 0), |l| l.span())
+}
+
+/// Run pass 1 over one module.
+pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
+    let mut out = Analysis {
+        diags: vec![],
+        edits: vec![],
+        requests: vec![],
+        named_imports: vec![],
+        cf_locals: HashMap::new(),
+        decls: HashMap::new(),
+        exports: HashMap::new(),
+        metas: vec![],
+        patterns: vec![],
+        uses_jsx: false,
+        h_binding: HBinding::Missing,
+    };
+    let alloc = Allocator::default();
+    let parsed = Parser::new(&alloc, text, source_type_for(path)).parse();
+    if parsed.panicked || !parsed.diagnostics.is_empty() {
+        for d in parsed.diagnostics.iter() {
+            out.diags.push(RawDiag::new(
+                codes::SYNTAX,
+                oxc_span_of(&d.labels),
+                format!("syntax error: {}", d.message),
+            ));
+        }
+        if out.diags.is_empty() {
+            out.diags
+                .push(RawDiag::new(codes::SYNTAX, Span::new(0, 0), "syntax error"));
+        }
+        return out;
+    }
+    let program = parsed.program;
+    let sem = SemanticBuilder::new()
+        .with_check_syntax_error(true)
+        .build(&program);
+    if !sem.diagnostics.is_empty() {
+        for d in sem.diagnostics.iter() {
+            out.diags.push(RawDiag::new(
+                codes::SYNTAX,
+                oxc_span_of(&d.labels),
+                format!("syntax error: {}", d.message),
+            ));
+        }
+        return out;
+    }
+    let scoping = sem.semantic.scoping();
+
+    let imp = imports::collect(&program);
+    out.diags.extend(imp.diags);
+    out.requests = imp.requests;
+    out.named_imports = imp.named;
+    out.cf_locals = imp.cf_locals;
+
+    let conv = TyConv { module, text };
+    collect_decls(&program, &conv, &mut out);
+    let bindings = pattern_bindings(&program);
+
+    let mut an = Analyzer {
+        text,
+        scoping,
+        cf: &imp.cf_symbols,
+        conv: &conv,
+        stack: vec![],
+        roots: HashMap::new(),
+        out: &mut out,
+    };
+    an.visit_program(&program);
+
+    // Name each pattern by the const it is bound to and the names it is exported under.
+    for p in &mut out.patterns {
+        if let Some((binding, is_default)) = bindings.get(&p.call_span.start) {
+            if *is_default {
+                p.exports.push("default".to_string());
+            } else {
+                p.binding = Some(binding.clone());
+                let mut names: Vec<String> = out
+                    .exports
+                    .iter()
+                    .filter(|(_, local)| *local == binding)
+                    .map(|(exported, _)| exported.clone())
+                    .collect();
+                names.sort();
+                p.exports = names;
+            }
+        }
+    }
+
+    out.h_binding = if out.cf_locals.get("h").map(String::as_str) == Some("h") {
+        HBinding::Commonfabric
+    } else {
+        let root = scoping.root_scope_id();
+        scoping
+            .symbol_ids()
+            .find(|&s| scoping.symbol_scope_id(s) == root && scoping.symbol_name(s) == "h")
+            .map_or(HBinding::Missing, |s| {
+                HBinding::Other(scoping.symbol_span(s))
+            })
+    };
+    out
+}
+
+/// Module-level `interface`/`type` declarations and the module's export map.
+fn collect_decls(program: &Program, conv: &TyConv, out: &mut Analysis) {
+    let add = |d: &Declaration, exported: bool, out: &mut Analysis| match d {
+        Declaration::TSInterfaceDeclaration(i) => {
+            let own = Ty::Obj(conv.members(&i.body.body));
+            let body = if i.extends.is_empty() {
+                own
+            } else {
+                let mut parts: Vec<Ty> = i
+                    .extends
+                    .iter()
+                    .map(|h| {
+                        let (args, arg_spans) = match &h.type_arguments {
+                            Some(a) => (
+                                a.params.iter().map(|t| conv.convert(t)).collect(),
+                                a.params
+                                    .iter()
+                                    .map(|t| (t.span().start, t.span().end))
+                                    .collect(),
+                            ),
+                            None => (vec![], vec![]),
+                        };
+                        let name = h.type_name.span().source_text(conv.text).to_string();
+                        Ty::Ref(super::types::RefTy {
+                            name,
+                            args,
+                            arg_spans,
+                            module: conv.module,
+                        })
+                    })
+                    .collect();
+                parts.push(own);
+                Ty::Inter(parts)
+            };
+            let name = i.id.name.to_string();
+            if exported {
+                out.exports.insert(name.clone(), name.clone());
+            }
+            out.decls.insert(
+                name,
+                TypeDecl {
+                    params: conv.params(i.type_parameters.as_deref()),
+                    body,
+                },
+            );
+        }
+        Declaration::TSTypeAliasDeclaration(t) => {
+            let name = t.id.name.to_string();
+            if exported {
+                out.exports.insert(name.clone(), name.clone());
+            }
+            out.decls.insert(
+                name,
+                TypeDecl {
+                    params: conv.params(t.type_parameters.as_deref()),
+                    body: conv.convert(&t.type_annotation),
+                },
+            );
+        }
+        Declaration::VariableDeclaration(v) if exported => {
+            for d in &v.declarations {
+                for id in d.id.get_binding_identifiers() {
+                    out.exports.insert(id.name.to_string(), id.name.to_string());
+                }
+            }
+        }
+        Declaration::FunctionDeclaration(f) if exported => {
+            if let Some(id) = &f.id {
+                out.exports.insert(id.name.to_string(), id.name.to_string());
+            }
+        }
+        _ => {}
+    };
+    for stmt in &program.body {
+        match stmt {
+            Statement::TSInterfaceDeclaration(_) | Statement::TSTypeAliasDeclaration(_) => {
+                if let Some(d) = stmt.as_declaration() {
+                    add(d, false, out);
+                }
+            }
+            Statement::ExportDeclaration(e) => add(&e.declaration, true, out),
+            // `export default feed;` exports the binding `feed` as `default`.
+            Statement::ExportDefaultDeclaration(e) => {
+                if let Some(Expression::Identifier(id)) = e.declaration.as_expression() {
+                    out.exports
+                        .insert("default".to_string(), id.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    for (local, exported) in imports::export_specifiers(program) {
+        out.exports.insert(exported, local);
+    }
+}
+
+/// Call-expression start → (const name it initialises, or `default` export).
+fn pattern_bindings(program: &Program) -> HashMap<u32, (String, bool)> {
+    let mut out = HashMap::new();
+    let from_decl = |v: &oxc_ast::ast::VariableDeclaration, out: &mut HashMap<_, _>| {
+        for d in &v.declarations {
+            if let (Some(init), Some(id)) = (&d.init, d.id.get_binding_identifier()) {
+                if let Expression::CallExpression(c) = init.get_inner_expression() {
+                    out.insert(c.span.start, (id.name.to_string(), false));
+                }
+            }
+        }
+    };
+    for stmt in &program.body {
+        match stmt {
+            Statement::VariableDeclaration(v) => from_decl(v, &mut out),
+            Statement::ExportDeclaration(e) => {
+                if let Declaration::VariableDeclaration(v) = &e.declaration {
+                    from_decl(v, &mut out);
+                }
+            }
+            Statement::ExportDefaultDeclaration(e) => {
+                if let Some(Expression::CallExpression(c)) = e
+                    .declaration
+                    .as_expression()
+                    .map(|x| x.get_inner_expression())
+                {
+                    out.insert(c.span.start, ("default".to_string(), true));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Collects the object literals a pattern callback returns at its own level (not from nested
+/// functions, whose returns are not the pattern's result).
+struct Returns {
+    objects: Vec<Span>,
+}
+
+impl<'a> Visit<'a> for Returns {
+    fn visit_return_statement(&mut self, it: &ReturnStatement<'a>) {
+        if let Some(Expression::ObjectExpression(o)) =
+            it.argument.as_ref().map(|a| a.get_inner_expression())
+        {
+            self.objects.push(o.span);
+        }
+    }
+    fn visit_function(&mut self, _: &Function<'a>, _: ScopeFlags) {}
+    fn visit_arrow_function_expression(&mut self, _: &ArrowFunctionExpression<'a>) {}
+    fn visit_class(&mut self, _: &Class<'a>) {}
+}
+
+/// A function literal passed to an API call, seen uniformly.
+struct FnArg<'b, 'a> {
+    params: &'b FormalParameters<'a>,
+    return_type: Option<&'b TSTypeAnnotation<'a>>,
+    /// Root result objects: the expression body, or the objects returned at top level.
+    roots: Vec<Span>,
+    /// `const` declarations directly in the body.
+    body_consts: Vec<SymbolId>,
+}
+
+fn fn_arg<'b, 'a>(call: &'b CallExpression<'a>) -> Option<FnArg<'b, 'a>> {
+    call.arguments.iter().find_map(|a| {
+        let (params, return_type, body, expression_body) = match a {
+            Argument::ArrowFunctionExpression(f) => match f.body.as_function_body() {
+                Some(b) => (&*f.params, f.return_type.as_deref(), Some(b), None),
+                None => (
+                    &*f.params,
+                    f.return_type.as_deref(),
+                    None,
+                    f.body.as_expression(),
+                ),
+            },
+            Argument::FunctionExpression(f) => (
+                &*f.params,
+                f.return_type.as_deref(),
+                f.body.as_deref(),
+                None,
+            ),
+            _ => return None,
+        };
+        let mut roots = vec![];
+        let mut body_consts = vec![];
+        if let Some(Expression::ObjectExpression(o)) =
+            expression_body.map(|e| e.get_inner_expression())
+        {
+            roots.push(o.span);
+        }
+        if let Some(body) = body {
+            {
+                let mut r = Returns { objects: vec![] };
+                for s in &body.statements {
+                    r.visit_statement(s);
+                }
+                roots = r.objects;
+            }
+            for s in &body.statements {
+                if let Statement::VariableDeclaration(v) = s {
+                    if v.kind == VariableDeclarationKind::Const {
+                        for d in &v.declarations {
+                            body_consts.extend(
+                                d.id.get_binding_identifiers()
+                                    .iter()
+                                    .filter_map(|b| b.symbol_id.get()),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Some(FnArg {
+            params,
+            return_type,
+            roots,
+            body_consts,
+        })
+    })
+}
+
+/// Where a schema field's type comes from when the call has no type arguments.
+#[derive(Clone, Copy)]
+enum TySource {
+    Param(usize),
+    Return,
+}
+
+struct Analyzer<'s> {
+    text: &'s str,
+    scoping: &'s Scoping,
+    cf: &'s HashMap<SymbolId, String>,
+    conv: &'s TyConv<'s>,
+    /// Enclosing pattern callbacks: (pattern index, reactive symbols they bind).
+    stack: Vec<(usize, HashSet<SymbolId>)>,
+    /// Root result object span → pattern index.
+    roots: HashMap<(u32, u32), usize>,
+    out: &'s mut Analysis,
+}
+
+impl Analyzer<'_> {
+    /// The commonfabric export an expression names, if it is a reference to such an import.
+    fn cf_name(&self, e: &Expression) -> Option<&str> {
+        let Expression::Identifier(id) = e else {
+            return None;
+        };
+        let sym = self
+            .scoping
+            .get_reference(id.reference_id.get()?)
+            .symbol_id()?;
+        self.cf.get(&sym).map(String::as_str)
+    }
+
+    fn plan_meta(
+        &mut self,
+        api: &'static str,
+        call: &CallExpression,
+        keys: &[(&'static str, TySource)],
+    ) {
+        let Some(last) = call.arguments.last() else {
+            return;
+        };
+        let mut fields = vec![];
+        if let Some(targs) = &call.type_arguments {
+            for (t, (key, _)) in targs.params.iter().zip(keys) {
+                fields.push((*key, self.conv.convert(t)));
+            }
+        } else if let Some(f) = fn_arg(call) {
+            for (key, src) in keys {
+                let ann = match src {
+                    TySource::Param(i) => f
+                        .params
+                        .items
+                        .get(*i)
+                        .and_then(|p| p.type_annotation.as_deref()),
+                    TySource::Return => f.return_type,
+                };
+                if let Some(a) = ann {
+                    fields.push((*key, self.conv.convert(&a.type_annotation)));
+                }
+            }
+        }
+        if !fields.is_empty() {
+            self.out.metas.push(PendingMeta {
+                api,
+                call_span: call.span,
+                insert_at: last.span().end,
+                fields,
+            });
+        }
+    }
+
+    fn pattern_call(&mut self, call: &CallExpression<'_>) {
+        self.plan_meta(
+            "pattern",
+            call,
+            &[
+                ("argument", TySource::Param(0)),
+                ("result", TySource::Return),
+            ],
+        );
+        let name = match call.arguments.first() {
+            Some(Argument::StringLiteral(s)) => Some(s.value.to_string()),
+            _ => None,
+        };
+        let index = self.out.patterns.len();
+        self.out.patterns.push(RawPattern {
+            call_span: call.span,
+            name,
+            binding: None,
+            exports: vec![],
+            schedules: vec![],
+        });
+        let mut bound = HashSet::new();
+        if let Some(f) = fn_arg(call) {
+            for p in &f.params.items {
+                bound.extend(
+                    p.pattern
+                        .get_binding_identifiers()
+                        .iter()
+                        .filter_map(|b| b.symbol_id.get()),
+                );
+            }
+            bound.extend(f.body_consts);
+            for r in f.roots {
+                self.roots.insert((r.start, r.end), index);
+            }
+        }
+        self.stack.push((index, bound));
+        walk::walk_call_expression(self, call);
+        self.stack.pop();
+    }
+}
+
+impl<'a> Visit<'a> for Analyzer<'_> {
+    fn visit_call_expression(&mut self, it: &CallExpression<'a>) {
+        let api = self.cf_name(&it.callee).map(str::to_string);
+        match api.as_deref() {
+            Some("pattern" | "recipe") => return self.pattern_call(it),
+            Some("handler") => self.plan_meta(
+                "handler",
+                it,
+                &[
+                    ("event", TySource::Param(0)),
+                    ("context", TySource::Param(1)),
+                ],
+            ),
+            Some("lift") => self.plan_meta(
+                "lift",
+                it,
+                &[
+                    ("argument", TySource::Param(0)),
+                    ("result", TySource::Return),
+                ],
+            ),
+            Some(other) => {
+                if let (Some(kind), false) = (ClosureKind::from_api(other), self.stack.is_empty()) {
+                    let bound: HashSet<SymbolId> = self
+                        .stack
+                        .iter()
+                        .flat_map(|(_, b)| b.iter().copied())
+                        .collect();
+                    let edits = closures::rewrite(kind, it, self.scoping, &bound, self.text);
+                    self.out.edits.extend(edits);
+                }
+            }
+            None => {}
+        }
+        walk::walk_call_expression(self, it);
+    }
+
+    fn visit_object_expression(&mut self, it: &ObjectExpression<'a>) {
+        let root = self.roots.get(&(it.span.start, it.span.end)).copied();
+        let (scoping, cf) = (self.scoping, self.cf);
+        let reserved_of = |k: &PropertyKey| -> Option<String> {
+            let PropertyKey::Identifier(id) = k else {
+                return None;
+            };
+            let sym = scoping.get_reference(id.reference_id.get()?).symbol_id()?;
+            let name = cf.get(&sym)?;
+            schedule::RESERVED_KEYS
+                .iter()
+                .any(|(n, _)| n == name)
+                .then(|| name.clone())
+        };
+        let sched = schedule::check_object(
+            it,
+            root.is_some(),
+            self.text,
+            &reserved_of,
+            &mut self.out.diags,
+        );
+        if let (Some(i), Some(s)) = (root, sched) {
+            self.out.patterns[i].schedules.push(s);
+        }
+        walk::walk_object_expression(self, it);
+    }
+
+    fn visit_import_expression(&mut self, it: &ImportExpression<'a>) {
+        self.out.diags.push(imports::dynamic_import_diag(it.span));
+        walk::walk_import_expression(self, it);
+    }
+
+    fn visit_jsx_element(&mut self, it: &JSXElement<'a>) {
+        self.out.uses_jsx = true;
+        walk::walk_jsx_element(self, it);
+    }
+
+    fn visit_jsx_fragment(&mut self, it: &JSXFragment<'a>) {
+        self.out.uses_jsx = true;
+        walk::walk_jsx_fragment(self, it);
+    }
+}

@@ -1,0 +1,149 @@
+//! Capture rewriting for `computed`, `derive` and `action` closures inside a pattern body.
+//!
+//! A closure that reads reactive values of the enclosing pattern body would, at run time, see
+//! only whatever those names held when the pattern body ran, and the runtime could not know the
+//! node's inputs. The compiler makes the captures explicit instead:
+//!
+//! ```text
+//! computed(() => count + 1)            → computed(({ count }) => count + 1, { count })
+//! derive(items, (xs) => xs.length + n) → derive(items, (xs, { n }) => xs.length + n, { n })
+//! action(() => value.set(1))           → action((__swEvent, { value }) => value.set(1), { value })
+//! ```
+//!
+//! Invariants:
+//! - a capture is a reference, inside the closure, to a symbol bound by an enclosing pattern
+//!   callback: its parameters (including destructured names) or a `const` declared directly in
+//!   its body. Module-level bindings, globals, and names bound inside the closure or in a nested
+//!   function between it and the pattern body are never captures;
+//! - the captures object is the new last argument of the call, and the destructured parameter
+//!   sits at a fixed position: 0 for `computed`, 1 for `derive` (after the input) and `action`
+//!   (after the event); missing earlier parameters are padded with `__swInput`/`__swEvent`;
+//! - names keep their spelling, so the closure body is not edited at all: the new parameter
+//!   shadows the outer binding with the value the runtime passes in;
+//! - closures with a rest parameter, or that are not inline function literals, are left as they
+//!   are (the runtime then sees them as plain closures).
+
+use std::collections::HashSet;
+
+use oxc_ast::ast::{Argument, CallExpression, FormalParameters, IdentifierReference};
+use oxc_ast_visit::{walk, Visit};
+use oxc_semantic::{Scoping, SymbolId};
+use oxc_span::GetSpan;
+
+use super::Edit;
+
+/// Which closure-taking API a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClosureKind {
+    Computed,
+    Derive,
+    Action,
+}
+
+impl ClosureKind {
+    pub(crate) fn from_api(name: &str) -> Option<Self> {
+        match name {
+            "computed" => Some(Self::Computed),
+            "derive" => Some(Self::Derive),
+            "action" => Some(Self::Action),
+            _ => None,
+        }
+    }
+
+    /// Index of the closure among the call's arguments.
+    fn fn_arg(self) -> usize {
+        match self {
+            Self::Computed | Self::Action => 0,
+            Self::Derive => 1,
+        }
+    }
+
+    /// Index of the captures parameter in the closure's parameter list.
+    fn captures_param(self) -> usize {
+        match self {
+            Self::Computed => 0,
+            Self::Derive | Self::Action => 1,
+        }
+    }
+
+    fn pad_name(self) -> &'static str {
+        match self {
+            Self::Derive => "__swInput",
+            _ => "__swEvent",
+        }
+    }
+}
+
+/// Collects references to reactive pattern-body symbols, in first-use order.
+struct Captures<'s> {
+    scoping: &'s Scoping,
+    bound: &'s HashSet<SymbolId>,
+    seen: HashSet<SymbolId>,
+    names: Vec<String>,
+}
+
+impl<'a> Visit<'a> for Captures<'_> {
+    fn visit_identifier_reference(&mut self, it: &IdentifierReference<'a>) {
+        let Some(rid) = it.reference_id.get() else {
+            return;
+        };
+        let Some(sym) = self.scoping.get_reference(rid).symbol_id() else {
+            return;
+        };
+        if self.bound.contains(&sym) && self.seen.insert(sym) {
+            self.names.push(it.name.to_string());
+        }
+    }
+}
+
+/// The edits that make a closure's captures explicit, or nothing when it has none (or cannot
+/// be rewritten safely).
+pub(crate) fn rewrite(
+    kind: ClosureKind,
+    call: &CallExpression,
+    scoping: &Scoping,
+    bound: &HashSet<SymbolId>,
+    text: &str,
+) -> Vec<Edit> {
+    let Some(arg) = call.arguments.get(kind.fn_arg()) else {
+        return vec![];
+    };
+    let mut cap = Captures {
+        scoping,
+        bound,
+        seen: HashSet::new(),
+        names: vec![],
+    };
+    let params: &FormalParameters = match arg {
+        Argument::ArrowFunctionExpression(f) => {
+            cap.visit_arrow_function_expression(f);
+            &f.params
+        }
+        Argument::FunctionExpression(f) => {
+            walk::walk_function(&mut cap, f, oxc_semantic::ScopeFlags::Function);
+            &f.params
+        }
+        _ => return vec![],
+    };
+    if cap.names.is_empty() || params.rest.is_some() {
+        return vec![];
+    }
+    let destructure = format!("{{ {} }}", cap.names.join(", "));
+    let mut list: Vec<String> = params
+        .items
+        .iter()
+        .map(|p| p.span.source_text(text).to_string())
+        .collect();
+    while list.len() < kind.captures_param() {
+        list.push(kind.pad_name().to_string());
+    }
+    list.push(destructure.clone());
+    let last_end = call
+        .arguments
+        .last()
+        .map_or(arg.span().end, |a| a.span().end);
+    vec![
+        Edit::replace(params.span, format!("({})", list.join(", "))),
+        Edit::insert(last_end, format!(", {destructure}")),
+    ]
+}

@@ -1,0 +1,555 @@
+//! Schema extraction from TypeScript types, without running anything.
+//!
+//! Pass 1 converts the type arguments of `pattern`/`handler`/`lift` calls and every module-level
+//! `interface`/`type` declaration into an owned, allocator-free IR ([`Ty`]); after every module
+//! of the program has been analysed, [`SchemaGen`] resolves names across modules and renders
+//! JSON-Schema-like objects.
+//!
+//! The schema dialect (what the runtime reads):
+//! - primitives: `{"type": "string" | "number" | "boolean" | "null"}`; `any`/`unknown` and
+//!   anything not understood: `{}` (accept anything);
+//! - literal types and unions of same-typed literals: `{"type": T, "enum": [...]}`;
+//! - `T[]`/`Array<T>`: `{"type": "array", "items": S}`; tuples add `prefixItems`;
+//! - object types: `{"type": "object", "properties": {...}, "required": [...]}` (`required` lists
+//!   non-optional properties without a default, omitted when empty); index signatures and
+//!   `Record<K, V>` give `additionalProperties`;
+//! - other unions: `{"anyOf": [...]}` (`undefined` members dropped); intersections of objects
+//!   are merged, others become `{"allOf": [...]}`;
+//! - `Default<T, V>`: schema of `T` plus `"default": V` (V must be a literal type);
+//! - `Cell<T>`/`Writable<T>`: schema of `T` plus `"asCell": true`; `Stream<T>`: plus
+//!   `"asStream": true`; `OpaqueRef<T>`: schema of `T`; `VNode`: `{"type": "object"}`.
+//!
+//! Invariants: generation is deterministic (object keys are sorted by serde_json); a recursive
+//! type is cut at its second occurrence with `{}`, so generation always terminates.
+
+use std::collections::HashMap;
+
+use oxc_ast::ast::{
+    PropertyKey, TSLiteral, TSSignature, TSTupleElement, TSType, TSTypeName,
+    TSTypeParameterDeclaration, UnaryOperator,
+};
+use oxc_span::GetSpan;
+use serde_json::{json, Map, Value};
+
+/// Owned type IR: enough of TypeScript's type language to describe pattern data.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Ty {
+    Any,
+    String,
+    Number,
+    Boolean,
+    Null,
+    Undefined,
+    Lit(Value),
+    Array(Box<Ty>),
+    Tuple(Vec<Ty>),
+    Obj(ObjTy),
+    Union(Vec<Ty>),
+    Inter(Vec<Ty>),
+    Ref(RefTy),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ObjTy {
+    pub props: Vec<Prop>,
+    pub index: Option<Box<Ty>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Prop {
+    pub name: String,
+    pub optional: bool,
+    pub ty: Ty,
+}
+
+/// A named type reference, resolved late so imported types work across modules.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RefTy {
+    pub name: String,
+    pub args: Vec<Ty>,
+    pub arg_spans: Vec<(u32, u32)>,
+    /// Index of the module whose scope the name is looked up in.
+    pub module: usize,
+}
+
+/// A module-level `interface` or `type` declaration.
+#[derive(Debug, Clone)]
+pub(crate) struct TypeDecl {
+    pub params: Vec<String>,
+    pub body: Ty,
+}
+
+/// Where a type name imported into a module comes from.
+#[derive(Debug, Clone)]
+pub(crate) enum ImportTarget {
+    Commonfabric(String),
+    Module { module: usize, name: String },
+}
+
+/// The type-level view of one module.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TypeScope {
+    pub decls: HashMap<String, TypeDecl>,
+    pub imports: HashMap<String, ImportTarget>,
+    /// Exported name → local name.
+    pub exports: HashMap<String, String>,
+}
+
+/// Converts oxc type nodes of one module into [`Ty`].
+pub(crate) struct TyConv<'s> {
+    pub module: usize,
+    pub text: &'s str,
+}
+
+impl TyConv<'_> {
+    pub fn convert(&self, t: &TSType) -> Ty {
+        match t {
+            TSType::TSAnyKeyword(_) | TSType::TSUnknownKeyword(_) => Ty::Any,
+            TSType::TSStringKeyword(_) => Ty::String,
+            TSType::TSNumberKeyword(_) | TSType::TSBigIntKeyword(_) => Ty::Number,
+            TSType::TSBooleanKeyword(_) => Ty::Boolean,
+            TSType::TSNullKeyword(_) => Ty::Null,
+            TSType::TSUndefinedKeyword(_) | TSType::TSVoidKeyword(_) => Ty::Undefined,
+            TSType::TSObjectKeyword(_) => Ty::Obj(ObjTy {
+                props: vec![],
+                index: None,
+            }),
+            TSType::TSLiteralType(l) => match &l.literal {
+                TSLiteral::BooleanLiteral(b) => Ty::Lit(Value::Bool(b.value)),
+                TSLiteral::NumericLiteral(n) => Ty::Lit(num(n.value)),
+                TSLiteral::StringLiteral(s) => Ty::Lit(Value::String(s.value.to_string())),
+                TSLiteral::TemplateLiteral(t) if t.expressions.is_empty() => {
+                    let s: String = t
+                        .quasis
+                        .iter()
+                        .map(|q| {
+                            q.value
+                                .cooked
+                                .as_ref()
+                                .map_or("", |c| c.as_str())
+                                .to_string()
+                        })
+                        .collect();
+                    Ty::Lit(Value::String(s))
+                }
+                TSLiteral::UnaryExpression(u) => match (&u.operator, &u.argument) {
+                    (UnaryOperator::UnaryNegation, oxc_ast::ast::Expression::NumericLiteral(n)) => {
+                        Ty::Lit(num(-n.value))
+                    }
+                    _ => Ty::Number,
+                },
+                TSLiteral::TemplateLiteral(_) => Ty::String,
+                TSLiteral::BigIntLiteral(_) => Ty::Number,
+            },
+            TSType::TSArrayType(a) => Ty::Array(Box::new(self.convert(&a.element_type))),
+            TSType::TSTupleType(t) => {
+                Ty::Tuple(t.element_types.iter().map(|e| self.tuple_elem(e)).collect())
+            }
+            TSType::TSNamedTupleMember(m) => self.tuple_elem(&m.element_type),
+            TSType::TSTypeLiteral(l) => Ty::Obj(self.members(&l.members)),
+            TSType::TSUnionType(u) => Ty::Union(u.types.iter().map(|t| self.convert(t)).collect()),
+            TSType::TSIntersectionType(i) => {
+                Ty::Inter(i.types.iter().map(|t| self.convert(t)).collect())
+            }
+            TSType::TSParenthesizedType(p) => self.convert(&p.type_annotation),
+            // `readonly T[]` is data-wise `T[]`; `keyof`/`unique` are not data shapes.
+            TSType::TSTypeOperatorType(o) => match o.operator {
+                oxc_ast::ast::TSTypeOperatorOperator::Readonly => self.convert(&o.type_annotation),
+                _ => Ty::Any,
+            },
+            TSType::TSTypeReference(r) => {
+                let (args, arg_spans) = match &r.type_arguments {
+                    Some(a) => (
+                        a.params.iter().map(|t| self.convert(t)).collect(),
+                        a.params
+                            .iter()
+                            .map(|t| (t.span().start, t.span().end))
+                            .collect(),
+                    ),
+                    None => (vec![], vec![]),
+                };
+                Ty::Ref(RefTy {
+                    name: type_name(&r.type_name),
+                    args,
+                    arg_spans,
+                    module: self.module,
+                })
+            }
+            _ => Ty::Any,
+        }
+    }
+
+    fn tuple_elem(&self, e: &TSTupleElement) -> Ty {
+        match e {
+            TSTupleElement::TSOptionalType(o) => self.convert(&o.type_annotation),
+            TSTupleElement::TSRestType(r) => self.convert(&r.type_annotation),
+            other => other.as_ts_type().map_or(Ty::Any, |t| self.convert(t)),
+        }
+    }
+
+    pub fn members(&self, members: &[TSSignature]) -> ObjTy {
+        let mut obj = ObjTy {
+            props: vec![],
+            index: None,
+        };
+        for m in members {
+            match m {
+                TSSignature::TSPropertySignature(p) => {
+                    let Some(name) = key_name(&p.key) else {
+                        continue;
+                    };
+                    let ty = p
+                        .type_annotation
+                        .as_ref()
+                        .map_or(Ty::Any, |a| self.convert(&a.type_annotation));
+                    obj.props.push(Prop {
+                        name,
+                        optional: p.optional,
+                        ty,
+                    });
+                }
+                TSSignature::TSIndexSignature(i) => {
+                    obj.index = Some(Box::new(self.convert(&i.type_annotation.type_annotation)));
+                }
+                // Methods are behaviour, not data; they have no schema.
+                _ => {}
+            }
+        }
+        obj
+    }
+
+    pub fn params(&self, p: Option<&TSTypeParameterDeclaration>) -> Vec<String> {
+        p.map(|d| d.params.iter().map(|p| p.name.name.to_string()).collect())
+            .unwrap_or_default()
+    }
+}
+
+fn key_name(k: &PropertyKey) -> Option<String> {
+    k.static_name().map(|c| c.to_string())
+}
+
+fn type_name(n: &TSTypeName) -> String {
+    match n {
+        TSTypeName::IdentifierReference(i) => i.name.to_string(),
+        TSTypeName::QualifiedName(q) => format!("{}.{}", type_name(&q.left), q.right.name),
+        TSTypeName::ThisExpression(_) => "this".to_string(),
+    }
+}
+
+/// Numbers that are integers become JSON integers, so `Default<number, 0>` gives `0`, not `0.0`.
+pub(crate) fn num(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        json!(v as i64)
+    } else {
+        serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// A type error found while rendering a schema (module index, span, message).
+#[derive(Debug, Clone)]
+pub(crate) struct TypeError {
+    pub module: usize,
+    pub span: (u32, u32),
+    pub message: String,
+}
+
+/// Renders [`Ty`] as schema JSON with cross-module name resolution.
+pub(crate) struct SchemaGen<'m> {
+    pub scopes: &'m [TypeScope],
+    /// Source texts by module, for messages.
+    pub texts: &'m [&'m str],
+    active: Vec<(usize, String)>,
+    pub errors: Vec<TypeError>,
+}
+
+enum Resolved<'m> {
+    Decl(usize, &'m TypeDecl),
+    Builtin(String),
+}
+
+impl<'m> SchemaGen<'m> {
+    pub fn new(scopes: &'m [TypeScope], texts: &'m [&'m str]) -> Self {
+        Self {
+            scopes,
+            texts,
+            active: vec![],
+            errors: vec![],
+        }
+    }
+
+    fn resolve(&self, module: usize, name: &str, depth: u32) -> Resolved<'m> {
+        let scope = &self.scopes[module];
+        if let Some(d) = scope.decls.get(name) {
+            return Resolved::Decl(module, d);
+        }
+        match scope.imports.get(name) {
+            Some(ImportTarget::Commonfabric(n)) => Resolved::Builtin(n.clone()),
+            Some(ImportTarget::Module {
+                module: m,
+                name: exported,
+            }) if depth < 16 => {
+                let local = self.scopes[*m].exports.get(exported).cloned();
+                match local {
+                    Some(local) => self.resolve(*m, &local, depth + 1),
+                    None => Resolved::Builtin(String::new()),
+                }
+            }
+            // Globals (`Array`, `Record`) and commonfabric names used without an import.
+            _ => Resolved::Builtin(name.to_string()),
+        }
+    }
+
+    /// Render the schema of `ty`.
+    pub fn schema(&mut self, ty: &Ty) -> Value {
+        match ty {
+            Ty::Any | Ty::Undefined => json!({}),
+            Ty::String => json!({"type": "string"}),
+            Ty::Number => json!({"type": "number"}),
+            Ty::Boolean => json!({"type": "boolean"}),
+            Ty::Null => json!({"type": "null"}),
+            Ty::Lit(v) => json!({"type": json_type(v), "enum": [v]}),
+            Ty::Array(t) => json!({"type": "array", "items": self.schema(t)}),
+            Ty::Tuple(ts) => {
+                let items: Vec<Value> = ts.iter().map(|t| self.schema(t)).collect();
+                json!({"type": "array", "prefixItems": items})
+            }
+            Ty::Obj(o) => self.object(o),
+            Ty::Union(ts) => self.union(ts),
+            Ty::Inter(ts) => self.intersection(ts),
+            Ty::Ref(r) => self.reference(r),
+        }
+    }
+
+    fn object(&mut self, o: &ObjTy) -> Value {
+        let mut props = Map::new();
+        let mut required = vec![];
+        for p in &o.props {
+            let s = self.schema(&p.ty);
+            let optional =
+                p.optional || matches!(&p.ty, Ty::Union(ts) if ts.contains(&Ty::Undefined));
+            if !optional && s.get("default").is_none() {
+                required.push(Value::String(p.name.clone()));
+            }
+            props.insert(p.name.clone(), s);
+        }
+        let mut out = json!({"type": "object", "properties": props});
+        if !required.is_empty() {
+            out["required"] = Value::Array(required);
+        }
+        if let Some(i) = &o.index {
+            out["additionalProperties"] = self.schema(i);
+        }
+        out
+    }
+
+    fn union(&mut self, ts: &[Ty]) -> Value {
+        let members: Vec<&Ty> = ts.iter().filter(|t| **t != Ty::Undefined).collect();
+        if members.len() == 1 {
+            return self.schema(members[0]);
+        }
+        if members.is_empty() {
+            return json!({});
+        }
+        let lits: Option<Vec<&Value>> = members
+            .iter()
+            .map(|t| if let Ty::Lit(v) = t { Some(v) } else { None })
+            .collect();
+        if let Some(lits) = lits {
+            let t = json_type(lits[0]);
+            if lits.iter().all(|v| json_type(v) == t) {
+                if t == "boolean" && lits.len() == 2 && lits[0] != lits[1] {
+                    return json!({"type": "boolean"});
+                }
+                return json!({"type": t, "enum": lits});
+            }
+        }
+        let any_of: Vec<Value> = members.iter().map(|t| self.schema(t)).collect();
+        json!({ "anyOf": any_of })
+    }
+
+    fn intersection(&mut self, ts: &[Ty]) -> Value {
+        let parts: Vec<Value> = ts.iter().map(|t| self.schema(t)).collect();
+        if parts
+            .iter()
+            .all(|p| p.get("type") == Some(&json!("object")))
+        {
+            let mut props = Map::new();
+            let mut required: Vec<Value> = vec![];
+            for p in &parts {
+                if let Some(Value::Object(ps)) = p.get("properties") {
+                    for (k, v) in ps {
+                        props.insert(k.clone(), v.clone());
+                    }
+                }
+                if let Some(Value::Array(r)) = p.get("required") {
+                    for k in r {
+                        if !required.contains(k) {
+                            required.push(k.clone());
+                        }
+                    }
+                }
+            }
+            let mut out = json!({"type": "object", "properties": props});
+            if !required.is_empty() {
+                out["required"] = Value::Array(required);
+            }
+            return out;
+        }
+        json!({ "allOf": parts })
+    }
+
+    fn arg(&mut self, r: &RefTy, i: usize) -> Value {
+        r.args.get(i).map_or(json!({}), |t| self.schema(t))
+    }
+
+    fn reference(&mut self, r: &RefTy) -> Value {
+        match self.resolve(r.module, &r.name, 0) {
+            Resolved::Decl(m, decl) => {
+                let key = (m, r.name.clone());
+                if self.active.contains(&key) {
+                    // Recursive type: cut here so generation terminates.
+                    return json!({});
+                }
+                let body = if decl.params.is_empty() {
+                    decl.body.clone()
+                } else {
+                    subst(&decl.body, &decl.params, &r.args, m)
+                };
+                self.active.push(key);
+                let s = self.schema(&body);
+                self.active.pop();
+                s
+            }
+            Resolved::Builtin(name) => match name.as_str() {
+                "Default" => {
+                    let mut s = self.arg(r, 0);
+                    if let Some(v) = r.args.get(1) {
+                        match self.literal_value(v, 0) {
+                            Some(value) => set(&mut s, "default", value),
+                            None => {
+                                let span = r.arg_spans[1];
+                                let text = self.texts[r.module]
+                                    .get(span.0 as usize..span.1 as usize)
+                                    .unwrap_or("");
+                                self.errors.push(TypeError {
+                                    module: r.module,
+                                    span,
+                                    message: format!(
+                                        "the default in Default<T, V> must be a literal type (a \
+                                         number, string, boolean, null, or an array or object of \
+                                         those); `{text}` is not"
+                                    ),
+                                });
+                            }
+                        }
+                    }
+                    s
+                }
+                "Cell" | "Writable" => {
+                    let mut s = self.arg(r, 0);
+                    set(&mut s, "asCell", Value::Bool(true));
+                    s
+                }
+                "Stream" => {
+                    let mut s = self.arg(r, 0);
+                    set(&mut s, "asStream", Value::Bool(true));
+                    s
+                }
+                "OpaqueRef" | "Opaque" | "Readonly" => self.arg(r, 0),
+                "Array" | "ReadonlyArray" => json!({"type": "array", "items": self.arg(r, 0)}),
+                "Record" => json!({"type": "object", "additionalProperties": self.arg(r, 1)}),
+                "Partial" => {
+                    let mut s = self.arg(r, 0);
+                    if let Some(o) = s.as_object_mut() {
+                        o.remove("required");
+                    }
+                    s
+                }
+                "VNode" => json!({"type": "object"}),
+                _ => json!({}),
+            },
+        }
+    }
+
+    /// The JSON value a literal type stands for, or `None` when it is not a literal type.
+    fn literal_value(&mut self, ty: &Ty, depth: u32) -> Option<Value> {
+        if depth > 32 {
+            return None;
+        }
+        match ty {
+            Ty::Lit(v) => Some(v.clone()),
+            Ty::Null => Some(Value::Null),
+            Ty::Tuple(ts) => ts
+                .iter()
+                .map(|t| self.literal_value(t, depth + 1))
+                .collect(),
+            Ty::Obj(o) if o.index.is_none() => {
+                let mut m = Map::new();
+                for p in &o.props {
+                    m.insert(p.name.clone(), self.literal_value(&p.ty, depth + 1)?);
+                }
+                Some(Value::Object(m))
+            }
+            Ty::Ref(r) => match self.resolve(r.module, &r.name, 0) {
+                Resolved::Decl(_, d) if d.params.is_empty() => {
+                    let body = d.body.clone();
+                    self.literal_value(&body, depth + 1)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+fn set(s: &mut Value, key: &str, v: Value) {
+    if let Some(o) = s.as_object_mut() {
+        o.insert(key.to_string(), v);
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Replace references to type parameters of a generic declaration (declared in `module`) by
+/// the arguments given at the use site.
+fn subst(ty: &Ty, params: &[String], args: &[Ty], module: usize) -> Ty {
+    let go = |t: &Ty| subst(t, params, args, module);
+    match ty {
+        Ty::Ref(r) if r.module == module && r.args.is_empty() => {
+            match params.iter().position(|p| *p == r.name) {
+                Some(i) => args.get(i).cloned().unwrap_or(Ty::Any),
+                None => ty.clone(),
+            }
+        }
+        Ty::Ref(r) => Ty::Ref(RefTy {
+            args: r.args.iter().map(go).collect(),
+            ..r.clone()
+        }),
+        Ty::Array(t) => Ty::Array(Box::new(go(t))),
+        Ty::Tuple(ts) => Ty::Tuple(ts.iter().map(go).collect()),
+        Ty::Union(ts) => Ty::Union(ts.iter().map(go).collect()),
+        Ty::Inter(ts) => Ty::Inter(ts.iter().map(go).collect()),
+        Ty::Obj(o) => Ty::Obj(ObjTy {
+            props: o
+                .props
+                .iter()
+                .map(|p| Prop {
+                    name: p.name.clone(),
+                    optional: p.optional,
+                    ty: go(&p.ty),
+                })
+                .collect(),
+            index: o.index.as_ref().map(|i| Box::new(go(i))),
+        }),
+        other => other.clone(),
+    }
+}

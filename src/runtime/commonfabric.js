@@ -1,0 +1,353 @@
+// The `commonfabric` authoring API, as seen by pattern code in the sandbox.
+//
+// A pattern body runs once per instantiation, with *references* (not values)
+// for its argument. The API calls made during that run record a graph —
+// derivation nodes, handler bindings, local cells — which the Rust runtime
+// stores and drives: it resolves inputs, calls back into `__runNode` and
+// `__runHandler` below, and commits what they write. Nothing here touches
+// storage or time; the host passes values in and takes writes out.
+
+export const NAME = "$NAME";
+export const UI = "$UI";
+export const SCHEDULE = "$SCHEDULE";
+export const TYPE = "$TYPE";
+export const TILE_UI = "$TILE_UI";
+export const CHIP_UI = "$CHIP_UI";
+export const FS = "$FS";
+export const TESTS = "$TESTS";
+
+const REF = Symbol("commonfabric.ref");
+const STREAM = Symbol("commonfabric.stream");
+
+// ---- registries ------------------------------------------------------------
+
+const fns = [];          // function index -> JS function (this sandbox only)
+const programs = new Map(); // program hash -> module namespace
+let builder = null;      // the graph being recorded, during __instantiate
+
+function registerFn(fn) {
+  fns.push(fn);
+  return fns.length - 1;
+}
+
+function nextId(kind) {
+  if (!builder) {
+    throw new Error("commonfabric: " + kind + " can only be created inside a pattern body");
+  }
+  return builder.pieceId + "/" + builder.prefix + kind + builder.counter++;
+}
+
+// ---- references --------------------------------------------------------------
+
+function makeRef(doc, path) {
+  const meta = { doc, path };
+  let self;
+  const handler = {
+    get(_t, prop) {
+      if (prop === REF) return meta;
+      if (typeof prop === "symbol") return undefined;
+      if (prop === "key") return (k) => makeRef(doc, path.concat([String(k)]));
+      if (prop === "map") return (fn) => mapNode(self, fn);
+      if (prop === "toJSON") return () => ({ $link: { doc, path } });
+      if (prop === "then") return undefined;
+      return makeRef(doc, path.concat([prop]));
+    },
+    has() { return false; },
+    ownKeys() { return []; },
+    getOwnPropertyDescriptor() { return undefined; },
+    set() { throw new Error("commonfabric: a reference cannot be assigned to; use a handler"); },
+  };
+  self = new Proxy({}, handler);
+  return self;
+}
+
+function isRef(v) {
+  return v !== null && (typeof v === "object" || typeof v === "function") && v[REF] !== undefined;
+}
+
+function makeStreamRef(id) {
+  return { [STREAM]: id, toJSON() { return { $stream: id }; } };
+}
+
+// Turns a value built during graph recording into plain JSON data:
+// references become {$link}, streams {$stream}; functions are dropped.
+function serialize(v, depth) {
+  depth = depth || 0;
+  if (depth > 64) throw new Error("commonfabric: value nested too deeply");
+  if (v === undefined || typeof v === "function" && !isRef(v)) return null;
+  if (v === null || typeof v !== "object" && typeof v !== "function") return v;
+  if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
+  if (v[STREAM] !== undefined) return { $stream: v[STREAM] };
+  if (Array.isArray(v)) return v.map((x) => serialize(x, depth + 1));
+  const out = {};
+  for (const k of Object.keys(v)) {
+    const s = serialize(v[k], depth + 1);
+    if (s !== null || v[k] === null) out[k] = s;
+  }
+  return out;
+}
+
+// ---- graph-building API ------------------------------------------------------
+
+function addNode(kind, fn, args, label) {
+  const id = nextId("n");
+  builder.nodes.push({ id, kind, fn: registerFn(fn), args: serialize(args), label: label || kind });
+  return makeRef(id, []);
+}
+
+function mapNode(ref, fn) {
+  return addNode("lift", (arr) => (Array.isArray(arr) ? arr.map((x, i) => fn(x, i)) : []), [ref], "map");
+}
+
+export function lift(fn, _schema) {
+  return (input) => addNode("lift", fn, [input], fn.name || "lift");
+}
+
+export function derive(input, fn, captures) {
+  return addNode("derive", fn, captures === undefined ? [input] : [input, captures], fn.name || "derive");
+}
+
+export function computed(fn, captures) {
+  return addNode("computed", fn, captures === undefined ? [] : [captures], "computed");
+}
+
+export function str(strings, ...values) {
+  const parts = Array.from(strings);
+  const fn = (...vals) => parts.reduce((acc, s, i) => acc + s + (i < vals.length ? fmt(vals[i]) : ""), "");
+  return addNode("str", fn, values, "str");
+}
+
+function fmt(v) {
+  if (v === null || v === undefined) return "";
+  if (typeof v === "object") return JSON.stringify(v);
+  return String(v);
+}
+
+export function cell(initial, _schema) {
+  const id = nextId("c");
+  builder.cells.push({ id, initial: initial === undefined ? null : serialize(initial) });
+  return makeRef(id, []);
+}
+
+export function handler(fn, schema) {
+  if (typeof fn !== "function") {
+    throw new Error("commonfabric: handler(fn) expects a function");
+  }
+  const context = (schema && schema.context) || null;
+  const factory = (ctx) => bindStream(fn, ctx === undefined ? {} : ctx, context, "handler");
+  factory.__handler = true;
+  return factory;
+}
+
+export function action(fn, captures) {
+  const caps = captures || {};
+  const props = {};
+  for (const k of Object.keys(caps)) props[k] = { asCell: true };
+  return bindStream(fn, caps, { type: "object", properties: props }, "action");
+}
+
+function bindStream(fn, ctx, contextSchema, kind) {
+  const id = nextId("s");
+  builder.streams.push({ id, kind, fn: registerFn(fn), context: serialize(ctx), schema: contextSchema });
+  return makeStreamRef(id);
+}
+
+export function pattern(a, b, c) {
+  let name = null, fn, schema;
+  if (typeof a === "string") { name = a; fn = b; schema = c; } else { fn = a; schema = b; }
+  if (typeof fn !== "function") throw new Error("commonfabric: pattern(fn) expects a function");
+  const p = (arg) => instantiateInline(p, arg);
+  p.__pattern = { fn, schema: schema || {}, name };
+  return p;
+}
+export const recipe = pattern;
+
+// A pattern called inside another pattern's body: its graph joins the
+// caller's piece under its own id prefix, and its argument fields alias the
+// references passed in (plain values and defaults become local cells).
+function instantiateInline(p, arg) {
+  if (!builder) throw new Error("commonfabric: a pattern can only be called inside a pattern body");
+  const saved = builder.prefix;
+  builder.prefix = saved + "p" + builder.counter++ + "/";
+  try {
+    const props = (p.__pattern.schema.argument && p.__pattern.schema.argument.properties) || {};
+    const given = arg || {};
+    const fields = {};
+    const argProxy = new Proxy({}, {
+      get(_t, k) {
+        if (typeof k === "symbol") return undefined;
+        if (!(k in fields)) {
+          let v = given[k];
+          if (isRef(v) || (v && v[STREAM] !== undefined)) fields[k] = v;
+          else {
+            if (v === undefined && props[k] && "default" in props[k]) v = props[k].default;
+            fields[k] = cell(v === undefined ? null : v);
+          }
+        }
+        return fields[k];
+      },
+    });
+    return p.__pattern.fn(argProxy);
+  } finally {
+    builder.prefix = saved;
+  }
+}
+
+// ---- JSX ----------------------------------------------------------------------
+
+export function h(tag, props, ...children) {
+  const kids = flatten(children);
+  if (typeof tag === "function" && !isRef(tag)) {
+    return tag(Object.assign({}, props || {}, { children: kids }));
+  }
+  return { type: "vnode", name: tag, props: props || {}, children: kids };
+}
+h.fragment = "fragment";
+
+function flatten(children) {
+  const out = [];
+  for (const c of children) {
+    if (Array.isArray(c)) out.push(...flatten(c));
+    else if (c !== undefined && c !== null && c !== false && c !== true) out.push(c);
+  }
+  return out;
+}
+
+// ---- host entry points (called by the Rust runtime) ------------------------------
+
+export function __registerProgram(hash, ns) {
+  programs.set(hash, ns);
+}
+
+// Records the graph of one piece. Deterministic: the same pattern and piece id
+// give the same node, stream and cell ids, so a re-activated space rebuilds
+// its graph without rewriting anything.
+export function __instantiate(hash, exportName, pieceId) {
+  const ns = programs.get(hash);
+  if (!ns) throw new Error("commonfabric: program " + hash + " is not loaded");
+  const p = ns[exportName || "default"];
+  if (typeof p !== "function" || !p.__pattern) {
+    throw new Error("commonfabric: export '" + (exportName || "default") + "' is not a pattern");
+  }
+  builder = { pieceId, prefix: "", counter: 0, nodes: [], streams: [], cells: [] };
+  try {
+    const argument = makeRef(pieceId + "/argument", []);
+    const result = p.__pattern.fn(argument);
+    return {
+      name: p.__pattern.name,
+      argumentSchema: p.__pattern.schema.argument || null,
+      result: serialize(result),
+      nodes: builder.nodes,
+      streams: builder.streams,
+      cells: builder.cells,
+    };
+  } finally {
+    builder = null;
+  }
+}
+
+export function __runNode(fnIndex, args) {
+  const v = fns[fnIndex](...args);
+  return v === undefined ? null : serialize(v);
+}
+
+// `ctx` describes each context field: {value} for a plain value, or
+// {cell: {doc, path}} / {stream: id}. `docs` holds the current value of every
+// document a cell refers to. Returns the writes and sends, applied by the host
+// only if the handler returns normally.
+export function __runHandler(fnIndex, event, ctx, docs, shape) {
+  const writes = [];
+  const sends = [];
+  const local = JSON.parse(JSON.stringify(docs || {}));
+  const arg = buildContext(ctx, local, writes, sends, shape);
+  fns[fnIndex](event, arg);
+  return { writes, sends };
+}
+
+function buildContext(ctx, docs, writes, sends, shape) {
+  if (shape === "value") return ctx.value;
+  const out = {};
+  for (const k of Object.keys(ctx || {})) {
+    const f = ctx[k];
+    if (f.cell) out[k] = new Cell(f.cell.doc, f.cell.path, docs, writes, sends);
+    else if (f.stream) out[k] = new Stream(f.stream, sends);
+    else out[k] = f.value;
+  }
+  return out;
+}
+
+function getAt(v, path) {
+  let cur = v;
+  for (const seg of path) {
+    if (cur === null || cur === undefined || typeof cur !== "object") return undefined;
+    cur = cur[seg];
+  }
+  return cur;
+}
+
+function setAt(docs, doc, path, value) {
+  if (path.length === 0) { docs[doc] = value; return; }
+  if (docs[doc] === null || typeof docs[doc] !== "object") docs[doc] = {};
+  let cur = docs[doc];
+  for (let i = 0; i < path.length - 1; i++) {
+    const seg = path[i];
+    if (cur[seg] === null || typeof cur[seg] !== "object") cur[seg] = {};
+    cur = cur[seg];
+  }
+  cur[path[path.length - 1]] = value;
+}
+
+function clone(v) {
+  return v === undefined ? undefined : JSON.parse(JSON.stringify(v));
+}
+
+class Cell {
+  constructor(doc, path, docs, writes, sends) {
+    this.doc = doc; this.path = path; this.docs = docs; this.writes = writes; this.sends = sends;
+  }
+  get() { return clone(getAt(this.docs[this.doc], this.path)); }
+  set(value) {
+    const v = value === undefined ? null : clone(serializeValue(value));
+    setAt(this.docs, this.doc, this.path, v);
+    this.writes.push({ doc: this.doc, path: this.path, value: clone(v) });
+  }
+  update(partial) {
+    for (const k of Object.keys(partial || {})) this.key(k).set(partial[k]);
+  }
+  push(...items) {
+    const cur = this.get();
+    const arr = Array.isArray(cur) ? cur : [];
+    this.set(arr.concat(items.map(serializeValue)));
+  }
+  remove(item) {
+    const cur = this.get();
+    if (!Array.isArray(cur)) return;
+    const s = JSON.stringify(serializeValue(item));
+    this.set(cur.filter((x) => JSON.stringify(x) !== s));
+  }
+  key(k) { return new Cell(this.doc, this.path.concat([String(k)]), this.docs, this.writes, this.sends); }
+  send(event) { this.sends.push({ cell: { doc: this.doc, path: this.path }, payload: serializeValue(event) }); }
+  equals(other) { return other instanceof Cell && other.doc === this.doc && JSON.stringify(other.path) === JSON.stringify(this.path); }
+}
+
+class Stream {
+  constructor(id, sends) { this.id = id; this.sends = sends; }
+  send(event) { this.sends.push({ stream: this.id, payload: serializeValue(event === undefined ? {} : event) }); }
+}
+
+function serializeValue(v) {
+  if (v instanceof Cell) return v.get();
+  if (v === undefined) return null;
+  if (v === null || typeof v !== "object") return v;
+  if (Array.isArray(v)) return v.map(serializeValue);
+  const out = {};
+  for (const k of Object.keys(v)) if (v[k] !== undefined) out[k] = serializeValue(v[k]);
+  return out;
+}
+
+// Types exist only for TypeScript; these names keep `import { Cell }` working
+// if a pattern imports a type as a value by mistake.
+export const Writable = undefined;
+export const Default = undefined;
+export const OpaqueRef = undefined;
+export const VNode = undefined;

@@ -1,0 +1,168 @@
+//! The recorded graph of a piece and the pure helpers over its JSON: links,
+//! streams, argument defaults. No I/O and no JavaScript here.
+//!
+//! Wire shapes (also stored on result documents):
+//! - a reference: `{"$link": {"doc": "<doc id>", "path": ["seg", ...]}}`
+//! - a stream:    `{"$stream": "<stream id>"}`
+
+use crate::store::PathSeg;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// A derivation node: `fn(...args)` written to document `id`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NodeDef {
+    pub id: String,
+    pub kind: String,
+    #[serde(rename = "fn")]
+    pub fn_index: u64,
+    /// Argument templates; `$link`s are replaced by values before a run.
+    pub args: Value,
+    pub label: String,
+}
+
+/// A handler or action bound to a stream.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StreamDef {
+    pub id: String,
+    pub kind: String,
+    #[serde(rename = "fn")]
+    pub fn_index: u64,
+    pub context: Value,
+    pub schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CellDef {
+    pub id: String,
+    pub initial: Value,
+}
+
+/// What `__instantiate` returns.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recorded {
+    pub name: Option<String>,
+    pub argument_schema: Option<Value>,
+    pub result: Value,
+    pub nodes: Vec<NodeDef>,
+    pub streams: Vec<StreamDef>,
+    pub cells: Vec<CellDef>,
+}
+
+/// A reference's target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub doc: String,
+    pub path: Vec<PathSeg>,
+}
+
+pub fn as_link(v: &Value) -> Option<Link> {
+    let l = v.as_object()?.get("$link")?.as_object()?;
+    let doc = l.get("doc")?.as_str()?.to_string();
+    let path = l
+        .get("path")?
+        .as_array()?
+        .iter()
+        .map(|s| match s {
+            Value::String(k) => PathSeg::Key(k.clone()),
+            Value::Number(n) => PathSeg::Index(n.as_u64().unwrap_or(0) as usize),
+            other => PathSeg::Key(other.to_string()),
+        })
+        .collect();
+    Some(Link { doc, path })
+}
+
+pub fn as_stream(v: &Value) -> Option<&str> {
+    v.as_object()?.get("$stream")?.as_str()
+}
+
+/// Every document a template refers to (its reads).
+pub fn linked_docs(v: &Value, out: &mut Vec<String>) {
+    if let Some(l) = as_link(v) {
+        out.push(l.doc);
+        return;
+    }
+    match v {
+        Value::Array(a) => a.iter().for_each(|x| linked_docs(x, out)),
+        Value::Object(m) => m.values().for_each(|x| linked_docs(x, out)),
+        _ => {}
+    }
+}
+
+/// The argument a piece starts with: `given`, plus each schema default for a
+/// top-level field `given` lacks.
+pub fn apply_defaults(schema: Option<&Value>, given: &Value) -> Value {
+    let mut out = match given {
+        Value::Object(m) => m.clone(),
+        Value::Null => Map::new(),
+        other => return other.clone(),
+    };
+    if let Some(props) = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.as_object())
+    {
+        for (k, p) in props {
+            if !out.contains_key(k) {
+                if let Some(d) = p.get("default") {
+                    out.insert(k.clone(), d.clone());
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// Whether field `k` of a context schema is a cell (or a stream).
+pub fn field_flag(schema: Option<&Value>, k: &str, flag: &str) -> bool {
+    schema
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.get(k))
+        .and_then(|f| f.get(flag))
+        .and_then(|b| b.as_bool())
+        .unwrap_or(false)
+}
+
+/// Removes `$`-prefixed keys at every level (scenario comparisons ignore them).
+pub fn strip_reserved(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), strip_reserved(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(strip_reserved).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_fill_only_missing_top_level_fields() {
+        let schema = json!({"properties": {"a": {"default": 1}, "b": {"default": [1]}, "c": {}}});
+        let out = apply_defaults(Some(&schema), &json!({"a": 5}));
+        assert_eq!(out, json!({"a": 5, "b": [1]}));
+        assert_eq!(apply_defaults(None, &Value::Null), json!({}));
+    }
+
+    #[test]
+    fn links_are_found_anywhere_in_a_template() {
+        let t = json!([{"x": {"$link": {"doc": "d1", "path": ["a", 0]}}}, {"$link": {"doc": "d2", "path": []}}]);
+        let mut docs = Vec::new();
+        linked_docs(&t, &mut docs);
+        assert_eq!(docs, ["d1", "d2"]);
+        let l = as_link(&t[0]["x"]).unwrap();
+        assert_eq!(l.path, vec![PathSeg::Key("a".into()), PathSeg::Index(0)]);
+    }
+
+    #[test]
+    fn reserved_keys_are_stripped_at_every_level() {
+        let v = json!({"$UI": 1, "a": {"$NAME": 2, "b": [{"$x": 1, "c": 3}]}});
+        assert_eq!(strip_reserved(&v), json!({"a": {"b": [{"c": 3}]}}));
+    }
+}

@@ -1,0 +1,897 @@
+//! The reactive runtime of one space: pieces instantiated from patterns,
+//! their derivations pulled lazily, their handlers run on events, and each
+//! wave's writes committed once as a derived commit.
+//!
+//! # Invariants
+//! - Laziness: a derivation runs only when something pulls its output (a
+//!   demanded result path, a handler's context, or another pulled node) and
+//!   it is not fresh. Nothing runs because it merely exists.
+//! - Freshness: a node is fresh after it ran or after its recorded inputs
+//!   hash matched; any write to a document it reads makes it (and its
+//!   readers) stale. The inputs hash is persisted on the plane
+//!   (`action_state`), so a re-activated space does not recompute a node
+//!   whose inputs did not change; a missing row means recompute.
+//! - A handler's writes apply only if it returns normally: an exception, a
+//!   preemption or a capability denial discards them all.
+//! - A wave commits at most once, with the lease of this runtime's tenure,
+//!   and advances the watermarks of the events it consumed in that commit.
+//! - Only this module talks to the sandbox; only the store talks to SQL.
+
+pub mod graph;
+
+use crate::clock::Clock;
+use crate::compiler::{CompileCache, CompiledProgram, MemorySource};
+use crate::metrics::{Counter, SpaceCounters};
+use crate::sandbox::{CallOptions, JsHandle, Sandbox, SandboxConfig, SandboxError};
+use crate::store::path::{get_at, set_at};
+use crate::store::{
+    Author, CommitClass, CommitRequest, DocOp, EventRecord, Lease, NewEvent, PathSeg, Space,
+    StoreError,
+};
+use graph::{as_link, as_stream, field_flag, linked_docs, Link, NodeDef, Recorded, StreamDef};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+
+/// The JS source of the `commonfabric` module.
+pub const COMMONFABRIC_JS: &str = include_str!("commonfabric.js");
+
+/// Document listing the space's pieces: `{pieceId: {program, export}}`.
+pub const PIECES_DOC: &str = "space/pieces";
+
+/// How deep links may chain before we call it a cycle.
+const MAX_LINK_DEPTH: usize = 64;
+
+/// Host-wide compile cache: compiled programs keyed by a blake3 hash of
+/// their sources, shared by every space runtime in the process.
+pub fn compile_cache() -> &'static CompileCache {
+    static CACHE: OnceLock<CompileCache> = OnceLock::new();
+    CACHE.get_or_init(CompileCache::new)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Sandbox(#[from] SandboxError),
+    #[error("pattern does not compile:\n{0}")]
+    Compile(String),
+    #[error("space {0:?} is held by another host")]
+    LeaseHeld(String),
+    #[error("the lease of this tenure was lost")]
+    LeaseLost,
+    #[error("no piece {0:?} in this space")]
+    UnknownPiece(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type RuntimeResult<T> = Result<T, RuntimeError>;
+
+/// Limits for the pattern code of one space.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub sandbox: SandboxConfig,
+    /// Budget of one action (handler or derivation), in interrupt polls.
+    pub action_budget: Option<u64>,
+    /// At most this many events are consumed by one wave.
+    pub wave_event_limit: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            sandbox: SandboxConfig::default(),
+            action_budget: None,
+            wave_event_limit: 256,
+        }
+    }
+}
+
+/// What happened to one action, kept for diagnosis and tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionFailure {
+    pub action: String,
+    pub kind: &'static str,
+    pub error: String,
+}
+
+/// A node as listed for operators and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub id: String,
+    pub piece: String,
+    pub kind: String,
+    pub label: String,
+    pub runs: u64,
+}
+
+/// What a wave did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WaveReport {
+    pub seq: Option<u64>,
+    pub events: usize,
+    pub handler_runs: u64,
+    pub derivation_runs: u64,
+    pub failures: Vec<ActionFailure>,
+}
+
+struct Node {
+    def: NodeDef,
+    piece: String,
+    runs: u64,
+}
+
+struct Binding {
+    def: StreamDef,
+    piece: String,
+}
+
+struct EntryPoints {
+    instantiate: JsHandle,
+    run_node: JsHandle,
+    run_handler: JsHandle,
+}
+
+/// One active space's runtime: its sandbox, graph and pending wave.
+pub struct SpaceRuntime {
+    space: Space,
+    lease: Lease,
+    clock: Arc<dyn Clock>,
+    lease_ttl_ms: u64,
+    cfg: RuntimeConfig,
+    sandbox: Sandbox,
+    entry: EntryPoints,
+    loaded: HashSet<String>,
+    pieces: BTreeMap<String, (String, String)>,
+    nodes: HashMap<String, Node>,
+    streams: HashMap<String, Binding>,
+    /// document id -> nodes whose arguments read it.
+    readers: HashMap<String, HashSet<String>>,
+    /// Write-through cache of documents (`None` = absent).
+    docs: HashMap<String, Option<Value>>,
+    fresh: HashSet<String>,
+    action_hash: HashMap<String, String>,
+    demand: BTreeSet<(String, Vec<PathSeg>)>,
+    // The pending wave.
+    ops: Vec<DocOp>,
+    sends: Vec<NewEvent>,
+    watermarks: BTreeMap<String, u64>,
+    hashes_to_store: BTreeMap<String, String>,
+    report: WaveReport,
+    counters: SpaceCounters,
+    failures: Vec<ActionFailure>,
+}
+
+impl SpaceRuntime {
+    /// Takes the space's lease for a tenure and rebuilds every piece's graph.
+    pub fn start(
+        mut space: Space,
+        clock: Arc<dyn Clock>,
+        lease_ttl_ms: u64,
+        cfg: RuntimeConfig,
+    ) -> RuntimeResult<SpaceRuntime> {
+        let lease = space
+            .acquire_lease()?
+            .ok_or_else(|| RuntimeError::LeaseHeld(space.id().to_string()))?;
+        let sandbox = Sandbox::new(cfg.sandbox.clone(), COMMONFABRIC_JS)?;
+        let ns = sandbox
+            .import(crate::sandbox::COMMONFABRIC, &CallOptions::reactive())?
+            .value;
+        let entry = EntryPoints {
+            instantiate: sandbox.get(ns, "__instantiate")?,
+            run_node: sandbox.get(ns, "__runNode")?,
+            run_handler: sandbox.get(ns, "__runHandler")?,
+        };
+        let counters = space.counters().clone();
+        let action_hash = space.action_states()?.into_iter().collect();
+        let mut rt = SpaceRuntime {
+            space,
+            lease,
+            clock,
+            lease_ttl_ms,
+            cfg,
+            sandbox,
+            entry,
+            loaded: HashSet::new(),
+            pieces: BTreeMap::new(),
+            nodes: HashMap::new(),
+            streams: HashMap::new(),
+            readers: HashMap::new(),
+            docs: HashMap::new(),
+            fresh: HashSet::new(),
+            action_hash,
+            demand: BTreeSet::new(),
+            ops: Vec::new(),
+            sends: Vec::new(),
+            watermarks: BTreeMap::new(),
+            hashes_to_store: BTreeMap::new(),
+            report: WaveReport::default(),
+            counters,
+            failures: Vec::new(),
+        };
+        let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
+        if let Some(map) = listed.as_object() {
+            for (piece, info) in map {
+                let program = info["program"].as_str().unwrap_or_default().to_string();
+                let export = info["export"].as_str().unwrap_or("default").to_string();
+                let compiled = rt.load_stored_program(&program)?;
+                rt.record_piece(piece, &compiled, &export, None)?;
+            }
+        }
+        Ok(rt)
+    }
+
+    pub fn space(&mut self) -> &mut Space {
+        &mut self.space
+    }
+
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// Ends the tenure: releases the lease. Pending work is dropped; call
+    /// [`SpaceRuntime::flush`] first to keep it.
+    pub fn stop(mut self) -> RuntimeResult<Space> {
+        let lease = self.lease.clone();
+        self.space.release_lease(&lease)?;
+        Ok(self.space)
+    }
+
+    // ----- programs and pieces -------------------------------------------
+
+    /// Stores a compiled program's sources in the space (once per hash) and
+    /// creates a piece from its `export` with `argument`. Returns the piece id.
+    pub fn create_piece(
+        &mut self,
+        program: &CompiledProgram,
+        export: Option<&str>,
+        argument: &Value,
+    ) -> RuntimeResult<String> {
+        let hash = program.hash_hex();
+        let program_doc = format!("program/{hash}");
+        if self.doc(&program_doc)?.is_none() {
+            let modules: Vec<Value> = program
+                .modules
+                .iter()
+                .map(|m| json!({"name": m.name, "source": m.source}))
+                .collect();
+            self.write(
+                &program_doc,
+                &[],
+                json!({"entry": program.entry().name, "modules": modules}),
+            );
+        }
+        let export = export.unwrap_or("default").to_string();
+        let seq = self.space.head_seq()?;
+        let n = self.pieces.len();
+        let digest = blake3::hash(format!("{hash}/{export}/{seq}/{n}/{argument}").as_bytes());
+        let piece = format!("pc-{}", &digest.to_hex()[..16]);
+        self.record_piece(&piece, program, &export, Some(argument))?;
+        self.write(
+            PIECES_DOC,
+            &[PathSeg::Key(piece.clone())],
+            json!({"program": hash, "export": export}),
+        );
+        self.counters.inc(Counter::PiecesCreated);
+        Ok(piece)
+    }
+
+    fn load_stored_program(&mut self, hash: &str) -> RuntimeResult<Arc<CompiledProgram>> {
+        let doc = self
+            .doc(&format!("program/{hash}"))?
+            .ok_or_else(|| RuntimeError::Invalid(format!("program {hash} is not stored")))?;
+        let entry = doc["entry"].as_str().unwrap_or_default().to_string();
+        let mut src = MemorySource::new();
+        for m in doc["modules"].as_array().into_iter().flatten() {
+            src.insert(
+                m["name"].as_str().unwrap_or_default(),
+                m["source"].as_str().unwrap_or_default(),
+            );
+        }
+        compile_cache()
+            .compile(&entry, &src)
+            .map_err(|d| RuntimeError::Compile(crate::compiler::render(&d)))
+    }
+
+    fn ensure_loaded(&mut self, program: &CompiledProgram) -> RuntimeResult<()> {
+        let hash = program.hash_hex();
+        if self.loaded.contains(&hash) {
+            return Ok(());
+        }
+        let prefix = format!("p{}/r/", &hash[..16]);
+        let names: Vec<(String, String)> = program
+            .modules
+            .iter()
+            .map(|m| {
+                (
+                    format!("{prefix}{}", m.name.trim_start_matches("./")),
+                    m.js.clone(),
+                )
+            })
+            .collect();
+        let entry_name = program.entry().name.trim_start_matches("./").to_string();
+        // A boot module per program hands its entry namespace to
+        // commonfabric's registry (namespaces cannot cross into Rust).
+        let boot = format!(
+            "import * as m from \"./{entry_name}\";\n\
+             import {{ __registerProgram }} from \"commonfabric\";\n\
+             __registerProgram(\"{hash}\", m);\n"
+        );
+        let mut mods: Vec<(&str, &str)> = names
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.as_str()))
+            .collect();
+        let boot_name = format!("{prefix}__boot.js");
+        mods.push((&boot_name, &boot));
+        self.sandbox.add_modules(&mods)?;
+        let ns = self
+            .sandbox
+            .import(&boot_name, &self.options_reactive())?
+            .value;
+        self.sandbox.release(ns);
+        self.loaded.insert(hash);
+        Ok(())
+    }
+
+    /// Runs the pattern body and records the piece's graph. On first
+    /// creation (`argument` given) it also writes the argument document, the
+    /// local cells and the result document.
+    fn record_piece(
+        &mut self,
+        piece: &str,
+        program: &CompiledProgram,
+        export: &str,
+        argument: Option<&Value>,
+    ) -> RuntimeResult<()> {
+        self.ensure_loaded(program)?;
+        let out = self.sandbox.call(
+            self.entry.instantiate,
+            &[json!(program.hash_hex()), json!(export), json!(piece)],
+            &self.options_reactive(),
+        )?;
+        let rec: Recorded = serde_json::from_value(out.value)
+            .map_err(|e| RuntimeError::Invalid(format!("pattern graph: {e}")))?;
+        if let Some(arg) = argument {
+            let arg = graph::apply_defaults(rec.argument_schema.as_ref(), arg);
+            self.write(&format!("{piece}/argument"), &[], arg);
+        }
+        for c in &rec.cells {
+            if self.doc(&c.id)?.is_none() {
+                self.write(&c.id, &[], c.initial.clone());
+            }
+        }
+        if self.doc(piece)?.as_ref() != Some(&rec.result) {
+            self.write(piece, &[], rec.result.clone());
+        }
+        for n in rec.nodes {
+            let mut reads = Vec::new();
+            linked_docs(&n.args, &mut reads);
+            for d in reads {
+                self.readers.entry(d).or_default().insert(n.id.clone());
+            }
+            self.nodes.insert(
+                n.id.clone(),
+                Node {
+                    def: n,
+                    piece: piece.to_string(),
+                    runs: 0,
+                },
+            );
+        }
+        for s in rec.streams {
+            self.streams.insert(
+                s.id.clone(),
+                Binding {
+                    def: s,
+                    piece: piece.to_string(),
+                },
+            );
+        }
+        self.pieces
+            .insert(piece.to_string(), (program.hash_hex(), export.to_string()));
+        Ok(())
+    }
+
+    pub fn pieces(&self) -> Vec<String> {
+        self.pieces.keys().cloned().collect()
+    }
+
+    /// Every derivation node of `piece` with its run count in this tenure.
+    pub fn nodes(&self, piece: &str) -> Vec<NodeInfo> {
+        let mut v: Vec<NodeInfo> = self
+            .nodes
+            .values()
+            .filter(|n| n.piece == piece)
+            .map(|n| NodeInfo {
+                id: n.def.id.clone(),
+                piece: n.piece.clone(),
+                kind: n.def.kind.clone(),
+                label: n.def.label.clone(),
+                runs: n.runs,
+            })
+            .collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    /// Actions that failed in this tenure (most recent last).
+    pub fn failures(&self) -> &[ActionFailure] {
+        &self.failures
+    }
+
+    // ----- demand ----------------------------------------------------------
+
+    /// Adds a result path of a piece to the space's demand.
+    pub fn demand(&mut self, piece: &str, path: &[PathSeg]) {
+        self.demand.insert((piece.to_string(), path.to_vec()));
+    }
+
+    pub fn clear_demand(&mut self) {
+        self.demand.clear();
+    }
+
+    // ----- documents ---------------------------------------------------------
+
+    fn doc(&mut self, id: &str) -> RuntimeResult<Option<Value>> {
+        if let Some(v) = self.docs.get(id) {
+            return Ok(v.clone());
+        }
+        let v = self.space.read(id)?.map(|d| d.value);
+        self.docs.insert(id.to_string(), v.clone());
+        Ok(v)
+    }
+
+    /// Writes into the pending wave and makes every reader stale.
+    fn write(&mut self, doc: &str, path: &[PathSeg], value: Value) {
+        let current = self.docs.get(doc).cloned().flatten();
+        let next = match set_at(current.as_ref(), path, value.clone()) {
+            Ok(v) => v,
+            Err(_) => return,
+        };
+        if current.as_ref() == Some(&next) {
+            return;
+        }
+        self.docs.insert(doc.to_string(), Some(next));
+        self.ops.push(if path.is_empty() {
+            DocOp::Set {
+                id: doc.to_string(),
+                value,
+            }
+        } else {
+            DocOp::Patch {
+                id: doc.to_string(),
+                path: path.to_vec(),
+                value,
+            }
+        });
+        self.invalidate(doc);
+    }
+
+    fn invalidate(&mut self, doc: &str) {
+        let Some(readers) = self.readers.get(doc).cloned() else {
+            return;
+        };
+        for node in readers {
+            if self.fresh.remove(&node) {
+                self.invalidate(&node);
+            }
+        }
+    }
+
+    /// The value at `path` of document `doc`, following links and pulling
+    /// the derivations on the way; nested links are resolved too.
+    fn value_at(&mut self, doc: &str, path: &[PathSeg], depth: usize) -> RuntimeResult<Value> {
+        if depth > MAX_LINK_DEPTH {
+            return Err(RuntimeError::Invalid(format!(
+                "links from {doc:?} form a cycle"
+            )));
+        }
+        if self.nodes.contains_key(doc) {
+            self.pull(doc)?;
+        }
+        let mut cur = self.doc(doc)?.unwrap_or(Value::Null);
+        for (i, seg) in path.iter().enumerate() {
+            if let Some(l) = as_link(&cur) {
+                let mut rest = l.path.clone();
+                rest.extend_from_slice(&path[i..]);
+                return self.value_at(&l.doc, &rest, depth + 1);
+            }
+            cur = match get_at(&cur, std::slice::from_ref(seg)) {
+                Some(v) => v.clone(),
+                None => return Ok(Value::Null),
+            };
+        }
+        self.resolve_deep(cur, depth + 1)
+    }
+
+    fn resolve_deep(&mut self, v: Value, depth: usize) -> RuntimeResult<Value> {
+        if let Some(l) = as_link(&v) {
+            return self.value_at(&l.doc, &l.path, depth + 1);
+        }
+        Ok(match v {
+            Value::Array(a) => Value::Array(
+                a.into_iter()
+                    .map(|x| self.resolve_deep(x, depth))
+                    .collect::<RuntimeResult<_>>()?,
+            ),
+            Value::Object(m) => {
+                if m.contains_key("$stream") {
+                    return Ok(Value::Object(m));
+                }
+                let mut out = serde_json::Map::new();
+                for (k, x) in m {
+                    out.insert(k, self.resolve_deep(x, depth)?);
+                }
+                Value::Object(out)
+            }
+            other => other,
+        })
+    }
+
+    /// Resolves a path into a piece's result: what a client or a scenario
+    /// reads. Pulls exactly the derivations the path needs.
+    pub fn read(&mut self, piece: &str, path: &[PathSeg]) -> RuntimeResult<Value> {
+        if !self.pieces.contains_key(piece) {
+            return Err(RuntimeError::UnknownPiece(piece.to_string()));
+        }
+        self.value_at(piece, path, 0)
+    }
+
+    /// The stream at a result path (following links), if it is one.
+    pub fn stream_at(&mut self, piece: &str, path: &[PathSeg]) -> RuntimeResult<Option<String>> {
+        let mut doc = piece.to_string();
+        let mut cur = self.doc(&doc)?.unwrap_or(Value::Null);
+        let mut rest: Vec<PathSeg> = path.to_vec();
+        for _ in 0..MAX_LINK_DEPTH {
+            let mut followed = false;
+            for i in 0..=rest.len() {
+                let here = get_at(&cur, &rest[..i]).cloned().unwrap_or(Value::Null);
+                if let Some(l) = as_link(&here) {
+                    let mut next = l.path.clone();
+                    next.extend_from_slice(&rest[i..]);
+                    doc = l.doc;
+                    cur = self.doc(&doc)?.unwrap_or(Value::Null);
+                    rest = next;
+                    followed = true;
+                    break;
+                }
+                if i == rest.len() {
+                    return Ok(as_stream(&here).map(str::to_string));
+                }
+            }
+            if !followed {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    // ----- derivations -----------------------------------------------------
+
+    fn options_reactive(&self) -> CallOptions {
+        let o = CallOptions::reactive();
+        match self.cfg.action_budget {
+            Some(b) => o.with_budget(b),
+            None => o,
+        }
+    }
+
+    /// Brings one node up to date: resolves its inputs (pulling upstream
+    /// nodes), and runs it unless its inputs hash matches the last run.
+    fn pull(&mut self, id: &str) -> RuntimeResult<()> {
+        if self.fresh.contains(id) {
+            return Ok(());
+        }
+        // Mark first: a cycle through this node then reads its old value
+        // instead of recursing forever.
+        self.fresh.insert(id.to_string());
+        let (args, fn_index) = {
+            let n = &self.nodes[id];
+            (n.def.args.clone(), n.def.fn_index)
+        };
+        let resolved = self.resolve_deep(args, 0)?;
+        let hash = blake3::hash(resolved.to_string().as_bytes())
+            .to_hex()
+            .to_string();
+        let has_output = self.doc(id)?.is_some();
+        if has_output && self.action_hash.get(id) == Some(&hash) {
+            self.counters.inc(Counter::DerivationsSkippedFresh);
+            return Ok(());
+        }
+        let args = match resolved {
+            Value::Array(a) => a,
+            other => vec![other],
+        };
+        let call_args = [json!(fn_index), Value::Array(args)];
+        match self
+            .sandbox
+            .call(self.entry.run_node, &call_args, &self.options_reactive())
+        {
+            Ok(out) => {
+                if let Some(n) = self.nodes.get_mut(id) {
+                    n.runs += 1;
+                }
+                self.counters.inc(Counter::DerivationRuns);
+                self.report.derivation_runs += 1;
+                self.write(id, &[], out.value);
+                // Writing made readers stale, including possibly ourselves.
+                self.fresh.insert(id.to_string());
+                self.action_hash.insert(id.to_string(), hash.clone());
+                self.hashes_to_store.insert(id.to_string(), hash);
+            }
+            Err(e) => self.record_failure(id, "derivation", &e),
+        }
+        Ok(())
+    }
+
+    fn record_failure(&mut self, action: &str, kind: &'static str, e: &SandboxError) {
+        self.counters.inc(match e {
+            SandboxError::Preempted { .. } => Counter::ActionsPreempted,
+            SandboxError::OutOfMemory { .. } => Counter::ActionsOutOfMemory,
+            SandboxError::Capability { .. } => Counter::ActionsCapabilityDenied,
+            _ => Counter::ActionsFailed,
+        });
+        tracing::warn!(action, kind, error = %e, "action failed");
+        let f = ActionFailure {
+            action: action.to_string(),
+            kind,
+            error: e.to_string(),
+        };
+        self.report.failures.push(f.clone());
+        self.failures.push(f);
+        if self.failures.len() > 256 {
+            self.failures.remove(0);
+        }
+    }
+
+    // ----- handlers ------------------------------------------------------------
+
+    /// Runs the handler bound to `event.stream`; its writes join the wave
+    /// only if it returns normally.
+    fn handle_event(&mut self, ev: &EventRecord) -> RuntimeResult<()> {
+        let Some(binding) = self.streams.get(&ev.stream) else {
+            self.counters.inc(Counter::EventsUnknownStream);
+            return Ok(());
+        };
+        let def = binding.def.clone();
+        let binding_piece = binding.piece.clone();
+        let schema = def.schema.clone();
+        let mut docs = serde_json::Map::new();
+        let (ctx, shape) = match &def.context {
+            Value::Object(fields) if as_link(&def.context).is_none() => {
+                let mut ctx = serde_json::Map::new();
+                for (k, tmpl) in fields {
+                    let as_cell = field_flag(schema.as_ref(), k, "asCell");
+                    let entry = if let Some(s) = as_stream(tmpl) {
+                        json!({"stream": s})
+                    } else if let (Some(l), true) = (as_link(tmpl), as_cell) {
+                        let (doc, path) = self.cell_target(&l)?;
+                        if !docs.contains_key(&doc) {
+                            let v = self.value_at(&doc, &[], 0)?;
+                            docs.insert(doc.clone(), v);
+                        }
+                        json!({"cell": {"doc": doc, "path": path}})
+                    } else {
+                        let v = self.resolve_deep(tmpl.clone(), 0)?;
+                        match as_stream(&v) {
+                            Some(s) if field_flag(schema.as_ref(), k, "asStream") => {
+                                json!({"stream": s})
+                            }
+                            _ => json!({"value": v}),
+                        }
+                    };
+                    ctx.insert(k.clone(), entry);
+                }
+                (Value::Object(ctx), "fields")
+            }
+            other => {
+                let v = self.resolve_deep(other.clone(), 0)?;
+                (json!({"value": v}), "value")
+            }
+        };
+        let seed = u64::from_le_bytes(
+            blake3::hash(ev.event_id.as_bytes()).as_bytes()[..8]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        let mut opts = CallOptions::handler(ev.fired_at_ms, seed);
+        if let Some(b) = self.cfg.action_budget {
+            opts = opts.with_budget(b);
+        }
+        let args = [
+            json!(def.fn_index),
+            ev.payload.clone(),
+            ctx,
+            Value::Object(docs),
+            json!(shape),
+        ];
+        self.counters.inc(Counter::HandlerRuns);
+        self.report.handler_runs += 1;
+        match self.sandbox.call(self.entry.run_handler, &args, &opts) {
+            Ok(out) => {
+                for w in out.value["writes"].as_array().cloned().unwrap_or_default() {
+                    let doc = w["doc"].as_str().unwrap_or_default().to_string();
+                    let path = crate::store::path::parse_path(&w["path"]).unwrap_or_default();
+                    self.write(&doc, &path, w["value"].clone());
+                }
+                let sends = out.value["sends"].as_array().cloned().unwrap_or_default();
+                for (i, s) in sends.into_iter().enumerate() {
+                    let target = match as_stream_target(&s) {
+                        Some(id) => Some(id),
+                        None => match s.get("cell").and_then(|c| as_link(&json!({"$link": c}))) {
+                            Some(l) => {
+                                let v = self.value_at(&l.doc, &l.path, 0)?;
+                                as_stream(&v).map(str::to_string)
+                            }
+                            None => None,
+                        },
+                    };
+                    if let Some(stream) = target {
+                        self.sends.push(NewEvent {
+                            event_id: format!("{}/send/{i}", ev.event_id),
+                            stream,
+                            payload: s["payload"].clone(),
+                            fired_by: ev.fired_by.clone(),
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                let action = format!("{}:{}", binding_piece, ev.stream);
+                self.record_failure(&action, "handler", &e)
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a cell reference really points: follows links stored in
+    /// documents so a handler writes the document that holds the value.
+    fn cell_target(&mut self, l: &Link) -> RuntimeResult<(String, Vec<PathSeg>)> {
+        let mut doc = l.doc.clone();
+        let mut path = l.path.clone();
+        for _ in 0..MAX_LINK_DEPTH {
+            let cur = self.doc(&doc)?.unwrap_or(Value::Null);
+            let mut hop = None;
+            for i in 0..=path.len() {
+                if let Some(inner) = get_at(&cur, &path[..i]).and_then(as_link) {
+                    let mut next = inner.path.clone();
+                    next.extend_from_slice(&path[i..]);
+                    hop = Some((inner.doc, next));
+                    break;
+                }
+            }
+            match hop {
+                Some((d, p)) => {
+                    doc = d;
+                    path = p;
+                }
+                None => break,
+            }
+        }
+        Ok((doc, path))
+    }
+
+    // ----- waves ---------------------------------------------------------------
+
+    /// One wave: consume undelivered events (up to the limit), run their
+    /// handlers, pull the demanded derivations, commit once.
+    pub fn run_wave(&mut self) -> RuntimeResult<WaveReport> {
+        let events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
+        for ev in &events {
+            self.handle_event(ev)?;
+            let wm = self.watermarks.entry(ev.stream.clone()).or_insert(0);
+            *wm = (*wm).max(ev.seq);
+            self.counters.inc(Counter::EventsProcessed);
+        }
+        self.report.events += events.len();
+        let demanded: Vec<_> = self.demand.iter().cloned().collect();
+        for (piece, path) in demanded {
+            if self.pieces.contains_key(&piece) {
+                self.value_at(&piece, &path, 0)?;
+            }
+        }
+        self.flush()
+    }
+
+    /// Runs waves until no undelivered events remain (at most `max` waves).
+    pub fn settle(&mut self, max: usize) -> RuntimeResult<Vec<WaveReport>> {
+        let mut out = Vec::new();
+        for _ in 0..max {
+            let r = self.run_wave()?;
+            let idle = r.events == 0;
+            out.push(r);
+            if idle && !self.space.has_undelivered()? {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits what the pending wave wrote, once, with this tenure's lease.
+    pub fn flush(&mut self) -> RuntimeResult<WaveReport> {
+        let mut report = std::mem::take(&mut self.report);
+        if self.ops.is_empty()
+            && self.sends.is_empty()
+            && self.watermarks.is_empty()
+            && self.hashes_to_store.is_empty()
+        {
+            return Ok(report);
+        }
+        self.ensure_lease()?;
+        let mut req = CommitRequest::new(CommitClass::Derived, Author::server());
+        req.ops = std::mem::take(&mut self.ops);
+        req.events = std::mem::take(&mut self.sends);
+        req.watermarks = std::mem::take(&mut self.watermarks).into_iter().collect();
+        req.lease = Some(self.lease.clone());
+        let hashes = std::mem::take(&mut self.hashes_to_store);
+        let result = self.space.commit_with(req, |view, plane| {
+            for (node, hash) in &hashes {
+                plane
+                    .set_action_state(node, hash, view.seq)
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(outcome) => {
+                report.seq = outcome.seq;
+                self.counters.inc(Counter::Waves);
+                Ok(report)
+            }
+            Err(e) => {
+                // Nothing of the wave committed: forget what we believed.
+                self.docs.clear();
+                self.fresh.clear();
+                Err(e.into())
+            }
+        }
+    }
+
+    fn ensure_lease(&mut self) -> RuntimeResult<()> {
+        let now = self.clock.now_ms();
+        // Renew when a third of the TTL has passed, as the serving loop does.
+        if now + self.lease_ttl_ms * 2 / 3 < self.lease.expires_at_ms {
+            return Ok(());
+        }
+        match self.space.renew_lease(&self.lease)? {
+            Some(l) => {
+                self.lease = l;
+                Ok(())
+            }
+            None => Err(RuntimeError::LeaseLost),
+        }
+    }
+
+    /// Appends an event to a piece's stream at `path` as an authored commit.
+    pub fn send(
+        &mut self,
+        piece: &str,
+        path: &[PathSeg],
+        event_id: &str,
+        payload: Value,
+        author: &Author,
+    ) -> RuntimeResult<u64> {
+        let stream = self.stream_at(piece, path)?.ok_or_else(|| {
+            RuntimeError::Invalid(format!(
+                "no stream at {} of piece {piece}",
+                crate::store::path::display_path(path)
+            ))
+        })?;
+        let out = self.space.append_event(
+            author.clone(),
+            NewEvent {
+                event_id: event_id.to_string(),
+                stream,
+                payload,
+                fired_by: author.principal.clone(),
+            },
+        )?;
+        Ok(out.seq.unwrap_or(0))
+    }
+}
+
+fn as_stream_target(s: &Value) -> Option<String> {
+    s.get("stream").and_then(|v| v.as_str()).map(str::to_string)
+}

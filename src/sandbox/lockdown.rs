@@ -1,0 +1,150 @@
+//! Removes ambient capabilities from a fresh context and installs the
+//! mode-aware clock and entropy.
+//!
+//! What pattern code can reach after `install` (and why):
+//! - No `eval` (deleted), and the `Function`, `GeneratorFunction`,
+//!   `AsyncFunction`, `AsyncGeneratorFunction` constructors are replaced by
+//!   stubs that throw a `CapabilityError`. The engine itself keeps its
+//!   compiler (the embedder needs it to compile modules), but code can no
+//!   longer turn strings into code, so what runs is exactly what the pattern
+//!   compiler validated and the module cache hashed.
+//! - No `SharedArrayBuffer`, `Atomics` (deleted), no `performance`, no
+//!   `WeakRef`/`FinalizationRegistry` (their intrinsics are never added:
+//!   finalization timing would leak GC behaviour into results). No timers, no
+//!   filesystem, network or `os`/`std` modules: the context is built from
+//!   QuickJS's pure-language intrinsics only, never from quickjs-libc.
+//! - `Date` is replaced by a wrapper whose zero-argument forms (`new Date()`,
+//!   `Date()`) and `Date.now` ask a native function for the time; `Math.random`
+//!   is native. Those natives read the host-side mode (see `state.rs`), so a
+//!   mode switch costs no JS at all. The original `Date` constructor is only
+//!   held in the wrapper's closure: `Date.prototype.constructor` is the
+//!   wrapper and is non-writable, non-configurable, like `globalThis.Date`,
+//!   `Date.now` and `Math.random`.
+//!
+//! The lockdown script runs once, before any pattern code, and captures the
+//! builtins it uses (`Reflect.construct`, ...) so later monkey-patching by
+//! pattern code cannot subvert the wrapper.
+
+use std::rc::Rc;
+
+use rquickjs::{Ctx, Exception, Function, Object};
+
+use super::state::{Capability, State};
+
+const LOCKDOWN_JS: &str = r#"
+(function (dateNow, nowFor, mathRandom, deny) {
+  "use strict";
+  const g = globalThis;
+  const OrigDate = g.Date;
+  const DateProto = OrigDate.prototype;
+  const construct = Reflect.construct;
+  const apply = Reflect.apply;
+  const defineProperty = Object.defineProperty;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const dateToString = DateProto.toString;
+  const fixed = (value) => ({ value, writable: false, enumerable: false, configurable: false });
+
+  // Zero-argument forms read the clock through the mode-aware native; every
+  // other form is the original constructor, unchanged.
+  const Date = function Date(...args) {
+    if (new.target === undefined) {
+      return apply(dateToString, construct(OrigDate, [nowFor(2)]), []);
+    }
+    if (args.length === 0) {
+      return construct(OrigDate, [nowFor(1)], new.target);
+    }
+    return construct(OrigDate, args, new.target);
+  };
+  defineProperty(Date, "length", { value: 7 });
+  defineProperty(Date, "prototype", fixed(DateProto));
+  defineProperty(Date, "now", fixed(dateNow));
+  defineProperty(Date, "parse", fixed(OrigDate.parse));
+  defineProperty(Date, "UTC", fixed(OrigDate.UTC));
+  defineProperty(DateProto, "constructor", fixed(Date));
+  defineProperty(g, "Date", fixed(Date));
+  defineProperty(Math, "random", fixed(mathRandom));
+
+  const ctors = [
+    [getPrototypeOf(function () {}), "Function", 4],
+    [getPrototypeOf(function* () {}), "GeneratorFunction", 5],
+    [getPrototypeOf(async function () {}), "AsyncFunction", 6],
+    [getPrototypeOf(async function* () {}), "AsyncGeneratorFunction", 7],
+  ];
+  for (let i = 0; i < ctors.length; i++) {
+    const proto = ctors[i][0], name = ctors[i][1], code = ctors[i][2];
+    const stub = function () { return deny(code); };
+    defineProperty(stub, "name", { value: name });
+    defineProperty(stub, "prototype", fixed(proto));
+    defineProperty(proto, "constructor", fixed(stub));
+    if (name === "Function") defineProperty(g, "Function", fixed(stub));
+  }
+
+  delete g.eval;
+  delete g.SharedArrayBuffer;
+  delete g.Atomics;
+  delete g.performance;
+  delete g.WeakRef;
+  delete g.FinalizationRegistry;
+})
+"#;
+
+/// Throw a JS error named `CapabilityError` carrying the capability's name.
+pub(crate) fn throw_capability<'js>(
+    ctx: &Ctx<'js>,
+    cap: Capability,
+    message: &str,
+) -> rquickjs::Error {
+    match Exception::from_message(ctx.clone(), message) {
+        Ok(exc) => {
+            let obj: Object<'js> = exc.into_object();
+            if let Err(e) = obj.set("name", "CapabilityError") {
+                return e;
+            }
+            if let Err(e) = obj.set("capability", cap.name()) {
+                return e;
+            }
+            ctx.throw(obj.into_value())
+        }
+        Err(e) => e,
+    }
+}
+
+/// Install the lockdown into `ctx`. Runs once per sandbox.
+pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Result<()> {
+    let st = state.clone();
+    let date_now = Function::new(ctx.clone(), move |ctx: Ctx<'js>| -> rquickjs::Result<f64> {
+        st.now_ms(Capability::DateNow)
+            .map_err(|m| throw_capability(&ctx, Capability::DateNow, &m))
+    })?
+    .with_name("now")?;
+
+    let st = state.clone();
+    let now_for = Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>, code: i32| -> rquickjs::Result<f64> {
+            let cap = Capability::from_code(code).unwrap_or(Capability::NewDate);
+            st.now_ms(cap).map_err(|m| throw_capability(&ctx, cap, &m))
+        },
+    )?;
+
+    let st = state.clone();
+    let math_random = Function::new(ctx.clone(), move |ctx: Ctx<'js>| -> rquickjs::Result<f64> {
+        st.random()
+            .map_err(|m| throw_capability(&ctx, Capability::MathRandom, &m))
+    })?
+    .with_name("random")?;
+
+    let st = state.clone();
+    let deny = Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>, code: i32| -> rquickjs::Result<()> {
+            let cap = Capability::from_code(code).unwrap_or(Capability::FunctionCtor);
+            let message = st.deny(cap);
+            Err(throw_capability(&ctx, cap, &message))
+        },
+    )?;
+
+    let installer: Function = ctx.eval(LOCKDOWN_JS)?;
+    installer.call::<_, ()>((date_now, now_for, math_random, deny))?;
+    Ok(())
+}

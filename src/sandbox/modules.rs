@@ -1,0 +1,171 @@
+//! ES module resolution and loading for a sandbox.
+//!
+//! Invariants:
+//! - Only three kinds of module exist: the embedder's registered modules
+//!   (`(name, source)` pairs), the built-in `"commonfabric"` module whose JS
+//!   source the embedder supplies at construction, and the native
+//!   `"spacewake:host"` module that exposes the registered host functions as
+//!   its default export. Anything else fails to resolve, and the failure is
+//!   recorded host-side so the call reports `SandboxError::Module`.
+//! - `"spacewake:host"` resolves only when imported *by* `"commonfabric"`:
+//!   host functions reach pattern code only through the authoring API, never
+//!   as ambient globals or direct imports.
+//! - A registered name maps to one source forever (QuickJS caches modules by
+//!   name per context); re-registering a name with different source is
+//!   rejected. Embedders should use content-addressed names.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use rquickjs::loader::{Loader, Resolver};
+use rquickjs::module::{Declarations, Exports, ModuleDef};
+use rquickjs::{Ctx, Error, JsLifetime, Module, Object};
+
+use super::state::State;
+
+/// The specifier of the built-in authoring API module.
+pub const COMMONFABRIC: &str = "commonfabric";
+/// The specifier of the native host-function module (importable only by `commonfabric`).
+pub const HOST_MODULE: &str = "spacewake:host";
+
+/// Module sources shared by the resolver, the loader and the `Sandbox`.
+pub(crate) struct Registry {
+    pub modules: RefCell<HashMap<String, Rc<str>>>,
+    pub commonfabric: Rc<str>,
+}
+
+pub(crate) struct SandboxResolver {
+    pub registry: Rc<Registry>,
+    pub state: Rc<State>,
+}
+
+/// `base`'s directory joined with a relative `name`, with `.`/`..` folded.
+fn join_relative(base: &str, name: &str) -> Option<String> {
+    let mut parts: Vec<&str> = base.split('/').collect();
+    parts.pop(); // drop the importer's own file name
+    for seg in name.split('/') {
+        match seg {
+            "." | "" => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+impl Resolver for SandboxResolver {
+    fn resolve<'js>(
+        &mut self,
+        _ctx: &Ctx<'js>,
+        base: &str,
+        name: &str,
+    ) -> rquickjs::Result<String> {
+        let fail = |why: String| {
+            let mut slot = self.state.resolve_error.borrow_mut();
+            if slot.is_none() {
+                *slot = Some((name.to_string(), base.to_string(), why.clone()));
+            }
+            Err(Error::new_resolving_message(base, name, why))
+        };
+        if name == COMMONFABRIC {
+            return Ok(name.to_string());
+        }
+        if name == HOST_MODULE {
+            if base == COMMONFABRIC {
+                return Ok(name.to_string());
+            }
+            return fail(format!(
+                "{HOST_MODULE:?} may only be imported by {COMMONFABRIC:?}"
+            ));
+        }
+        let candidate = if name.starts_with("./") || name.starts_with("../") {
+            match join_relative(base, name) {
+                Some(c) => c,
+                None => return fail("relative import climbs above the module root".into()),
+            }
+        } else {
+            name.to_string()
+        };
+        if self.registry.modules.borrow().contains_key(&candidate) {
+            Ok(candidate)
+        } else {
+            fail(format!(
+                "unknown module; patterns may import only {COMMONFABRIC:?} and their own modules"
+            ))
+        }
+    }
+}
+
+pub(crate) struct SandboxLoader {
+    pub registry: Rc<Registry>,
+}
+
+impl Loader for SandboxLoader {
+    fn load<'js>(&mut self, ctx: &Ctx<'js>, name: &str) -> rquickjs::Result<Module<'js>> {
+        if name == HOST_MODULE {
+            return Module::declare_def::<HostModule, _>(ctx.clone(), name);
+        }
+        let source = if name == COMMONFABRIC {
+            self.registry.commonfabric.clone()
+        } else {
+            match self.registry.modules.borrow().get(name) {
+                Some(s) => s.clone(),
+                None => return Err(Error::new_loading_message(name, "not registered")),
+            }
+        };
+        Module::declare(ctx.clone(), name, source.as_bytes())
+    }
+}
+
+/// The object exported by `"spacewake:host"`; host functions are properties
+/// of it. Kept in the runtime's userdata, which rquickjs drops before it
+/// frees the runtime.
+pub(crate) struct HostObject<'js>(pub Object<'js>);
+
+// SAFETY: `HostObject` holds exactly one `'js`-bound value and no other
+// lifetime, which is the documented condition for a correct `JsLifetime`.
+unsafe impl<'js> JsLifetime<'js> for HostObject<'js> {
+    type Changed<'to> = HostObject<'to>;
+}
+
+pub(crate) struct HostModule;
+
+impl ModuleDef for HostModule {
+    fn declare<'js>(decl: &Declarations<'js>) -> rquickjs::Result<()> {
+        decl.declare("default")?;
+        Ok(())
+    }
+
+    fn evaluate<'js>(ctx: &Ctx<'js>, exports: &Exports<'js>) -> rquickjs::Result<()> {
+        let host = ctx
+            .userdata::<HostObject>()
+            .ok_or_else(|| Error::new_loading_message(HOST_MODULE, "host object missing"))?;
+        exports.export("default", host.0.clone())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_relative;
+
+    #[test]
+    fn relative_joins() {
+        assert_eq!(
+            join_relative("p/main.js", "./util.js").as_deref(),
+            Some("p/util.js")
+        );
+        assert_eq!(
+            join_relative("p/a/main.js", "../util.js").as_deref(),
+            Some("p/util.js")
+        );
+        assert_eq!(
+            join_relative("main.js", "./util.js").as_deref(),
+            Some("util.js")
+        );
+        assert_eq!(join_relative("main.js", "../util.js"), None);
+    }
+}
