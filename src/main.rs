@@ -3,14 +3,19 @@ use spacewake::cli::{BenchCommand, Cli, Command, DebugCommand};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The host logs at info; one-shot commands keep their output to results.
+    let default_filter = match cli.command {
+        Command::Serve(_) => "info",
+        _ => "error",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SPACEWAKE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => spacewake::serve::run(args),
         Command::Check { files } => Ok(spacewake::check::run(&files)),

@@ -91,7 +91,7 @@ pub fn linked_docs(v: &Value, out: &mut Vec<String>) {
 }
 
 /// The argument a piece starts with: `given`, plus each schema default for a
-/// top-level field `given` lacks.
+/// field `given` lacks, at every level of nested object schemas.
 pub fn apply_defaults(schema: Option<&Value>, given: &Value) -> Value {
     let mut out = match given {
         Value::Object(m) => m.clone(),
@@ -103,10 +103,21 @@ pub fn apply_defaults(schema: Option<&Value>, given: &Value) -> Value {
         .and_then(|p| p.as_object())
     {
         for (k, p) in props {
-            if !out.contains_key(k) {
-                if let Some(d) = p.get("default") {
-                    out.insert(k.clone(), d.clone());
+            match out.get(k) {
+                None => match p.get("default") {
+                    Some(d @ Value::Object(_)) => {
+                        out.insert(k.clone(), apply_defaults(Some(p), d));
+                    }
+                    Some(d) => {
+                        out.insert(k.clone(), d.clone());
+                    }
+                    None => {}
+                },
+                Some(v @ Value::Object(_)) => {
+                    let filled = apply_defaults(Some(p), v);
+                    out.insert(k.clone(), filled);
                 }
+                Some(_) => {}
             }
         }
     }
@@ -144,10 +155,15 @@ mod tests {
 
     #[test]
     fn defaults_fill_only_missing_top_level_fields() {
-        let schema = json!({"properties": {"a": {"default": 1}, "b": {"default": [1]}, "c": {}}});
+        let schema = json!({"properties": {"a": {"default": 1}, "b": {"default": [1]}, "c": {}, "n": {"default": null}}});
         let out = apply_defaults(Some(&schema), &json!({"a": 5}));
-        assert_eq!(out, json!({"a": 5, "b": [1]}));
+        assert_eq!(out, json!({"a": 5, "b": [1], "n": null}));
         assert_eq!(apply_defaults(None, &Value::Null), json!({}));
+        let nested = json!({"properties": {"o": {"properties": {"x": {"default": 1}, "y": {}}}}});
+        assert_eq!(
+            apply_defaults(Some(&nested), &json!({"o": {"y": 2}})),
+            json!({"o": {"x": 1, "y": 2}})
+        );
     }
 
     #[test]

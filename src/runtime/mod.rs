@@ -711,10 +711,17 @@ impl SpaceRuntime {
         self.report.handler_runs += 1;
         match self.sandbox.call(self.entry.run_handler, &args, &opts) {
             Ok(out) => {
-                for w in out.value["writes"].as_array().cloned().unwrap_or_default() {
-                    let doc = w["doc"].as_str().unwrap_or_default().to_string();
-                    let path = crate::store::path::parse_path(&w["path"]).unwrap_or_default();
-                    self.write(&doc, &path, w["value"].clone());
+                let writes = match self.check_writes(&out.value["writes"]) {
+                    Ok(w) => w,
+                    Err(reason) => {
+                        let action = format!("{}:{}", binding_piece, ev.stream);
+                        let e = SandboxError::Internal(format!("invalid write: {reason}"));
+                        self.record_failure(&action, "handler", &e);
+                        return Ok(());
+                    }
+                };
+                for (doc, path, value) in writes {
+                    self.write(&doc, &path, value);
                 }
                 let sends = out.value["sends"].as_array().cloned().unwrap_or_default();
                 for (i, s) in sends.into_iter().enumerate() {
@@ -744,6 +751,34 @@ impl SpaceRuntime {
             }
         }
         Ok(())
+    }
+
+    /// Validates a handler's writes in order against the current documents,
+    /// so a handler whose writes cannot all apply applies none of them.
+    #[allow(clippy::type_complexity)]
+    fn check_writes(
+        &mut self,
+        writes: &Value,
+    ) -> Result<Vec<(String, Vec<PathSeg>, Value)>, String> {
+        let mut scratch: HashMap<String, Option<Value>> = HashMap::new();
+        let mut out = Vec::new();
+        for w in writes.as_array().into_iter().flatten() {
+            let doc = w["doc"]
+                .as_str()
+                .ok_or("a write names no document")?
+                .to_string();
+            let path = crate::store::path::parse_path(&w["path"])?;
+            if !scratch.contains_key(&doc) {
+                let current = self.doc(&doc).map_err(|e| e.to_string())?;
+                scratch.insert(doc.clone(), current);
+            }
+            let current = scratch.get(&doc).cloned().flatten();
+            let next = set_at(current.as_ref(), &path, w["value"].clone())
+                .map_err(|e| format!("{doc} {}: {e}", crate::store::path::display_path(&path)))?;
+            scratch.insert(doc.clone(), Some(next));
+            out.push((doc, path, w["value"].clone()));
+        }
+        Ok(out)
     }
 
     /// Where a cell reference really points: follows links stored in

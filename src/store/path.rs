@@ -102,8 +102,9 @@ pub fn set_at(doc: Option<&Value>, path: &[PathSeg], value: Value) -> Result<Val
     for (depth, seg) in path.iter().enumerate() {
         let last = depth + 1 == path.len();
         let here = display_path(&path[..depth]);
-        cur = match (cur, seg) {
-            (Value::Object(m), seg) => {
+        let idx = seg_index(seg);
+        cur = match (cur, seg, idx) {
+            (Value::Object(m), seg, _) => {
                 let key = seg.to_string();
                 if last {
                     m.insert(key, value);
@@ -112,8 +113,7 @@ pub fn set_at(doc: Option<&Value>, path: &[PathSeg], value: Value) -> Result<Val
                 m.entry(key)
                     .or_insert_with(|| Value::Object(Default::default()))
             }
-            (Value::Array(a), PathSeg::Index(i)) => {
-                let i = *i;
+            (Value::Array(a), _, Some(i)) => {
                 if i > a.len() {
                     return Err(format!(
                         "index {i} is past the end of the array at {here} (length {})",
@@ -133,10 +133,10 @@ pub fn set_at(doc: Option<&Value>, path: &[PathSeg], value: Value) -> Result<Val
                 }
                 &mut a[i]
             }
-            (Value::Array(_), PathSeg::Key(k)) => {
+            (Value::Array(_), PathSeg::Key(k), None) => {
                 return Err(format!("key {k:?} cannot address the array at {here}"))
             }
-            (other, seg) => {
+            (other, seg, _) => {
                 return Err(format!(
                     "segment {seg:?} descends into {} at {here}",
                     kind_of(other)
@@ -145,6 +145,16 @@ pub fn set_at(doc: Option<&Value>, path: &[PathSeg], value: Value) -> Result<Val
         };
     }
     unreachable!("the loop returns at the last segment")
+}
+
+/// A segment as an array index: an `Index`, or a `Key` spelled as a
+/// non-negative integer (JavaScript hands array indices over as strings).
+fn seg_index(seg: &PathSeg) -> Option<usize> {
+    match seg {
+        PathSeg::Index(i) => Some(*i),
+        PathSeg::Key(k) if !k.starts_with('+') => k.parse().ok(),
+        PathSeg::Key(_) => None,
+    }
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -172,6 +182,8 @@ mod tests {
         let doc = json!({"a": {"list": [1, 2]}});
         let out = set_at(Some(&doc), &p(json!(["a", "list", 2])), json!(3)).unwrap();
         assert_eq!(out, json!({"a": {"list": [1, 2, 3]}}));
+        let out = set_at(Some(&doc), &p(json!(["a", "list", "0"])), json!(9)).unwrap();
+        assert_eq!(out["a"]["list"], json!([9, 2]), "numeric keys index arrays");
         let out = set_at(Some(&doc), &p(json!(["b", "c"])), json!(true)).unwrap();
         assert_eq!(out["b"], json!({"c": true}));
     }

@@ -1,0 +1,234 @@
+//! The reactive runtime on a real store and the real QuickJS sandbox:
+//! laziness, persistence of freshness across activations, and the sandbox's
+//! bounds as seen through pieces.
+
+mod common;
+
+use serde_json::json;
+use spacewake::clock::Clock;
+use spacewake::metrics::Counter;
+use spacewake::runtime::{RuntimeConfig, SpaceRuntime};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::Author;
+use std::path::Path;
+
+fn program(name: &str) -> spacewake::compiler::CompiledProgram {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/runtime")
+        .join(name);
+    spacewake::check::compile_file(&path)
+        .unwrap_or_else(|d| panic!("{}", spacewake::compiler::render(&d)))
+}
+
+fn start(t: &common::TestStore, space: &str) -> SpaceRuntime {
+    if t.store.directory().get(space).unwrap().is_none() {
+        t.store.create_space(space, "did:key:owner").unwrap();
+    }
+    let sp = t.store.open_space(space).unwrap();
+    SpaceRuntime::start(
+        sp,
+        t.clock.clone(),
+        t.store.config().lease_ttl_ms,
+        RuntimeConfig::default(),
+    )
+    .unwrap()
+}
+
+fn runs(rt: &SpaceRuntime, piece: &str, label: &str) -> u64 {
+    rt.nodes(piece)
+        .iter()
+        .filter(|n| n.label == label)
+        .map(|n| n.runs)
+        .sum()
+}
+
+fn user() -> Author {
+    Author::principal("did:key:user")
+}
+
+#[test]
+fn an_undemanded_derivation_never_runs_until_it_is_demanded() {
+    let t = common::store();
+    let mut rt = start(&t, "lazy");
+    let piece = rt
+        .create_piece(&program("lazy.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    assert_eq!(
+        runs(&rt, &piece, "computed"),
+        0,
+        "instantiation computes nothing"
+    );
+    assert_eq!(runs(&rt, &piece, "lift"), 0);
+
+    rt.demand(&piece, &parse_dotted("doubled"));
+    rt.run_wave().unwrap();
+    assert_eq!(runs(&rt, &piece, "computed"), 1);
+    assert_eq!(
+        runs(&rt, &piece, "lift"),
+        0,
+        "the [UI] derivation stays dirty"
+    );
+    assert_eq!(t.counters.host().get(Counter::DerivationRuns), 1);
+
+    rt.demand(&piece, &parse_dotted("$UI"));
+    rt.run_wave().unwrap();
+    assert_eq!(runs(&rt, &piece, "lift"), 1, "demanded once, ran once");
+    rt.run_wave().unwrap();
+    assert_eq!(runs(&rt, &piece, "lift"), 1, "fresh: not re-run");
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("$UI.children.0.children.0"))
+            .unwrap(),
+        json!("value is 1 (2997)")
+    );
+
+    // An event changes the input: both demanded derivations run again, once.
+    rt.send(
+        &piece,
+        &parse_dotted("bump"),
+        "e1",
+        json!({"by": 4}),
+        &user(),
+    )
+    .unwrap();
+    rt.settle(10).unwrap();
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("doubled")).unwrap(),
+        json!(10)
+    );
+    assert_eq!(runs(&rt, &piece, "computed"), 2);
+    assert_eq!(runs(&rt, &piece, "lift"), 2);
+}
+
+#[test]
+fn reactivating_a_space_does_not_recompute_derivations_whose_inputs_did_not_change() {
+    let t = common::store();
+    let mut rt = start(&t, "warm");
+    let piece = rt
+        .create_piece(&program("lazy.tsx"), None, &json!({"value": 3}))
+        .unwrap();
+    rt.demand(&piece, &parse_dotted("doubled"));
+    rt.demand(&piece, &parse_dotted("$UI"));
+    rt.run_wave().unwrap();
+    assert_eq!(t.counters.host().get(Counter::DerivationRuns), 2);
+    rt.stop().unwrap(); // park: the runtime and its sandbox are gone
+
+    let mut rt = start(&t, "warm");
+    assert_eq!(rt.pieces(), vec![piece.clone()]);
+    rt.demand(&piece, &parse_dotted("doubled"));
+    rt.demand(&piece, &parse_dotted("$UI"));
+    rt.run_wave().unwrap();
+    assert_eq!(
+        t.counters.host().get(Counter::DerivationRuns),
+        2,
+        "nothing re-ran"
+    );
+    assert_eq!(t.counters.host().get(Counter::DerivationsSkippedFresh), 2);
+    assert_eq!(rt.read(&piece, &parse_dotted("doubled")).unwrap(), json!(6));
+
+    rt.send(&piece, &parse_dotted("bump"), "e1", json!({}), &user())
+        .unwrap();
+    rt.settle(10).unwrap();
+    assert_eq!(rt.read(&piece, &parse_dotted("doubled")).unwrap(), json!(8));
+    assert_eq!(t.counters.host().get(Counter::DerivationRuns), 4);
+}
+
+#[test]
+fn a_runaway_handler_is_preempted_its_writes_discarded_and_the_next_event_served() {
+    let t = common::store();
+    let mut rt = start(&t, "bad");
+    let piece = rt
+        .create_piece(&program("misbehaving.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    for (i, stream) in ["spin", "inc", "bomb", "inc", "boom", "inc"]
+        .iter()
+        .enumerate()
+    {
+        rt.send(
+            &piece,
+            &parse_dotted(stream),
+            &format!("e{i}"),
+            json!({}),
+            &user(),
+        )
+        .unwrap();
+    }
+    rt.settle(10).unwrap();
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("count")).unwrap(),
+        json!(3),
+        "only the three incs wrote"
+    );
+    let c = t.counters.host();
+    assert_eq!(
+        c.get(Counter::ActionsPreempted),
+        1,
+        "while(true) was preempted"
+    );
+    assert_eq!(
+        c.get(Counter::ActionsOutOfMemory),
+        1,
+        "the allocation bomb hit the memory limit"
+    );
+    assert_eq!(
+        c.get(Counter::ActionsFailed),
+        1,
+        "the throwing handler was reported"
+    );
+    assert_eq!(c.get(Counter::HandlerRuns), 6);
+    assert_eq!(
+        c.get(Counter::EventsProcessed),
+        6,
+        "failed events are consumed, not retried forever"
+    );
+    let failures = rt.failures();
+    assert!(
+        failures.iter().any(|f| f.error.contains("handler blew up")),
+        "{failures:?}"
+    );
+    let mut space = rt.stop().unwrap();
+    assert!(!space.has_undelivered().unwrap());
+}
+
+#[test]
+fn reactive_code_is_denied_the_clock_and_entropy_while_handlers_get_the_event_time() {
+    let t = common::store();
+    let mut rt = start(&t, "caps");
+    let piece = rt
+        .create_piece(&program("misbehaving.tsx"), None, &json!({}))
+        .unwrap();
+    for path in ["clock", "random", "newDate"] {
+        assert_eq!(
+            rt.read(&piece, &parse_dotted(path)).unwrap(),
+            json!(null),
+            "{path}"
+        );
+    }
+    assert_eq!(t.counters.host().get(Counter::ActionsCapabilityDenied), 3);
+    let errors: Vec<_> = rt.failures().iter().map(|f| f.error.clone()).collect();
+    assert!(errors.iter().any(|e| e.contains("Date.now")), "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.contains("Math.random")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("fixed")).unwrap(),
+        json!("1970-01-02T00:00:00.000Z")
+    );
+
+    t.clock.advance_ms(1_234);
+    let sent_at = t.clock.now_ms();
+    rt.send(&piece, &parse_dotted("stamp"), "s1", json!({}), &user())
+        .unwrap();
+    t.clock.advance_ms(9_000); // the handler runs later (within the lease TTL); it sees the event time
+    rt.settle(10).unwrap();
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("stamped")).unwrap(),
+        json!(sent_at / 1000 * 1000)
+    );
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("rolled")).unwrap(),
+        json!(true)
+    );
+}
