@@ -73,6 +73,11 @@ pub struct SpacesArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// Compiler cache, instantiation, events and derivations.
+    Patterns {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Store throughput and directory discovery.
     Store {
         /// Work directory (a temporary one when omitted).

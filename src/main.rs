@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::Scenario { files } => Ok(spacewake::scenario::run_files(&files)),
         Command::Bench { which } => match which {
             BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
+            BenchCommand::Patterns { scale } => spacewake::bench::patterns::run(scale),
         },
         Command::Spaces(args) => spacewake::serve::list_spaces(&args.data),
         Command::Debug { which } => match which {

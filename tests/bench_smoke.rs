@@ -22,3 +22,22 @@ fn bench_store_prints_its_side_by_side_figures() {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
 }
+
+#[test]
+fn bench_patterns_prints_its_side_by_side_figures() {
+    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args(["bench", "patterns", "--scale", "0.01"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "compile (",
+        "cached is",
+        "instantiation:",
+        "events:",
+        "derivations:",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}

@@ -1,1 +1,2 @@
+pub mod patterns;
 pub mod store;

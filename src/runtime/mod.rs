@@ -154,8 +154,10 @@ pub struct SpaceRuntime {
     fresh: HashSet<String>,
     action_hash: HashMap<String, String>,
     demand: BTreeSet<(String, Vec<PathSeg>)>,
-    // The pending wave.
-    ops: Vec<DocOp>,
+    // The pending wave. Writes coalesce per document: the commit carries
+    // each touched document's final value once, in first-touched order.
+    touched: Vec<String>,
+    touched_set: HashSet<String>,
     sends: Vec<NewEvent>,
     watermarks: BTreeMap<String, u64>,
     hashes_to_store: BTreeMap<String, String>,
@@ -203,7 +205,8 @@ impl SpaceRuntime {
             fresh: HashSet::new(),
             action_hash,
             demand: BTreeSet::new(),
-            ops: Vec::new(),
+            touched: Vec::new(),
+            touched_set: HashSet::new(),
             sends: Vec::new(),
             watermarks: BTreeMap::new(),
             hashes_to_store: BTreeMap::new(),
@@ -261,7 +264,7 @@ impl SpaceRuntime {
                 &program_doc,
                 &[],
                 json!({"entry": program.entry().name, "modules": modules}),
-            );
+            )?;
         }
         let export = export.unwrap_or("default").to_string();
         let seq = self.space.head_seq()?;
@@ -273,7 +276,7 @@ impl SpaceRuntime {
             PIECES_DOC,
             &[PathSeg::Key(piece.clone())],
             json!({"program": hash, "export": export}),
-        );
+        )?;
         self.counters.inc(Counter::PiecesCreated);
         Ok(piece)
     }
@@ -355,15 +358,15 @@ impl SpaceRuntime {
             .map_err(|e| RuntimeError::Invalid(format!("pattern graph: {e}")))?;
         if let Some(arg) = argument {
             let arg = graph::apply_defaults(rec.argument_schema.as_ref(), arg);
-            self.write(&format!("{piece}/argument"), &[], arg);
+            self.write(&format!("{piece}/argument"), &[], arg)?;
         }
         for c in &rec.cells {
             if self.doc(&c.id)?.is_none() {
-                self.write(&c.id, &[], c.initial.clone());
+                self.write(&c.id, &[], c.initial.clone())?;
             }
         }
         if self.doc(piece)?.as_ref() != Some(&rec.result) {
-            self.write(piece, &[], rec.result.clone());
+            self.write(piece, &[], rec.result.clone())?;
         }
         for n in rec.nodes {
             let mut reads = Vec::new();
@@ -444,29 +447,22 @@ impl SpaceRuntime {
     }
 
     /// Writes into the pending wave and makes every reader stale.
-    fn write(&mut self, doc: &str, path: &[PathSeg], value: Value) {
-        let current = self.docs.get(doc).cloned().flatten();
-        let next = match set_at(current.as_ref(), path, value.clone()) {
-            Ok(v) => v,
-            Err(_) => return,
-        };
+    fn write(&mut self, doc: &str, path: &[PathSeg], value: Value) -> RuntimeResult<()> {
+        let current = self.doc(doc)?;
+        let next = match &current {
+            Some(c) if !path.is_empty() => crate::store::path::set_at_owned(c.clone(), path, value),
+            _ => set_at(None, path, value),
+        }
+        .map_err(|e| RuntimeError::Invalid(format!("write to {doc}: {e}")))?;
         if current.as_ref() == Some(&next) {
-            return;
+            return Ok(());
         }
         self.docs.insert(doc.to_string(), Some(next));
-        self.ops.push(if path.is_empty() {
-            DocOp::Set {
-                id: doc.to_string(),
-                value,
-            }
-        } else {
-            DocOp::Patch {
-                id: doc.to_string(),
-                path: path.to_vec(),
-                value,
-            }
-        });
+        if self.touched_set.insert(doc.to_string()) {
+            self.touched.push(doc.to_string());
+        }
         self.invalidate(doc);
+        Ok(())
     }
 
     fn invalidate(&mut self, doc: &str) {
@@ -578,9 +574,44 @@ impl SpaceRuntime {
         }
     }
 
-    /// Brings one node up to date: resolves its inputs (pulling upstream
-    /// nodes), and runs it unless its inputs hash matches the last run.
+    /// Brings one node up to date, upstream first. The stale upstream nodes
+    /// are ordered by an explicit depth-first walk rather than recursion, so
+    /// a long lift chain neither overflows the native stack nor trips the
+    /// engine's stack check (QuickJS measures the native stack).
     fn pull(&mut self, id: &str) -> RuntimeResult<()> {
+        if self.fresh.contains(id) {
+            return Ok(());
+        }
+        let mut order = Vec::new();
+        let mut visited = HashSet::new();
+        let mut stack = vec![(id.to_string(), false)];
+        while let Some((n, expanded)) = stack.pop() {
+            if expanded {
+                order.push(n);
+                continue;
+            }
+            if self.fresh.contains(&n) || !visited.insert(n.clone()) {
+                continue;
+            }
+            stack.push((n.clone(), true));
+            let mut reads = Vec::new();
+            linked_docs(&self.nodes[&n].def.args, &mut reads);
+            for d in reads {
+                if self.nodes.contains_key(&d) && !self.fresh.contains(&d) && !visited.contains(&d)
+                {
+                    stack.push((d, false));
+                }
+            }
+        }
+        for n in order {
+            self.refresh_node(&n)?;
+        }
+        Ok(())
+    }
+
+    /// Runs one node whose upstream is already fresh, unless its inputs hash
+    /// matches its last run.
+    fn refresh_node(&mut self, id: &str) -> RuntimeResult<()> {
         if self.fresh.contains(id) {
             return Ok(());
         }
@@ -615,7 +646,7 @@ impl SpaceRuntime {
                 }
                 self.counters.inc(Counter::DerivationRuns);
                 self.report.derivation_runs += 1;
-                self.write(id, &[], out.value);
+                self.write(id, &[], out.value)?;
                 // Writing made readers stale, including possibly ourselves.
                 self.fresh.insert(id.to_string());
                 self.action_hash.insert(id.to_string(), hash.clone());
@@ -721,7 +752,7 @@ impl SpaceRuntime {
                     }
                 };
                 for (doc, path, value) in writes {
-                    self.write(&doc, &path, value);
+                    self.write(&doc, &path, value)?;
                 }
                 let sends = out.value["sends"].as_array().cloned().unwrap_or_default();
                 for (i, s) in sends.into_iter().enumerate() {
@@ -847,7 +878,7 @@ impl SpaceRuntime {
     /// Commits what the pending wave wrote, once, with this tenure's lease.
     pub fn flush(&mut self) -> RuntimeResult<WaveReport> {
         let mut report = std::mem::take(&mut self.report);
-        if self.ops.is_empty()
+        if self.touched.is_empty()
             && self.sends.is_empty()
             && self.watermarks.is_empty()
             && self.hashes_to_store.is_empty()
@@ -856,7 +887,14 @@ impl SpaceRuntime {
         }
         self.ensure_lease()?;
         let mut req = CommitRequest::new(CommitClass::Derived, Author::server());
-        req.ops = std::mem::take(&mut self.ops);
+        self.touched_set.clear();
+        req.ops = std::mem::take(&mut self.touched)
+            .into_iter()
+            .map(|id| match self.docs.get(&id).cloned().flatten() {
+                Some(value) => DocOp::Set { id, value },
+                None => DocOp::Delete { id },
+            })
+            .collect();
         req.events = std::mem::take(&mut self.sends);
         req.watermarks = std::mem::take(&mut self.watermarks).into_iter().collect();
         req.lease = Some(self.lease.clone());

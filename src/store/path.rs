@@ -91,7 +91,14 @@ pub fn get_at<'a>(doc: &'a Value, path: &[PathSeg]) -> Option<&'a Value> {
 /// (indexing past the end, descending into a number, string, bool or null
 /// that exists) is an error naming the offending segment.
 pub fn set_at(doc: Option<&Value>, path: &[PathSeg], value: Value) -> Result<Value, String> {
-    let mut root = doc.cloned().unwrap_or(Value::Null);
+    if path.is_empty() {
+        return Ok(value);
+    }
+    set_at_owned(doc.cloned().unwrap_or(Value::Null), path, value)
+}
+
+/// [`set_at`] on an owned document, without cloning it.
+pub fn set_at_owned(mut root: Value, path: &[PathSeg], value: Value) -> Result<Value, String> {
     if path.is_empty() {
         return Ok(value);
     }

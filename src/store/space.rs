@@ -442,7 +442,10 @@ impl Space {
             reason,
         })?;
         let schedule_touched = plane.schedule_touched;
-        let streams_touched = !records.is_empty() || !req.watermarks.is_empty();
+        // Appending events to a space already known to have undelivered
+        // events cannot change that; only watermark moves can clear it.
+        let streams_touched =
+            !req.watermarks.is_empty() || (!records.is_empty() && !self.projection.undelivered);
 
         let after = Self::projection_in(
             &tx,
