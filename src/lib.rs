@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clock;
 pub mod compiler;
 pub mod debug;
+pub mod host;
 pub mod http;
 pub mod metrics;
 pub mod runtime;

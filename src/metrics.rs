@@ -72,6 +72,23 @@ counters! {
     ActionsOutOfMemory => ("actions", "outOfMemory", Counter, "Actions stopped by the space's memory limit"),
     ActionsCapabilityDenied => ("actions", "capabilityDenied", Counter, "Actions that used a capability denied in their context"),
     Waves => ("waves", "committed", Counter, "Waves that committed"),
+    ActiveSpaces => ("activation", "activeSpaces", Gauge, "Spaces with a running space server"),
+    ActivationsSession => ("activation", "bySession", Counter, "Activations triggered by a session"),
+    ActivationsEvents => ("activation", "byEvents", Counter, "Activations triggered by undelivered events"),
+    ActivationsWarm => ("activation", "byWarm", Counter, "Activations triggered by a warm request"),
+    ActivationsBoot => ("activation", "byBoot", Counter, "Activations by boot discovery"),
+    ActivationFailures => ("activation", "failures", Counter, "Activations that failed (retried with back-off)"),
+    ActivationsDeferred => ("activation", "deferred", Counter, "Requests refused while a failed space backs off"),
+    Parks => ("activation", "parks", Counter, "Spaces parked (runtime disposed, lease released)"),
+    TenuresLost => ("lease", "tenuresLost", Counter, "Tenures ended because a lease renewal failed"),
+    BootDiscovered => ("activation", "bootDiscovered", Counter, "Spaces found by boot discovery"),
+    DemandedInstances => ("demand", "demandedInstances", Gauge, "Result paths in the space's current demand"),
+    SessionsAttached => ("sessions", "attached", Counter, "Sessions attached to a space"),
+    SessionsOpen => ("sessions", "open", Gauge, "Open WebSocket sessions"),
+    SessionsOpened => ("sessions", "opened", Counter, "Sessions opened (signature verified)"),
+    SessionsRejected => ("sessions", "rejected", Counter, "Session opens refused (bad signature, access)"),
+    FramesRejected => ("sessions", "framesRejected", Counter, "Client frames answered with an error"),
+    UpdatesSent => ("sessions", "updatesSent", Counter, "Updates pushed to sessions"),
 }
 
 #[derive(Debug)]

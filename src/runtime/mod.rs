@@ -151,6 +151,10 @@ pub struct SpaceRuntime {
     readers: HashMap<String, HashSet<String>>,
     /// Write-through cache of documents (`None` = absent).
     docs: HashMap<String, Option<Value>>,
+    /// The seq that last wrote each cached document (as far as we know).
+    doc_seq: HashMap<String, u64>,
+    /// While `Some`, every document read raises it to that document's seq.
+    read_seq: Option<u64>,
     fresh: HashSet<String>,
     action_hash: HashMap<String, String>,
     demand: BTreeSet<(String, Vec<PathSeg>)>,
@@ -202,6 +206,8 @@ impl SpaceRuntime {
             streams: HashMap::new(),
             readers: HashMap::new(),
             docs: HashMap::new(),
+            doc_seq: HashMap::new(),
+            read_seq: None,
             fresh: HashSet::new(),
             action_hash,
             demand: BTreeSet::new(),
@@ -438,12 +444,32 @@ impl SpaceRuntime {
     // ----- documents ---------------------------------------------------------
 
     fn doc(&mut self, id: &str) -> RuntimeResult<Option<Value>> {
-        if let Some(v) = self.docs.get(id) {
-            return Ok(v.clone());
+        let v = match self.docs.get(id) {
+            Some(v) => v.clone(),
+            None => {
+                let read = self.space.read(id)?;
+                if let Some(d) = &read {
+                    self.doc_seq.insert(id.to_string(), d.seq);
+                }
+                let v = read.map(|d| d.value);
+                self.docs.insert(id.to_string(), v.clone());
+                v
+            }
+        };
+        if let Some(seen) = self.read_seq.as_mut() {
+            *seen = (*seen).max(self.doc_seq.get(id).copied().unwrap_or(0));
         }
-        let v = self.space.read(id)?.map(|d| d.value);
-        self.docs.insert(id.to_string(), v.clone());
         Ok(v)
+    }
+
+    /// Like [`SpaceRuntime::read`], also returning the newest seq among the
+    /// documents the value was assembled from: the seq a client update
+    /// carries, and what a resuming client compares with.
+    pub fn read_tracked(&mut self, piece: &str, path: &[PathSeg]) -> RuntimeResult<(Value, u64)> {
+        self.read_seq = Some(0);
+        let r = self.read(piece, path);
+        let seq = self.read_seq.take().unwrap_or(0);
+        Ok((r?, seq))
     }
 
     /// Writes into the pending wave and makes every reader stale.
@@ -888,8 +914,10 @@ impl SpaceRuntime {
         self.ensure_lease()?;
         let mut req = CommitRequest::new(CommitClass::Derived, Author::server());
         self.touched_set.clear();
-        req.ops = std::mem::take(&mut self.touched)
-            .into_iter()
+        let touched = std::mem::take(&mut self.touched);
+        req.ops = touched
+            .iter()
+            .cloned()
             .map(|id| match self.docs.get(&id).cloned().flatten() {
                 Some(value) => DocOp::Set { id, value },
                 None => DocOp::Delete { id },
@@ -909,6 +937,11 @@ impl SpaceRuntime {
         });
         match result {
             Ok(outcome) => {
+                if let Some(seq) = outcome.seq {
+                    for id in touched {
+                        self.doc_seq.insert(id, seq);
+                    }
+                }
                 report.seq = outcome.seq;
                 self.counters.inc(Counter::Waves);
                 Ok(report)
@@ -916,10 +949,43 @@ impl SpaceRuntime {
             Err(e) => {
                 // Nothing of the wave committed: forget what we believed.
                 self.docs.clear();
+                self.doc_seq.clear();
                 self.fresh.clear();
                 Err(e.into())
             }
         }
+    }
+
+    /// Renews the tenure's lease now; `LeaseLost` ends the tenure.
+    pub fn renew_lease(&mut self) -> RuntimeResult<()> {
+        match self.space.renew_lease(&self.lease)? {
+            Some(l) => {
+                self.lease = l;
+                Ok(())
+            }
+            None => Err(RuntimeError::LeaseLost),
+        }
+    }
+
+    /// The data keys of a piece's result (not the `$`-reserved ones): what a
+    /// warm request for the piece demands.
+    pub fn data_keys(&mut self, piece: &str) -> RuntimeResult<Vec<String>> {
+        let result = self.doc(piece)?.unwrap_or(Value::Null);
+        Ok(result
+            .as_object()
+            .map(|m| m.keys().filter(|k| !k.starts_with('$')).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// Whether a piece exists in this space.
+    pub fn has_piece(&self, piece: &str) -> bool {
+        self.pieces.contains_key(piece)
+    }
+
+    /// Reads a raw document (no link resolution, no pulls).
+    pub fn read_doc(&mut self, id: &str) -> RuntimeResult<(Option<Value>, u64)> {
+        let v = self.doc(id)?;
+        Ok((v, self.doc_seq.get(id).copied().unwrap_or(0)))
     }
 
     fn ensure_lease(&mut self) -> RuntimeResult<()> {

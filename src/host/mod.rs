@@ -1,0 +1,474 @@
+//! The host: one per process. It owns the store, activates spaces on their
+//! triggers, and runs one space server per active space.
+//!
+//! # Lifecycle of a space
+//! ```text
+//! parked ──trigger──> activating ──lease + runtime──> active ──idle, no work──> parked
+//!                          └──failure──> parked, with exponential back-off
+//! ```
+//! Triggers: a session opening on the space, undelivered events (appended
+//! while parked, or found by boot discovery), a warm request. Every
+//! activation is counted by trigger.
+//!
+//! # Invariants
+//! - At most one space server per space per host: the map of active spaces
+//!   is the only way to reach one, and it is changed under one lock.
+//! - A space server parks only under that lock after seeing its command
+//!   channel empty, so a command sent to a server is either handled by it or
+//!   finds it gone and activates a new one — never lost.
+//! - Pattern code runs only on space-server threads, never on the network
+//!   threads that call [`Host::request`].
+
+mod server;
+
+use crate::clock::Clock;
+use crate::metrics::{Counter, Counters};
+use crate::runtime::RuntimeConfig;
+use crate::store::{Author, PathSeg, Store};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+pub use server::SpaceServerState;
+
+/// Why a space was activated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    Session,
+    Events,
+    Warm,
+    Boot,
+}
+
+impl Trigger {
+    fn counter(self) -> Counter {
+        match self {
+            Trigger::Session => Counter::ActivationsSession,
+            Trigger::Events => Counter::ActivationsEvents,
+            Trigger::Warm => Counter::ActivationsWarm,
+            Trigger::Boot => Counter::ActivationsBoot,
+        }
+    }
+}
+
+/// The arms of boot discovery: each names a reason a parked space needs its
+/// host at start. (Scheduled wakes add an arm.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootArm {
+    UndeliveredEvents,
+}
+
+pub const BOOT_ARMS: &[BootArm] = &[BootArm::UndeliveredEvents];
+
+pub type SessionId = u64;
+
+/// What a session may do in a space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    Read,
+    Write,
+    Owner,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Owner => "owner",
+        }
+    }
+}
+
+/// A value pushed to a session after a commit changed something it tracks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    pub seq: u64,
+    pub piece: String,
+    pub path: Vec<PathSeg>,
+    pub value: Value,
+}
+
+/// Where a space server sends a session's updates.
+pub type UpdateSink = tokio::sync::mpsc::UnboundedSender<Update>;
+
+/// A request to a space server.
+#[derive(Debug)]
+pub enum Request {
+    Attach {
+        session: SessionId,
+        sink: UpdateSink,
+    },
+    Detach {
+        session: SessionId,
+    },
+    Track {
+        session: SessionId,
+        piece: String,
+        path: Vec<PathSeg>,
+        since: Option<u64>,
+    },
+    Untrack {
+        session: SessionId,
+        piece: String,
+        path: Vec<PathSeg>,
+    },
+    Send {
+        author: Author,
+        piece: String,
+        path: Vec<PathSeg>,
+        event_id: Option<String>,
+        payload: Value,
+    },
+    Read {
+        piece: Option<String>,
+        doc: Option<String>,
+        path: Vec<PathSeg>,
+    },
+    Deploy {
+        entry: String,
+        files: BTreeMap<String, String>,
+        export: Option<String>,
+        argument: Value,
+    },
+    /// Identity-less warm demand for these pieces, for this tenure.
+    Warm {
+        pieces: Vec<String>,
+    },
+    /// Something changed on disk (events appended elsewhere): look again.
+    Wake,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Done,
+    Appended { seq: u64, duplicate: bool },
+    Value { value: Value, seq: u64 },
+    Deployed { piece: String },
+}
+
+/// Errors a request can end in; mapped to wire codes at the edge.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HostError {
+    #[error("no piece {0:?} in this space")]
+    UnknownPiece(String),
+    #[error("{0}")]
+    UnknownStream(String),
+    #[error("the pattern does not compile")]
+    InvalidPattern { diagnostics: String },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("space {space:?} is unavailable: {reason}")]
+    Unavailable { space: String, reason: String },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Responder = tokio::sync::oneshot::Sender<Result<Reply, HostError>>;
+
+pub(crate) struct Cmd {
+    pub req: Request,
+    pub reply: Option<Responder>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// A space with no sessions and no work parks after this long idle.
+    pub idle_park_ms: u64,
+    /// A wave stops taking new events after this long; the rest continue
+    /// in the next wave, after pending commands are served.
+    pub flush_deadline_ms: u64,
+    /// First back-off after a failed activation; doubles per failure.
+    pub failure_backoff_ms: u64,
+    pub max_backoff_ms: u64,
+    pub runtime: RuntimeConfig,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            idle_park_ms: 30_000,
+            flush_deadline_ms: 100,
+            failure_backoff_ms: 1_000,
+            // Five minutes: long enough that a broken space costs little,
+            // short enough that a fixed one comes back without an operator.
+            max_backoff_ms: 300_000,
+            runtime: RuntimeConfig::default(),
+        }
+    }
+}
+
+struct Active {
+    tx: mpsc::Sender<Cmd>,
+    generation: u64,
+}
+
+struct Failures {
+    count: u32,
+    retry_at_ms: u64,
+}
+
+pub(crate) struct HostInner {
+    pub store: Store,
+    pub clock: Arc<dyn Clock>,
+    pub cfg: HostConfig,
+    pub counters: Arc<Counters>,
+    active: Mutex<HashMap<String, Active>>,
+    failures: Mutex<HashMap<String, Failures>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+/// A handle to the host; cheap to clone.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+impl Host {
+    pub fn new(store: Store, cfg: HostConfig) -> Host {
+        let clock = store.clock().clone();
+        let counters = store.counters().clone();
+        Host {
+            inner: Arc::new(HostInner {
+                store,
+                clock,
+                cfg,
+                counters,
+                active: Mutex::new(HashMap::new()),
+                failures: Mutex::new(HashMap::new()),
+                generation: 0.into(),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.inner.counters
+    }
+
+    pub fn active_spaces(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Sends a request to the space's server, activating it if parked, and
+    /// waits for the reply without blocking the calling thread's executor.
+    pub async fn request(
+        &self,
+        space: &str,
+        trigger: Trigger,
+        req: Request,
+    ) -> Result<Reply, HostError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.dispatch(
+            space,
+            trigger,
+            Cmd {
+                req,
+                reply: Some(tx),
+            },
+        )?;
+        rx.await.unwrap_or_else(|_| {
+            Err(HostError::Unavailable {
+                space: space.to_string(),
+                reason: "the space server stopped before replying".into(),
+            })
+        })
+    }
+
+    /// Blocking form of [`Host::request`], for CLI tools and tests.
+    pub fn request_blocking(
+        &self,
+        space: &str,
+        trigger: Trigger,
+        req: Request,
+    ) -> Result<Reply, HostError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.dispatch(
+            space,
+            trigger,
+            Cmd {
+                req,
+                reply: Some(tx),
+            },
+        )?;
+        rx.blocking_recv().unwrap_or_else(|_| {
+            Err(HostError::Unavailable {
+                space: space.to_string(),
+                reason: "the space server stopped before replying".into(),
+            })
+        })
+    }
+
+    /// Sends a request without waiting for a reply.
+    pub fn notify(&self, space: &str, trigger: Trigger, req: Request) -> Result<(), HostError> {
+        self.dispatch(space, trigger, Cmd { req, reply: None })
+    }
+
+    fn dispatch(&self, space: &str, trigger: Trigger, mut cmd: Cmd) -> Result<(), HostError> {
+        let mut active = self.inner.active.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = active.get(space) {
+            match a.tx.send(cmd) {
+                Ok(()) => return Ok(()),
+                // The server is exiting: take the command back and start anew.
+                Err(mpsc::SendError(c)) => {
+                    cmd = c;
+                    active.remove(space);
+                }
+            }
+        }
+        let now = self.inner.clock.now_ms();
+        if let Some(f) = self
+            .inner
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(space)
+        {
+            if now < f.retry_at_ms {
+                self.inner
+                    .counters
+                    .space(space)
+                    .inc(Counter::ActivationsDeferred);
+                return Err(HostError::Unavailable {
+                    space: space.to_string(),
+                    reason: format!(
+                        "it failed to activate {} time(s); retrying in {} ms",
+                        f.count,
+                        f.retry_at_ms - now
+                    ),
+                });
+            }
+        }
+        if self
+            .inner
+            .store
+            .directory()
+            .get(space)
+            .ok()
+            .flatten()
+            .is_none()
+        {
+            return Err(HostError::Unavailable {
+                space: space.to_string(),
+                reason: "no such space".into(),
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        let generation = self
+            .inner
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tx.send(cmd).expect("receiver is alive");
+        active.insert(space.to_string(), Active { tx, generation });
+        drop(active);
+        let counters = self.inner.counters.space(space);
+        counters.inc(trigger.counter());
+        counters.inc(Counter::ActiveSpaces);
+        let inner = self.inner.clone();
+        let id = space.to_string();
+        // The sandbox needs its own stack headroom above its JS stack limit.
+        let stack = self.inner.cfg.runtime.sandbox.max_stack_bytes + 4 * 1024 * 1024;
+        std::thread::Builder::new()
+            .name(format!("space:{id}"))
+            .stack_size(stack)
+            .spawn(move || server::run(inner, id, generation, rx))
+            .map_err(|e| HostError::Internal(format!("cannot start a space server: {e}")))?;
+        Ok(())
+    }
+
+    /// Boot discovery: activates every space an arm names.
+    pub fn boot(&self) -> crate::store::StoreResult<usize> {
+        let now = self.inner.clock.now_ms();
+        let found = self.inner.store.directory().discover(now)?;
+        let mut n = 0;
+        for d in found {
+            for arm in BOOT_ARMS {
+                let hit = match arm {
+                    BootArm::UndeliveredEvents => d.undelivered,
+                };
+                if hit {
+                    self.inner
+                        .counters
+                        .space(&d.id)
+                        .inc(Counter::BootDiscovered);
+                    if self.notify(&d.id, Trigger::Boot, Request::Wake).is_ok() {
+                        n += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Asks every active space to park as soon as it is idle, and waits up
+    /// to `timeout_ms` for them to go.
+    pub fn park_all_idle(&self, timeout_ms: u64) -> usize {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        loop {
+            let n = self.active_spaces().len();
+            if n == 0 || std::time::Instant::now() >= deadline {
+                return n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+impl HostInner {
+    /// Removes a space server's entry if it is still the one registered;
+    /// `park` is true when it left by parking (checked under the lock that
+    /// dispatch holds, so no command can slip in between).
+    pub(crate) fn try_retire(
+        &self,
+        id: &str,
+        generation: u64,
+        rx: &mpsc::Receiver<Cmd>,
+    ) -> Option<Vec<Cmd>> {
+        let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        let mut leftover = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            leftover.push(c);
+        }
+        if !leftover.is_empty() {
+            return Some(leftover);
+        }
+        if active.get(id).map(|a| a.generation) == Some(generation) {
+            active.remove(id);
+        }
+        None
+    }
+
+    pub(crate) fn record_failure(&self, id: &str) {
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let e = f.entry(id.to_string()).or_insert(Failures {
+            count: 0,
+            retry_at_ms: 0,
+        });
+        e.count += 1;
+        let backoff =
+            (self.cfg.failure_backoff_ms << (e.count - 1).min(16)).min(self.cfg.max_backoff_ms);
+        e.retry_at_ms = self.clock.now_ms() + backoff;
+        self.counters.space(id).inc(Counter::ActivationFailures);
+    }
+
+    pub(crate) fn clear_failures(&self, id: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+}

@@ -1,0 +1,439 @@
+//! One space server: the thread that holds an active space's tenure.
+//!
+//! The loop, in order, each turn:
+//! 1. wait for a command (or the next deadline: lease renewal, idle park);
+//! 2. handle every queued command (sessions, tracking, events, deploys);
+//! 3. if demand changed, run a **demand pass** (union of the sessions'
+//!    tracked paths and the warm demand);
+//! 4. run waves while there is work, until the flush deadline;
+//! 5. push updates to sessions whose tracked values changed;
+//! 6. renew the lease when due — a failed renewal ends the tenure;
+//! 7. park when there are no sessions, no undelivered events and no work,
+//!    after the idle time.
+
+use super::{Cmd, HostError, HostInner, Reply, Request, SessionId, Update, UpdateSink};
+use crate::compiler::MemorySource;
+use crate::metrics::Counter;
+use crate::runtime::{RuntimeError, SpaceRuntime};
+use crate::store::{Author, PathSeg};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one session holds in a space.
+struct Session {
+    sink: UpdateSink,
+    /// Tracked result paths and the seq of the last value sent for each.
+    tracked: BTreeMap<(String, Vec<PathSeg>), u64>,
+}
+
+/// The state of an active space, for diagnostics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpaceServerState {
+    pub sessions: usize,
+    pub demanded: usize,
+}
+
+struct Server {
+    inner: Arc<HostInner>,
+    id: String,
+    rt: SpaceRuntime,
+    sessions: HashMap<SessionId, Session>,
+    warm: BTreeSet<String>,
+    demand_dirty: bool,
+    work: bool,
+    last_activity: Instant,
+    next_renew: Instant,
+}
+
+pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiver<Cmd>) {
+    let counters = inner.counters.space(&id);
+    let started = (|| -> Result<SpaceRuntime, RuntimeError> {
+        let space = inner.store.open_space(&id)?;
+        SpaceRuntime::start(
+            space,
+            inner.clock.clone(),
+            inner.store.config().lease_ttl_ms,
+            inner.cfg.runtime.clone(),
+        )
+    })();
+    let rt = match started {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::warn!(space = %id, error = %e, "activation failed");
+            inner.record_failure(&id);
+            fail_all(&inner, &id, generation, &rx, &e.to_string());
+            counters.add(Counter::ActiveSpaces, -1);
+            return;
+        }
+    };
+    inner.clear_failures(&id);
+    let renew = Duration::from_millis(inner.store.config().lease_renew_ms);
+    let mut s = Server {
+        inner: inner.clone(),
+        id: id.clone(),
+        rt,
+        sessions: HashMap::new(),
+        warm: BTreeSet::new(),
+        demand_dirty: true,
+        work: true,
+        last_activity: Instant::now(),
+        next_renew: Instant::now() + renew,
+    };
+    let idle = Duration::from_millis(inner.cfg.idle_park_ms);
+    let ended = loop {
+        let now = Instant::now();
+        let park_at = s.last_activity + idle;
+        let wait = if s.work {
+            Duration::ZERO
+        } else {
+            s.next_renew.min(park_at).saturating_duration_since(now)
+        };
+        match rx.recv_timeout(wait) {
+            Ok(cmd) => s.handle(cmd),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break None,
+        }
+        while let Ok(cmd) = rx.try_recv() {
+            s.handle(cmd);
+        }
+        if let Err(e) = s.turn() {
+            break Some(e);
+        }
+        if Instant::now() >= s.next_renew {
+            if let Err(e) = s.rt.renew_lease() {
+                break Some(e);
+            }
+            s.next_renew = Instant::now() + renew;
+        }
+        let idle_now = s.sessions.is_empty() && !s.work && Instant::now() >= s.last_activity + idle;
+        if idle_now {
+            match inner.try_retire(&id, generation, &rx) {
+                None => break None,
+                Some(leftover) => {
+                    for cmd in leftover {
+                        s.handle(cmd);
+                    }
+                }
+            }
+        }
+    };
+    match ended {
+        None => {
+            // Park: give the lease back; the runtime and the file close on drop.
+            let _ = s.rt.flush();
+            let _ = s.rt.stop();
+            counters.add(Counter::ActiveSpaces, -1);
+            counters.inc(Counter::Parks);
+        }
+        Some(e) => {
+            tracing::warn!(space = %id, error = %e, "tenure ended");
+            if matches!(e, RuntimeError::LeaseLost) {
+                counters.inc(Counter::TenuresLost);
+            }
+            drop(s);
+            fail_all(&inner, &id, generation, &rx, &e.to_string());
+            counters.add(Counter::ActiveSpaces, -1);
+        }
+    }
+}
+
+/// Retires a failed server and answers every command still queued for it.
+fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, reason: &str) {
+    loop {
+        match inner.try_retire(id, generation, rx) {
+            None => return,
+            Some(cmds) => {
+                for c in cmds {
+                    if let Some(r) = c.reply {
+                        let _ = r.send(Err(HostError::Unavailable {
+                            space: id.to_string(),
+                            reason: reason.to_string(),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Server {
+    fn handle(&mut self, cmd: Cmd) {
+        self.last_activity = Instant::now();
+        let result = self.handle_request(cmd.req);
+        if let Some(reply) = cmd.reply {
+            let _ = reply.send(result);
+        }
+    }
+
+    fn handle_request(&mut self, req: Request) -> Result<Reply, HostError> {
+        match req {
+            Request::Attach { session, sink } => {
+                self.sessions.insert(
+                    session,
+                    Session {
+                        sink,
+                        tracked: BTreeMap::new(),
+                    },
+                );
+                self.counters().inc(Counter::SessionsAttached);
+                Ok(Reply::Done)
+            }
+            Request::Detach { session } => {
+                if self.sessions.remove(&session).is_some() {
+                    self.demand_dirty = true;
+                }
+                Ok(Reply::Done)
+            }
+            Request::Track {
+                session,
+                piece,
+                path,
+                since,
+            } => {
+                if !self.rt.has_piece(&piece) {
+                    return Err(HostError::UnknownPiece(piece));
+                }
+                let s = self
+                    .sessions
+                    .get_mut(&session)
+                    .ok_or_else(|| HostError::BadRequest("the session is not attached".into()))?;
+                // A resuming client has seen everything up to `since`.
+                s.tracked.insert((piece, path), since.unwrap_or(0));
+                self.demand_dirty = true;
+                self.work = true;
+                Ok(Reply::Done)
+            }
+            Request::Untrack {
+                session,
+                piece,
+                path,
+            } => {
+                if let Some(s) = self.sessions.get_mut(&session) {
+                    s.tracked.remove(&(piece, path));
+                }
+                self.demand_dirty = true;
+                Ok(Reply::Done)
+            }
+            Request::Send {
+                author,
+                piece,
+                path,
+                event_id,
+                payload,
+            } => self.send(author, piece, path, event_id, payload),
+            Request::Read { piece, doc, path } => self.read(piece, doc, path),
+            Request::Deploy {
+                entry,
+                files,
+                export,
+                argument,
+            } => self.deploy(entry, files, export, argument),
+            Request::Warm { pieces } => {
+                for p in &pieces {
+                    if !self.rt.has_piece(p) {
+                        return Err(HostError::UnknownPiece(p.clone()));
+                    }
+                }
+                self.warm.extend(pieces);
+                self.demand_dirty = true;
+                self.work = true;
+                Ok(Reply::Done)
+            }
+            Request::Wake => {
+                self.work = true;
+                Ok(Reply::Done)
+            }
+        }
+    }
+
+    fn counters(&self) -> crate::metrics::SpaceCounters {
+        self.inner.counters.space(&self.id)
+    }
+
+    fn send(
+        &mut self,
+        author: Author,
+        piece: String,
+        path: Vec<PathSeg>,
+        event_id: Option<String>,
+        payload: Value,
+    ) -> Result<Reply, HostError> {
+        if !self.rt.has_piece(&piece) {
+            return Err(HostError::UnknownPiece(piece));
+        }
+        let event_id = event_id.unwrap_or_else(|| format!("ev-{:016x}", rand::random::<u64>()));
+        let before = self
+            .rt
+            .space()
+            .head_seq()
+            .map_err(|e| HostError::Internal(e.to_string()))?;
+        let seq = self
+            .rt
+            .send(&piece, &path, &event_id, payload, &author)
+            .map_err(|e| match e {
+                RuntimeError::Invalid(m) => HostError::UnknownStream(m),
+                other => internal(other),
+            })?;
+        self.work = true;
+        let duplicate = seq == 0;
+        Ok(Reply::Appended {
+            seq: if duplicate { before } else { seq },
+            duplicate,
+        })
+    }
+
+    fn read(
+        &mut self,
+        piece: Option<String>,
+        doc: Option<String>,
+        path: Vec<PathSeg>,
+    ) -> Result<Reply, HostError> {
+        let (value, seq) = match (piece, doc) {
+            (Some(p), _) => {
+                if !self.rt.has_piece(&p) {
+                    return Err(HostError::UnknownPiece(p));
+                }
+                self.rt.read_tracked(&p, &path).map_err(internal)?
+            }
+            (None, Some(d)) => {
+                let (v, seq) = self.rt.read_doc(&d).map_err(internal)?;
+                let v = v.unwrap_or(Value::Null);
+                let v = crate::store::path::get_at(&v, &path)
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                (v, seq)
+            }
+            (None, None) => {
+                return Err(HostError::BadRequest("read needs a piece or a doc".into()))
+            }
+        };
+        // A read may have pulled derivations: keep what they computed.
+        self.rt.flush().map_err(internal)?;
+        Ok(Reply::Value { value, seq })
+    }
+
+    fn deploy(
+        &mut self,
+        entry: String,
+        files: BTreeMap<String, String>,
+        export: Option<String>,
+        argument: Value,
+    ) -> Result<Reply, HostError> {
+        let mut src = MemorySource::new();
+        for (name, text) in &files {
+            src.insert(name, text);
+        }
+        let program = crate::runtime::compile_cache()
+            .compile(&entry, &src)
+            .map_err(|d| HostError::InvalidPattern {
+                diagnostics: crate::compiler::render(&d),
+            })?;
+        let piece = self
+            .rt
+            .create_piece(&program, export.as_deref(), &argument)
+            .map_err(|e| match e {
+                RuntimeError::Sandbox(s) => HostError::InvalidPattern {
+                    diagnostics: s.to_string(),
+                },
+                RuntimeError::Invalid(m) => HostError::InvalidPattern { diagnostics: m },
+                other => internal(other),
+            })?;
+        self.rt.flush().map_err(internal)?;
+        Ok(Reply::Deployed { piece })
+    }
+
+    /// Steps 3-5 of the loop: demand pass, waves, updates.
+    fn turn(&mut self) -> Result<(), RuntimeError> {
+        if self.demand_dirty {
+            self.demand_pass()?;
+        }
+        if !self.work {
+            return Ok(());
+        }
+        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.flush_deadline_ms);
+        loop {
+            let report = self.rt.run_wave()?;
+            if report.events > 0 {
+                self.last_activity = Instant::now();
+            }
+            if report.events == 0 || Instant::now() >= deadline {
+                break;
+            }
+        }
+        self.push_updates()?;
+        self.work = self.rt.space().has_undelivered()?;
+        Ok(())
+    }
+
+    fn demand_pass(&mut self) -> Result<(), RuntimeError> {
+        self.rt.clear_demand();
+        let mut n = 0i64;
+        let mut set = BTreeSet::new();
+        for s in self.sessions.values() {
+            for (piece, path) in s.tracked.keys() {
+                set.insert((piece.clone(), path.clone()));
+            }
+        }
+        for piece in self.warm.clone() {
+            for key in self.rt.data_keys(&piece)? {
+                set.insert((piece.clone(), vec![PathSeg::Key(key)]));
+            }
+        }
+        for (piece, path) in &set {
+            self.rt.demand(piece, path);
+            n += 1;
+        }
+        let c = self.counters();
+        c.inc(Counter::DemandPasses);
+        let before = c.get(Counter::DemandedInstances);
+        c.add(Counter::DemandedInstances, n - before);
+        self.demand_dirty = false;
+        Ok(())
+    }
+
+    /// Sends each session the tracked values that changed since it last saw
+    /// them, in seq order, each at most once.
+    fn push_updates(&mut self) -> Result<(), RuntimeError> {
+        let mut sent = 0;
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
+        for sid in ids {
+            let tracked: Vec<((String, Vec<PathSeg>), u64)> = self.sessions[&sid]
+                .tracked
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            let mut updates = Vec::new();
+            for ((piece, path), last) in tracked {
+                let (value, seq) = self.rt.read_tracked(&piece, &path)?;
+                if seq > last || (last == 0 && seq == 0) {
+                    updates.push(Update {
+                        seq: seq.max(1),
+                        piece: piece.clone(),
+                        path: path.clone(),
+                        value,
+                    });
+                    if let Some(s) = self.sessions.get_mut(&sid) {
+                        s.tracked.insert((piece, path), seq.max(1));
+                    }
+                }
+            }
+            updates.sort_by_key(|u| u.seq);
+            let s = &self.sessions[&sid];
+            for u in updates {
+                if s.sink.send(u).is_ok() {
+                    sent += 1;
+                }
+            }
+        }
+        self.counters().add(Counter::UpdatesSent, sent);
+        self.rt.flush()?;
+        Ok(())
+    }
+}
+
+fn internal(e: RuntimeError) -> HostError {
+    HostError::Internal(e.to_string())
+}

@@ -1,0 +1,267 @@
+//! The serving loop in-process: activation by trigger, demand from tracked
+//! paths and warm requests, updates in seq order, parking, boot discovery.
+
+mod common;
+
+use serde_json::json;
+use spacewake::clock::SystemClock;
+use spacewake::host::{Host, HostConfig, Reply, Request, Trigger, Update};
+use spacewake::metrics::{Counter, Counters};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::{Author, Store, StoreConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LAZY: &str = include_str!("../fixtures/runtime/lazy.tsx");
+
+fn host_on(dir: &std::path::Path, idle_ms: u64) -> Host {
+    let store = Store::open(
+        StoreConfig::new(dir),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )
+    .unwrap();
+    let cfg = HostConfig {
+        idle_park_ms: idle_ms,
+        ..HostConfig::default()
+    };
+    Host::new(store, cfg)
+}
+
+fn deploy(host: &Host, space: &str) -> String {
+    let mut files = BTreeMap::new();
+    files.insert("lazy.tsx".to_string(), LAZY.to_string());
+    match host
+        .request_blocking(
+            space,
+            Trigger::Session,
+            Request::Deploy {
+                entry: "lazy.tsx".into(),
+                files,
+                export: None,
+                argument: json!({"value": 1}),
+            },
+        )
+        .unwrap()
+    {
+        Reply::Deployed { piece } => piece,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Waits until the space has parked (its park is counted after the lease is
+/// released and the runtime dropped).
+fn parked(host: &Host, space: &str, times: i64) {
+    wait_until("park", || {
+        host.counters().space_value(space, Counter::Parks) >= times
+    });
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn recv(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Update>) -> Update {
+    let t = Instant::now();
+    loop {
+        if let Ok(u) = rx.try_recv() {
+            return u;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no update");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn tracked_values_are_pushed_in_seq_order_and_the_space_parks_when_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_on(dir.path(), 50);
+    host.store().create_space("s", "did:key:owner").unwrap();
+    let piece = deploy(&host, "s");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    host.request_blocking(
+        "s",
+        Trigger::Session,
+        Request::Attach {
+            session: 1,
+            sink: tx,
+        },
+    )
+    .unwrap();
+    host.request_blocking(
+        "s",
+        Trigger::Session,
+        Request::Track {
+            session: 1,
+            piece: piece.clone(),
+            path: parse_dotted("doubled"),
+            since: None,
+        },
+    )
+    .unwrap();
+    let first = recv(&mut rx);
+    assert_eq!(first.value, json!(2));
+    let mut last_seq = first.seq;
+    for i in 0..5 {
+        let r = host
+            .request_blocking(
+                "s",
+                Trigger::Session,
+                Request::Send {
+                    author: Author::principal("did:key:owner"),
+                    piece: piece.clone(),
+                    path: parse_dotted("bump"),
+                    event_id: Some(format!("e{i}")),
+                    payload: json!({}),
+                },
+            )
+            .unwrap();
+        assert!(matches!(
+            r,
+            Reply::Appended {
+                duplicate: false,
+                ..
+            }
+        ));
+        let u = recv(&mut rx);
+        assert!(u.seq > last_seq, "updates in seq order");
+        last_seq = u.seq;
+        assert_eq!(u.value, json!(2 * (i + 2)));
+    }
+    let c = host.counters();
+    assert_eq!(c.space_value("s", Counter::ActivationsSession), 1);
+    // The [UI] derivation was never demanded, so it never ran.
+    assert_eq!(c.space_value("s", Counter::DerivationRuns), 6);
+
+    host.request_blocking("s", Trigger::Session, Request::Detach { session: 1 })
+        .unwrap();
+    wait_until("park", || c.space_value("s", Counter::Parks) == 1);
+    assert!(host.active_spaces().is_empty());
+    assert_eq!(c.space_value("s", Counter::ActiveSpaces), 0);
+    assert!(host
+        .store()
+        .directory()
+        .get("s")
+        .unwrap()
+        .unwrap()
+        .next_wake_ms
+        .is_none());
+}
+
+#[test]
+fn an_event_for_a_parked_space_activates_it_and_is_processed() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_on(dir.path(), 20);
+    host.store().create_space("s", "did:key:owner").unwrap();
+    let piece = deploy(&host, "s");
+    parked(&host, "s", 1);
+    host.request_blocking(
+        "s",
+        Trigger::Events,
+        Request::Send {
+            author: Author::principal("did:key:webhook"),
+            piece: piece.clone(),
+            path: parse_dotted("bump"),
+            event_id: Some("hook-1".into()),
+            payload: json!({"by": 10}),
+        },
+    )
+    .unwrap();
+    parked(&host, "s", 2);
+    let c = host.counters();
+    assert_eq!(c.space_value("s", Counter::ActivationsEvents), 1);
+    assert_eq!(c.space_value("s", Counter::EventsProcessed), 1);
+    match host
+        .request_blocking(
+            "s",
+            Trigger::Session,
+            Request::Read {
+                piece: Some(piece),
+                doc: None,
+                path: parse_dotted("value"),
+            },
+        )
+        .unwrap()
+    {
+        Reply::Value { value, .. } => assert_eq!(value, json!(11)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_warm_request_runs_only_the_warmed_instance_and_not_its_display() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_on(dir.path(), 20);
+    host.store().create_space("s", "did:key:owner").unwrap();
+    let a = deploy(&host, "s");
+    let _b = deploy(&host, "s");
+    parked(&host, "s", 1);
+    let c = host.counters();
+    assert_eq!(c.space_value("s", Counter::DerivationRuns), 0);
+    host.request_blocking("s", Trigger::Warm, Request::Warm { pieces: vec![a] })
+        .unwrap();
+    parked(&host, "s", 2);
+    assert_eq!(c.space_value("s", Counter::ActivationsWarm), 1);
+    // Piece a's `doubled` ran; its [UI] label and all of piece b did not.
+    assert_eq!(c.space_value("s", Counter::DerivationRuns), 1);
+}
+
+#[test]
+fn boot_discovery_delivers_events_accepted_before_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let piece;
+    {
+        let host = host_on(dir.path(), 20);
+        host.store().create_space("s", "did:key:owner").unwrap();
+        piece = deploy(&host, "s");
+        parked(&host, "s", 1);
+    }
+    // Accepted into the store while no host runs the space (as if the host
+    // had crashed right after acknowledging it).
+    {
+        let store = Store::open(
+            StoreConfig::new(dir.path()),
+            Arc::new(SystemClock),
+            Counters::new(),
+        )
+        .unwrap();
+        let mut sp = store.open_space("s").unwrap();
+        let stream = sp.read(&piece).unwrap().unwrap().value["bump"]["$stream"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        sp.append_event(
+            Author::principal("did:key:owner"),
+            spacewake::store::NewEvent {
+                event_id: "before-crash".into(),
+                stream,
+                payload: json!({"by": 5}),
+                fired_by: "did:key:owner".into(),
+            },
+        )
+        .unwrap();
+    }
+    let host = host_on(dir.path(), 20);
+    assert_eq!(host.boot().unwrap(), 1);
+    parked(&host, "s", 1);
+    let c = host.counters();
+    assert_eq!(c.space_value("s", Counter::BootDiscovered), 1);
+    assert_eq!(c.space_value("s", Counter::EventsProcessed), 1);
+    assert!(
+        !host
+            .store()
+            .directory()
+            .get("s")
+            .unwrap()
+            .unwrap()
+            .undelivered
+    );
+}
