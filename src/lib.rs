@@ -16,5 +16,6 @@ pub mod metrics;
 pub mod runtime;
 pub mod sandbox;
 pub mod scenario;
+pub mod schedule;
 pub mod serve;
 pub mod store;

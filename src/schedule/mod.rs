@@ -1,0 +1,1 @@
+//! Scheduled wakes (being built).
