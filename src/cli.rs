@@ -63,6 +63,12 @@ pub struct ServeArgs {
     /// Lease renewal interval in milliseconds.
     #[arg(long, env = "SPACEWAKE_LEASE_RENEW_MS", default_value_t = 5_000)]
     pub lease_renew_ms: u64,
+    /// A space with no sessions and no work parks after this many idle milliseconds.
+    #[arg(long, env = "SPACEWAKE_IDLE_PARK_MS", default_value_t = 30_000)]
+    pub idle_park_ms: u64,
+    /// A wave stops taking new events after this many milliseconds.
+    #[arg(long, env = "SPACEWAKE_FLUSH_DEADLINE_MS", default_value_t = 100)]
+    pub flush_deadline_ms: u64,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,35 +1,48 @@
-//! The HTTP edge: the operator routes. Only this module knows HTTP.
+//! The HTTP edge. Only this module knows HTTP.
 //!
 //! - `GET /api/health/stats`: `{"ok": true, "servingLoop": {...counters}}`
 //! - `GET /metrics`: the same counters in Prometheus text format.
+//! - `GET /ws`: the WebSocket endpoint (see `spec/protocol.md`).
+//! - `POST /api/spaces/{space}/events`: webhook-style ingest, authenticated
+//!   by an ed25519 signature over the body (see `spec/protocol.md`).
+//! - `POST /api/spaces/{space}/warm`: an explicit warm request for named
+//!   pieces (identity-less warm demand), signed the same way.
 
-use crate::metrics::Counters;
-use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::get;
+use crate::host::{Host, Reply, Request, Trigger};
+use crate::metrics::Counter;
+use crate::protocol::{verify_ingest, PathSegment, TRANSPORT_MAX_MESSAGE_BYTES};
+use crate::store::{Author, PathSeg};
+use axum::body::Bytes;
+use axum::extract::{Path, State, WebSocketUpgrade};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::Deserialize;
 use serde_json::json;
-use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct HttpState {
-    pub counters: Arc<Counters>,
-    pub spaces_registered: Arc<dyn Fn() -> u64 + Send + Sync>,
+    pub host: Host,
 }
 
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/api/health/stats", get(health_stats))
         .route("/metrics", get(metrics))
+        .route("/ws", get(ws))
+        .route("/api/spaces/{space}/events", post(ingest))
+        .route("/api/spaces/{space}/warm", post(warm))
         .with_state(state)
 }
 
 async fn health_stats(State(s): State<HttpState>) -> impl IntoResponse {
+    let registered = s.host.store().directory().count().unwrap_or(0);
     Json(json!({
         "ok": true,
-        "spacesRegistered": (s.spaces_registered)(),
-        "servingLoop": s.counters.serving_loop_json(),
+        "spacesRegistered": registered,
+        "activeSpaces": s.host.active_spaces(),
+        "servingLoop": s.host.counters().serving_loop_json(),
     }))
 }
 
@@ -39,6 +52,162 @@ async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.counters.prometheus_text(),
+        s.host.counters().prometheus_text(),
     )
+}
+
+async fn ws(State(s): State<HttpState>, upgrade: WebSocketUpgrade) -> Response {
+    // Frames up to the transport limit reach the protocol parser, which
+    // answers oversized ones (past MAX_FRAME_BYTES) with an error frame.
+    upgrade
+        .max_message_size(TRANSPORT_MAX_MESSAGE_BYTES)
+        .max_frame_size(TRANSPORT_MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| crate::session::run(socket, s.host))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IngestBody {
+    piece: String,
+    stream: Vec<PathSegment>,
+    #[serde(default)]
+    payload: serde_json::Value,
+    event_id: String,
+}
+
+fn http_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": message.into()}})),
+    )
+        .into_response()
+}
+
+/// Checks the request's signature and that its principal may write.
+#[allow(clippy::result_large_err)]
+fn authorize(s: &HttpState, space: &str, headers: &HeaderMap, body: &[u8]) -> Result<(), Response> {
+    let header_str = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    let did = header_str("x-spacewake-did");
+    let sig = header_str("x-spacewake-signature");
+    if let Err(e) = verify_ingest(space, body, did, sig) {
+        s.host.counters().add_host(Counter::SessionsRejected, 1);
+        return Err(http_error(
+            StatusCode::UNAUTHORIZED,
+            "badSignature",
+            e.to_string(),
+        ));
+    }
+    match s.host.store().directory().access(space, did) {
+        Ok(Some(a)) if a == "owner" || a == "write" => Ok(()),
+        Ok(_) => Err(http_error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("{did} may not write to space {space}"),
+        )),
+        Err(e) => Err(http_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            e.to_string(),
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WarmBody {
+    pieces: Vec<String>,
+}
+
+/// Activates a space (if parked) with warm demand for the named pieces.
+async fn warm(
+    State(s): State<HttpState>,
+    Path(space): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = authorize(&s, &space, &headers, &body) {
+        return r;
+    }
+    let parsed: WarmBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return http_error(StatusCode::BAD_REQUEST, "badMessage", e.to_string()),
+    };
+    match s
+        .host
+        .request(
+            &space,
+            Trigger::Warm,
+            Request::Warm {
+                pieces: parsed.pieces,
+            },
+        )
+        .await
+    {
+        Ok(_) => (StatusCode::OK, Json(json!({"warmed": true}))).into_response(),
+        Err(e) => {
+            let pe = crate::session::host_error(None, e);
+            http_error(StatusCode::NOT_FOUND, pe.code.as_str(), pe.message)
+        }
+    }
+}
+
+/// Appends one event to a piece's stream on behalf of a signing principal,
+/// activating the space if it is parked. Idempotent by `eventId`.
+async fn ingest(
+    State(s): State<HttpState>,
+    Path(space): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = authorize(&s, &space, &headers, &body) {
+        return r;
+    }
+    let did = headers
+        .get("x-spacewake-did")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let parsed: IngestBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return http_error(StatusCode::BAD_REQUEST, "badMessage", e.to_string()),
+    };
+    let req = Request::Send {
+        author: Author::principal(did),
+        piece: parsed.piece,
+        path: parsed
+            .stream
+            .into_iter()
+            .map(|p| match p {
+                PathSegment::Key(k) => PathSeg::Key(k),
+                PathSegment::Index(i) => PathSeg::Index(i as usize),
+            })
+            .collect(),
+        event_id: Some(parsed.event_id),
+        payload: parsed.payload,
+    };
+    match s.host.request(&space, Trigger::Events, req).await {
+        Ok(Reply::Appended { seq, duplicate }) => (
+            StatusCode::OK,
+            Json(json!({"seq": seq, "duplicate": duplicate})),
+        )
+            .into_response(),
+        Ok(other) => http_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("{other:?}"),
+        ),
+        Err(e) => {
+            let pe = crate::session::host_error(None, e);
+            let status = match pe.code.as_str() {
+                "unknownPiece" | "unknownStream" => StatusCode::NOT_FOUND,
+                "overloaded" => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            http_error(status, pe.code.as_str(), pe.message)
+        }
+    }
 }

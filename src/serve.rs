@@ -28,23 +28,27 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         cfg.lease_ttl_ms
     );
     let store = open_store(cfg)?;
+    let host_cfg = crate::host::HostConfig {
+        idle_park_ms: args.idle_park_ms,
+        flush_deadline_ms: args.flush_deadline_ms,
+        ..Default::default()
+    };
+    let host = crate::host::Host::new(store.clone(), host_cfg);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let dir = store.clone();
-        let state = crate::http::HttpState {
-            counters: store.counters().clone(),
-            spaces_registered: Arc::new(move || dir.directory().count().unwrap_or(0)),
-        };
+        let state = crate::http::HttpState { host: host.clone() };
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
+        let booted = host.boot().context("boot discovery")?;
         tracing::info!(
             listen = %listener.local_addr()?,
             data = %args.data.display(),
             holder = store.holder(),
+            booted,
             "spacewake serving"
         );
         // Tests read this line to learn the port when listening on :0.

@@ -143,6 +143,7 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Done,
+    Attached { head_seq: u64 },
     Appended { seq: u64, duplicate: bool },
     Value { value: Value, seq: u64 },
     Deployed { piece: String },

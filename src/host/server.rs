@@ -179,7 +179,12 @@ impl Server {
                     },
                 );
                 self.counters().inc(Counter::SessionsAttached);
-                Ok(Reply::Done)
+                let head_seq = self
+                    .rt
+                    .space()
+                    .head_seq()
+                    .map_err(|e| HostError::Internal(e.to_string()))?;
+                Ok(Reply::Attached { head_seq })
             }
             Request::Detach { session } => {
                 if self.sessions.remove(&session).is_some() {

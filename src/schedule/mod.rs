@@ -1,1 +1,25 @@
-//! Scheduled wakes (being built).
+//! Scheduled wakes: a pattern's `[SCHEDULE]` declaration, indexed at commit
+//! time and fired by the host with no browser open.
+//!
+//! - [`jitter`] — pure: the offset of each nominal period (keyed blake3 hash
+//!   under the host secret, or random), uniform in ±window.
+//! - [`grid`] — pure: nominal times, due times, the min-gap rule, catch-up
+//!   after downtime. Time is an argument, never read.
+//! - [`index`] — the index hook that keeps `schedule_index` in step with
+//!   declarations inside each commit's transaction.
+//!
+//! # Invariants
+//! - Nothing here reads a clock: the shell passes `now` and the commit's
+//!   time in, and stores the decisions these cores return.
+//! - The grid is anchored at the declaration; fires never re-base it, so a
+//!   cadence does not drift.
+//! - Consecutive fires of one entry are never closer than
+//!   `interval − window` (see [`grid`]).
+
+pub mod grid;
+pub mod index;
+pub mod jitter;
+
+pub use grid::{after_fire, first_due, occurrence_event_id, Advance, Grid};
+pub use index::{parse_declaration, DeclaredEntry, ScheduleIndexHook};
+pub use jitter::{keyed_offset_ms, Jitter, JitterMode, DEFAULT_WINDOW_MS};

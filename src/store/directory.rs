@@ -239,6 +239,42 @@ impl Directory {
         Ok(())
     }
 
+    /// Grants `did` access to a space (`"read"` or `"write"`); `None` revokes.
+    pub fn set_grant(&self, space: &str, did: &str, access: Option<&str>) -> StoreResult<()> {
+        if let Some(a) = access {
+            if a != "read" && a != "write" {
+                return Err(StoreError::InvalidCommit(format!(
+                    "access must be \"read\" or \"write\" (got {a:?})"
+                )));
+            }
+        }
+        self.with(|c| match access {
+            Some(a) => c.execute(
+                "INSERT OR REPLACE INTO grants (space, did, access) VALUES (?1, ?2, ?3)",
+                params![space, did, a],
+            ),
+            None => c.execute(
+                "DELETE FROM grants WHERE space = ?1 AND did = ?2",
+                params![space, did],
+            ),
+        })?;
+        Ok(())
+    }
+
+    /// The access `did` has to `space`: `"owner"`, `"write"`, `"read"` or none.
+    pub fn access(&self, space: &str, did: &str) -> StoreResult<Option<String>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT CASE WHEN s.owner = ?2 THEN 'owner' ELSE \
+                   (SELECT g.access FROM grants g WHERE g.space = s.id AND g.did = ?2) END \
+                 FROM spaces s WHERE s.id = ?1",
+            )?
+            .query_row(params![space, did], |r| r.get::<_, Option<String>>(0))
+            .optional()
+            .map(Option::flatten)
+        })
+    }
+
     /// Registers many spaces in one transaction (benchmarks, imports).
     pub fn insert_many(
         &self,

@@ -34,11 +34,18 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
     },
 ];
 
-pub const HOST_MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_directory",
-    sql: include_str!("../../schema/host/0001_directory.sql"),
-}];
+pub const HOST_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_directory",
+        sql: include_str!("../../schema/host/0001_directory.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_grants",
+        sql: include_str!("../../schema/host/0002_grants.sql"),
+    },
+];
 
 /// Switches a connection to WAL mode. Changing the journal mode needs an
 /// exclusive lock and SQLite may report BUSY without consulting the busy

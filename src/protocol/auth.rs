@@ -1,0 +1,259 @@
+//! Session-opening challenge: the server's nonce, what the client signs, and
+//! how the server checks it.
+//!
+//! On connect the server sends a fresh random 32-byte nonce (unpadded
+//! base64url, 43 characters). To open a session on space `S` the client signs
+//!
+//! ```text
+//! b"spacewake-session-v1:" ++ nonce (the base64url string's bytes) ++ b":" ++ S (UTF-8)
+//! ```
+//!
+//! with the ed25519 key named by its `did:key`, and sends the signature as
+//! unpadded base64url.
+//!
+//! Invariants and why:
+//! - The nonce is per connection and never reused, so a captured signature
+//!   cannot open a second session (no replay across connections).
+//! - The space id is inside the signed bytes, so a signature obtained for one
+//!   space cannot be presented to open another (no replay across spaces).
+//! - The domain prefix `spacewake-session-v1:` keeps these signatures from
+//!   being valid for any other purpose the same key signs for, and versions
+//!   the format.
+//! - The encoding is unambiguous: the prefix is fixed and a base64url nonce
+//!   never contains `:`, so the first `:` after the nonce ends it, and
+//!   everything after is the space id.
+//! - Verification uses `verify_strict`, rejecting weak keys and
+//!   non-canonical signatures (no signature malleability).
+
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, URL_SAFE_NO_PAD};
+use base64::engine::DecodePaddingMode;
+use base64::Engine as _;
+use ed25519_dalek::Signature;
+
+use super::did::{decode_did_key, DidError, Identity};
+
+/// Domain-separation prefix of the signed bytes.
+pub const SESSION_CONTEXT: &[u8] = b"spacewake-session-v1:";
+/// Random bytes in a challenge nonce: 256 bits, never guessed or repeated.
+pub const NONCE_BYTES: usize = 32;
+
+/// Signatures are sent unpadded, but a client that pads should not be turned
+/// away for it: padding carries no information.
+const LENIENT_BASE64URL: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Why a session-open signature was refused. The three cases are distinct so
+/// a client author can tell a broken did from a broken encoding from a wrong
+/// key or wrong signed bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("malformed did: {0}")]
+    MalformedDid(#[from] DidError),
+    #[error("malformed signature: {0}")]
+    MalformedSignature(String),
+    #[error("signature does not verify for this did, nonce and space")]
+    SignatureMismatch,
+}
+
+/// A fresh challenge nonce as unpadded base64url.
+pub fn new_nonce() -> String {
+    URL_SAFE_NO_PAD.encode(rand::random::<[u8; NONCE_BYTES]>())
+}
+
+/// The exact bytes a client signs to open `space` under challenge `nonce`.
+pub fn open_message(nonce: &str, space: &str) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(SESSION_CONTEXT.len() + nonce.len() + 1 + space.len());
+    bytes.extend_from_slice(SESSION_CONTEXT);
+    bytes.extend_from_slice(nonce.as_bytes());
+    bytes.push(b':');
+    bytes.extend_from_slice(space.as_bytes());
+    bytes
+}
+
+/// The client side: the base64url signature to put in `open.signature`.
+pub fn sign_open(identity: &Identity, nonce: &str, space: &str) -> String {
+    URL_SAFE_NO_PAD.encode(identity.sign(&open_message(nonce, space)).to_bytes())
+}
+
+/// The server side: checks that `signature_b64url` is `did`'s signature over
+/// [`open_message`]`(nonce, space)`. `nonce` must be the one this server issued
+/// on this connection, never one taken from the client.
+pub fn verify_open(
+    nonce: &str,
+    space: &str,
+    did: &str,
+    signature_b64url: &str,
+) -> Result<(), AuthError> {
+    let key = decode_did_key(did)?;
+    // 64 signature bytes are 86 base64url characters; refuse anything much
+    // longer before decoding it.
+    if signature_b64url.len() > 100 {
+        return Err(AuthError::MalformedSignature(format!(
+            "{} characters; an ed25519 signature is 86 characters of base64url",
+            signature_b64url.len()
+        )));
+    }
+    let bytes = LENIENT_BASE64URL
+        .decode(signature_b64url)
+        .map_err(|e| AuthError::MalformedSignature(format!("not base64url ({e})")))?;
+    let signature = Signature::from_slice(&bytes).map_err(|_| {
+        AuthError::MalformedSignature(format!(
+            "{} bytes; an ed25519 signature is 64 bytes",
+            bytes.len()
+        ))
+    })?;
+    key.verify_strict(&open_message(nonce, space), &signature)
+        .map_err(|_| AuthError::SignatureMismatch)
+}
+
+/// Domain-separation prefix of a webhook-style ingest request's signature.
+pub const INGEST_CONTEXT: &[u8] = b"spacewake-ingest-v1:";
+
+/// The exact bytes signed for an HTTP ingest of `body` into `space`. The
+/// event id inside the body makes a replayed request a harmless duplicate.
+pub fn ingest_message(space: &str, body: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(INGEST_CONTEXT.len() + space.len() + 1 + body.len());
+    bytes.extend_from_slice(INGEST_CONTEXT);
+    bytes.extend_from_slice(space.as_bytes());
+    bytes.push(b':');
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// The client side of an ingest: the `x-spacewake-signature` header value.
+pub fn sign_ingest(identity: &Identity, space: &str, body: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(identity.sign(&ingest_message(space, body)).to_bytes())
+}
+
+/// The server side of an ingest: `did`'s signature over [`ingest_message`].
+pub fn verify_ingest(
+    space: &str,
+    body: &[u8],
+    did: &str,
+    signature_b64url: &str,
+) -> Result<(), AuthError> {
+    let key = decode_did_key(did)?;
+    if signature_b64url.len() > 100 {
+        return Err(AuthError::MalformedSignature("signature too long".into()));
+    }
+    let raw = LENIENT_BASE64URL
+        .decode(signature_b64url.trim())
+        .map_err(|e| AuthError::MalformedSignature(e.to_string()))?;
+    let bytes: [u8; 64] = raw
+        .as_slice()
+        .try_into()
+        .map_err(|_| AuthError::MalformedSignature(format!("{} bytes, expected 64", raw.len())))?;
+    key.verify_strict(&ingest_message(space, body), &Signature::from_bytes(&bytes))
+        .map_err(|_| AuthError::SignatureMismatch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nonces_are_fresh_and_url_safe() {
+        let a = new_nonce();
+        let b = new_nonce();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 43);
+        assert!(a
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+    }
+
+    #[test]
+    fn signed_bytes_are_exactly_as_specified() {
+        assert_eq!(
+            open_message("abc", "space-1"),
+            b"spacewake-session-v1:abc:space-1".to_vec()
+        );
+    }
+
+    #[test]
+    fn good_signature_verifies() {
+        let id = Identity::generate();
+        let nonce = new_nonce();
+        let sig = sign_open(&id, &nonce, "home");
+        assert_eq!(verify_open(&nonce, "home", &id.did(), &sig), Ok(()));
+        // Padding is tolerated.
+        let padded = format!("{sig}==");
+        assert_eq!(verify_open(&nonce, "home", &id.did(), &padded), Ok(()));
+    }
+
+    #[test]
+    fn signature_over_another_nonce_fails() {
+        let id = Identity::generate();
+        let sig = sign_open(&id, &new_nonce(), "home");
+        assert_eq!(
+            verify_open(&new_nonce(), "home", &id.did(), &sig),
+            Err(AuthError::SignatureMismatch)
+        );
+    }
+
+    #[test]
+    fn signature_over_another_space_fails() {
+        let id = Identity::generate();
+        let nonce = new_nonce();
+        let sig = sign_open(&id, &nonce, "home");
+        assert_eq!(
+            verify_open(&nonce, "work", &id.did(), &sig),
+            Err(AuthError::SignatureMismatch)
+        );
+    }
+
+    #[test]
+    fn truncated_signature_is_malformed() {
+        let id = Identity::generate();
+        let nonce = new_nonce();
+        let raw = id.sign(&open_message(&nonce, "home")).to_bytes();
+        let truncated = URL_SAFE_NO_PAD.encode(&raw[..60]);
+        let err = verify_open(&nonce, "home", &id.did(), &truncated).unwrap_err();
+        assert!(matches!(err, AuthError::MalformedSignature(_)), "{err:?}");
+        assert!(err.to_string().contains("64 bytes"), "{err}");
+        // Cutting the text mid-symbol is malformed too (as bad base64url).
+        let sig = sign_open(&id, &nonce, "home");
+        let err = verify_open(&nonce, "home", &id.did(), &sig[..sig.len() - 4]).unwrap_err();
+        assert!(matches!(err, AuthError::MalformedSignature(_)), "{err:?}");
+        let err = verify_open(&nonce, "home", &id.did(), "not base64!").unwrap_err();
+        assert!(matches!(err, AuthError::MalformedSignature(_)), "{err:?}");
+        let err = verify_open(&nonce, "home", &id.did(), &"A".repeat(5000)).unwrap_err();
+        assert!(matches!(err, AuthError::MalformedSignature(_)), "{err:?}");
+    }
+
+    #[test]
+    fn did_for_another_key_fails() {
+        let signer = Identity::generate();
+        let other = Identity::generate();
+        let nonce = new_nonce();
+        let sig = sign_open(&signer, &nonce, "home");
+        assert_eq!(
+            verify_open(&nonce, "home", &other.did(), &sig),
+            Err(AuthError::SignatureMismatch)
+        );
+    }
+
+    #[test]
+    fn malformed_did_is_reported_as_such() {
+        let id = Identity::generate();
+        let nonce = new_nonce();
+        let sig = sign_open(&id, &nonce, "home");
+        let err = verify_open(&nonce, "home", "did:web:example.com", &sig).unwrap_err();
+        assert!(matches!(err, AuthError::MalformedDid(_)), "{err:?}");
+    }
+
+    #[test]
+    fn flipped_bit_fails() {
+        let id = Identity::generate();
+        let nonce = new_nonce();
+        let mut raw = id.sign(&open_message(&nonce, "home")).to_bytes();
+        raw[10] ^= 1;
+        let sig = URL_SAFE_NO_PAD.encode(raw);
+        assert_eq!(
+            verify_open(&nonce, "home", &id.did(), &sig),
+            Err(AuthError::SignatureMismatch)
+        );
+    }
+}

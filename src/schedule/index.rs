@@ -1,0 +1,371 @@
+//! The schedule index hook: keeps `schedule_index` in step with the
+//! `[SCHEDULE]` declarations on piece result documents, inside the very
+//! transaction of the commit that writes them.
+//!
+//! # What it does per commit
+//! For every piece result document the commit may have changed the
+//! declaration of, it reads the document's final value in this commit and
+//! reconciles the piece's rows with it:
+//! - an entry whose `(interval_minutes, callback_stream)` is unchanged keeps
+//!   its row untouched (re-committing an unchanged declaration does not
+//!   move it, nor reset its status, attempts or counters);
+//! - a new or changed entry gets a fresh row anchored at the commit's time,
+//!   first due one interval plus jitter later ([`grid::first_due`]);
+//! - rows at positions the declaration no longer has, or whose entry is now
+//!   malformed, are deleted; a deleted document, or one without a
+//!   `$SCHEDULE` array, loses all its rows.
+//!
+//! # Invariants
+//! - Rows commit with the commit or not at all (the store runs hooks inside
+//!   the commit's transaction and rolls back on any error).
+//! - Never panics on document contents: malformed entries are skipped (see
+//!   [`parse_declaration`]); the compiler has already rejected them
+//!   statically, so this is defence against hand-written documents.
+//! - Only top-level documents (ids without `/`) are piece results; cells,
+//!   node outputs, arguments, programs and `space/pieces` never declare.
+//!
+//! # Cost on commits that carry no schedule
+//! The common commit (a wave writing cells `PIECE/cK`, node outputs
+//! `PIECE/nK`, watermarks) touches no piece result and costs one pass over
+//! the operations with no allocation and no SQL. A patch inside a result
+//! document that does not address `$SCHEDULE` cannot change the
+//! declaration and is skipped the same way. Only a whole-document `set` or
+//! `delete` of a result (or a patch at `$SCHEDULE`) costs one indexed
+//! lookup of that piece's rows — needed to notice a dropped declaration.
+
+use super::grid;
+use super::jitter::{Jitter, JitterMode};
+use crate::store::{AppliedOp, CommitView, IndexHook, PathSeg, PlaneTx, ScheduleRow};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// The hook's name in store errors and counters.
+pub const HOOK_NAME: &str = "schedule_index";
+
+/// The reserved key, as spelled on a stored result.
+pub const SCHEDULE_KEY: &str = "$SCHEDULE";
+
+/// At most this many entries per piece are indexed (the declaration's
+/// limit); anything past it is ignored, so no document can make the index
+/// grow without bound.
+pub const MAX_ENTRIES: usize = 4;
+
+/// Accepted interval range in minutes, inclusive: one hour to 31 days.
+pub const INTERVAL_MINUTES: std::ops::RangeInclusive<u64> = 60..=44_640;
+
+/// Stream ids longer than this cannot be appended to (the store's limit on
+/// names), so an entry naming one could never fire: it is not indexed.
+const MAX_STREAM_LEN: usize = 512;
+
+/// One well-formed entry of a declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredEntry {
+    pub interval_minutes: u32,
+    pub callback_stream: String,
+}
+
+/// Whether a document id names a piece result (a top-level document).
+pub fn is_piece_result_id(id: &str) -> bool {
+    !id.is_empty() && !id.contains('/')
+}
+
+/// Reads the `$SCHEDULE` declaration of a result document.
+///
+/// `None` when the document declares nothing (not an object, no
+/// `$SCHEDULE`, or `$SCHEDULE` not an array). Otherwise one slot per
+/// position (at most [`MAX_ENTRIES`]): `Some` for a well-formed entry — an
+/// object with an integer `intervalMinutes` in [`INTERVAL_MINUTES`] and a
+/// `callback` of the form `{"$stream": id}` — and `None` for a malformed one,
+/// which is not indexed.
+pub fn parse_declaration(doc: &Value) -> Option<Vec<Option<DeclaredEntry>>> {
+    let list = doc.as_object()?.get(SCHEDULE_KEY)?.as_array()?;
+    Some(list.iter().take(MAX_ENTRIES).map(parse_entry).collect())
+}
+
+fn parse_entry(v: &Value) -> Option<DeclaredEntry> {
+    let o = v.as_object()?;
+    let minutes = o.get("intervalMinutes")?.as_u64()?;
+    if !INTERVAL_MINUTES.contains(&minutes) {
+        return None;
+    }
+    let stream = o.get("callback")?.as_object()?.get("$stream")?.as_str()?;
+    if stream.is_empty() || stream.len() > MAX_STREAM_LEN {
+        return None;
+    }
+    Some(DeclaredEntry {
+        interval_minutes: u32::try_from(minutes).ok()?,
+        callback_stream: stream.to_string(),
+    })
+}
+
+/// Whether `op` can have changed the declaration on a piece result.
+fn may_change_declaration(op: &AppliedOp) -> bool {
+    if !is_piece_result_id(&op.doc_id) {
+        return false;
+    }
+    match op.path.as_deref() {
+        // `set`, `delete`, or a patch replacing the whole document.
+        None | Some([]) => true,
+        Some([PathSeg::Key(k), ..]) => k == SCHEDULE_KEY,
+        Some(_) => false,
+    }
+}
+
+type Entropy = Box<dyn FnMut() -> u64 + Send>;
+
+/// Maintains `schedule_index` from `[SCHEDULE]` declarations. Register it
+/// once per store with [`crate::store::Store::add_hook`].
+pub struct ScheduleIndexHook {
+    jitter: Jitter,
+    /// Consulted only in random mode, when a fresh row is planned.
+    entropy: Mutex<Entropy>,
+}
+
+impl std::fmt::Debug for ScheduleIndexHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScheduleIndexHook")
+            .field("jitter", &self.jitter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScheduleIndexHook {
+    /// A hook with the host's jitter; random mode draws OS-seeded entropy.
+    pub fn new(jitter: Jitter) -> Self {
+        Self::with_entropy(jitter, rand::random::<u64>)
+    }
+
+    /// A hook whose random-mode draws come from `entropy` (deterministic
+    /// tests).
+    pub fn with_entropy(jitter: Jitter, entropy: impl FnMut() -> u64 + Send + 'static) -> Self {
+        ScheduleIndexHook {
+            jitter,
+            entropy: Mutex::new(Box::new(entropy)),
+        }
+    }
+
+    pub fn jitter(&self) -> &Jitter {
+        &self.jitter
+    }
+
+    fn first_due(
+        &self,
+        space: &str,
+        piece: &str,
+        entry: u32,
+        e: &DeclaredEntry,
+        at_ms: u64,
+    ) -> u64 {
+        let minutes = e.interval_minutes;
+        match self.jitter.mode {
+            JitterMode::Keyed => {
+                grid::first_due(space, piece, entry, minutes, at_ms, &self.jitter, &mut || 0)
+            }
+            JitterMode::Random => {
+                let mut source = self.entropy.lock().unwrap_or_else(|p| p.into_inner());
+                grid::first_due(
+                    space,
+                    piece,
+                    entry,
+                    minutes,
+                    at_ms,
+                    &self.jitter,
+                    &mut *source,
+                )
+            }
+        }
+    }
+
+    /// Brings `piece`'s rows in line with `doc_after` (its value after this
+    /// commit; `None` = deleted).
+    fn reconcile(
+        &self,
+        commit: &CommitView<'_>,
+        plane: &mut PlaneTx<'_>,
+        piece: &str,
+        doc_after: Option<&Value>,
+    ) -> Result<(), String> {
+        let declared = doc_after.and_then(parse_declaration).unwrap_or_default();
+        let existing = plane.schedule(Some(piece)).map_err(|e| e.to_string())?;
+        if declared.iter().all(Option::is_none) {
+            if !existing.is_empty() {
+                plane
+                    .delete_schedule(piece, None)
+                    .map_err(|e| e.to_string())?;
+            }
+            return Ok(());
+        }
+        for (position, slot) in declared.iter().enumerate() {
+            let entry = position as u32;
+            let old = existing.iter().find(|r| r.entry == entry);
+            match (slot, old) {
+                (Some(e), Some(r))
+                    if r.interval_minutes == e.interval_minutes
+                        && r.callback_stream == e.callback_stream => {}
+                (Some(e), _) => {
+                    let due = self.first_due(commit.space, piece, entry, e, commit.at_ms);
+                    let row = ScheduleRow::new(
+                        piece,
+                        entry,
+                        e.interval_minutes,
+                        &e.callback_stream,
+                        commit.at_ms,
+                        due,
+                    );
+                    plane.upsert_schedule(&row).map_err(|e| e.to_string())?;
+                }
+                (None, Some(_)) => {
+                    plane
+                        .delete_schedule(piece, Some(entry))
+                        .map_err(|e| e.to_string())?;
+                }
+                (None, None) => {}
+            }
+        }
+        for r in existing
+            .iter()
+            .filter(|r| r.entry as usize >= declared.len())
+        {
+            plane
+                .delete_schedule(piece, Some(r.entry))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+impl IndexHook for ScheduleIndexHook {
+    fn name(&self) -> &'static str {
+        HOOK_NAME
+    }
+
+    fn on_commit(&self, commit: &CommitView<'_>, plane: &mut PlaneTx<'_>) -> Result<(), String> {
+        // Pass 1 (no allocation unless a result's declaration may change):
+        // which pieces need reconciling.
+        let mut pending: HashSet<&str> = HashSet::new();
+        for op in commit.ops.iter().filter(|op| may_change_declaration(op)) {
+            pending.insert(&op.doc_id);
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        // Pass 2: each such piece once, with its value after the commit's
+        // last operation on it (a later patch elsewhere in the document
+        // still carries the declaration an earlier `set` wrote).
+        for op in commit.ops.iter().rev() {
+            if pending.remove(op.doc_id.as_str()) {
+                self.reconcile(commit, plane, &op.doc_id, op.doc_after.as_ref())?;
+                if pending.is_empty() {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn op(id: &str, path: Option<Vec<PathSeg>>, after: Option<Value>) -> AppliedOp {
+        AppliedOp {
+            doc_id: id.into(),
+            op: if path.is_some() { "patch" } else { "set" },
+            path,
+            doc_after: after,
+        }
+    }
+
+    #[test]
+    fn a_well_formed_declaration_parses_in_order() {
+        let doc = json!({"$SCHEDULE": [
+            {"intervalMinutes": 120, "callback": {"$stream": "pc-1/s3"}},
+            {"intervalMinutes": 60, "callback": {"$stream": "pc-1/s4"}},
+        ]});
+        let d = parse_declaration(&doc).unwrap();
+        assert_eq!(
+            d,
+            vec![
+                Some(DeclaredEntry {
+                    interval_minutes: 120,
+                    callback_stream: "pc-1/s3".into()
+                }),
+                Some(DeclaredEntry {
+                    interval_minutes: 60,
+                    callback_stream: "pc-1/s4".into()
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn documents_without_a_schedule_array_declare_nothing() {
+        for doc in [
+            json!(null),
+            json!([1, 2]),
+            json!({"value": 1}),
+            json!({"$SCHEDULE": {"intervalMinutes": 60}}),
+            json!({"$SCHEDULE": "hourly"}),
+        ] {
+            assert_eq!(parse_declaration(&doc), None, "{doc}");
+        }
+    }
+
+    #[test]
+    fn malformed_entries_keep_their_position_but_are_not_indexed() {
+        let cb = json!({"$stream": "pc-1/s0"});
+        let long = "x".repeat(513);
+        let doc = json!({"$SCHEDULE": [
+            {"intervalMinutes": 59, "callback": cb},
+            {"intervalMinutes": 44_641, "callback": cb},
+            {"intervalMinutes": 60.5, "callback": cb},
+            {"intervalMinutes": "60", "callback": cb},
+        ]});
+        assert_eq!(parse_declaration(&doc).unwrap(), vec![None; 4]);
+        let doc = json!({"$SCHEDULE": [
+            {"intervalMinutes": -60, "callback": cb},
+            {"intervalMinutes": 60, "callback": "pc-1/s0"},
+            {"intervalMinutes": 60, "callback": {"$link": {"doc": "x", "path": []}}},
+            {"intervalMinutes": 60, "callback": {"$stream": ""}},
+        ]});
+        assert_eq!(parse_declaration(&doc).unwrap(), vec![None; 4]);
+        let doc = json!({"$SCHEDULE": [
+            7,
+            {"intervalMinutes": 60, "callback": {"$stream": long}},
+            {"callback": cb},
+            {"intervalMinutes": 44_640, "callback": cb},
+        ]});
+        let d = parse_declaration(&doc).unwrap();
+        assert_eq!(&d[..3], &[None, None, None]);
+        assert_eq!(d[3].as_ref().unwrap().interval_minutes, 44_640);
+    }
+
+    #[test]
+    fn entries_past_the_limit_are_ignored() {
+        let e = json!({"intervalMinutes": 60, "callback": {"$stream": "s"}});
+        let doc = json!({"$SCHEDULE": vec![e; 9]});
+        assert_eq!(parse_declaration(&doc).unwrap().len(), MAX_ENTRIES);
+    }
+
+    #[test]
+    fn only_whole_writes_or_schedule_patches_of_results_are_considered() {
+        let v = Some(json!({}));
+        assert!(may_change_declaration(&op("pc-1", None, v.clone())));
+        assert!(may_change_declaration(&op("pc-1", None, None)));
+        assert!(may_change_declaration(&op("pc-1", Some(vec![]), v.clone())));
+        let sched = vec![PathSeg::Key("$SCHEDULE".into()), PathSeg::Index(0)];
+        assert!(may_change_declaration(&op("pc-1", Some(sched), v.clone())));
+        let value = vec![PathSeg::Key("value".into())];
+        assert!(!may_change_declaration(&op("pc-1", Some(value), v.clone())));
+        assert!(!may_change_declaration(&op("pc-1/s3", None, v.clone())));
+        assert!(!may_change_declaration(&op(
+            "space/pieces",
+            None,
+            v.clone()
+        )));
+        assert!(!may_change_declaration(&op("", None, v)));
+    }
+}

@@ -1,0 +1,290 @@
+//! One WebSocket session: the bridge between the wire protocol and the host.
+//!
+//! Runs on the network threads and never runs pattern code: every request
+//! becomes a [`Request`] to the space's server (on its own thread) and the
+//! reply is awaited. Every malformed or refused frame is answered with an
+//! error frame and counted; only a failed `open` closes the connection.
+
+use crate::host::{Host, HostError, Reply, Request, SessionId, Trigger};
+use crate::metrics::Counter;
+use crate::protocol::messages::{
+    Ack, Deployed, ErrorReply, Opened, Pong, Update as WireUpdate, ValueReply,
+};
+use crate::protocol::{
+    check_access, check_phase, new_nonce, parse_client_frame, verify_open, Access, ClientMessage,
+    ErrorCode, Frame, PathSegment, ProtocolError, ServerMessage,
+};
+use crate::store::{Author, PathSeg};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// Policy-violation close code (RFC 6455) after a refused open.
+const CLOSE_POLICY: u16 = 1008;
+
+struct OpenSession {
+    id: SessionId,
+    space: String,
+    did: String,
+    access: Access,
+    resume: Option<u64>,
+}
+
+pub async fn run(socket: WebSocket, host: Host) {
+    let counters = host.counters().clone();
+    let (mut tx, mut rx) = socket.split();
+    let nonce = new_nonce();
+    let challenge =
+        ServerMessage::Challenge(crate::protocol::messages::Challenge::new(nonce.clone()));
+    if tx
+        .send(Message::Text(challenge.to_text().into()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let (utx, mut urx) = tokio::sync::mpsc::unbounded_channel::<crate::host::Update>();
+    let mut open: Option<OpenSession> = None;
+    loop {
+        tokio::select! {
+            incoming = rx.next() => {
+                let Some(Ok(msg)) = incoming else { break };
+                let frame = match &msg {
+                    Message::Text(t) => Frame::Text(t.as_str()),
+                    Message::Binary(b) => Frame::Binary(b),
+                    Message::Ping(_) | Message::Pong(_) => continue,
+                    Message::Close(_) => break,
+                };
+                let parsed = parse_client_frame(frame)
+                    .and_then(|m| check_phase(open.is_some(), &m).map(|()| m));
+                let reply = match parsed {
+                    Err(e) => Err(e),
+                    Ok(ClientMessage::Open(o)) => {
+                        match open_session(&host, &nonce, o, utx.clone()).await {
+                            Ok((session, opened)) => {
+                                open = Some(session);
+                                counters.add_host(Counter::SessionsOpen, 1);
+                                counters.add_host(Counter::SessionsOpened, 1);
+                                Ok(opened)
+                            }
+                            Err(e) => {
+                                counters.add_host(Counter::SessionsRejected, 1);
+                                let _ = tx.send(Message::Text(e.to_server_message().to_text().into())).await;
+                                let _ = tx
+                                    .send(Message::Close(Some(CloseFrame {
+                                        code: CLOSE_POLICY,
+                                        reason: Utf8Bytes::from_static("session not opened"),
+                                    })))
+                                    .await;
+                                break;
+                            }
+                        }
+                    }
+                    Ok(m) => {
+                        let s = open.as_ref().expect("check_phase guarantees an open session");
+                        match check_access(s.access, &m) {
+                            Err(e) => Err(e),
+                            Ok(()) => handle(&host, s, m).await,
+                        }
+                    }
+                };
+                let out = match reply {
+                    Ok(m) => m,
+                    Err(e) => {
+                        match &open {
+                            Some(s) => counters.space(&s.space).inc(Counter::FramesRejected),
+                            None => counters.add_host(Counter::FramesRejected, 1),
+                        }
+                        e.to_server_message()
+                    }
+                };
+                if tx.send(Message::Text(out.to_text().into())).await.is_err() {
+                    break;
+                }
+            }
+            update = urx.recv() => {
+                let Some(u) = update else { continue };
+                let wire = ServerMessage::Update(WireUpdate {
+                    seq: u.seq,
+                    piece: u.piece,
+                    path: u.path.into_iter().map(to_wire_seg).collect(),
+                    value: u.value,
+                });
+                if tx.send(Message::Text(wire.to_text().into())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(s) = open {
+        counters.add_host(Counter::SessionsOpen, -1);
+        let _ = host.notify(
+            &s.space,
+            Trigger::Session,
+            Request::Detach { session: s.id },
+        );
+    }
+}
+
+async fn open_session(
+    host: &Host,
+    nonce: &str,
+    o: crate::protocol::messages::Open,
+    sink: crate::host::UpdateSink,
+) -> Result<(OpenSession, ServerMessage), ProtocolError> {
+    verify_open(nonce, &o.space, &o.did, &o.signature)?;
+    let directory = host.store().directory();
+    if directory.get(&o.space).ok().flatten().is_none() {
+        // The first principal to open a space creates it and owns it.
+        host.store()
+            .create_space(&o.space, &o.did)
+            .or_else(|e| match e {
+                crate::store::StoreError::SpaceExists(_) => Ok(()),
+                other => Err(other),
+            })
+            .map_err(|e| ProtocolError::new(ErrorCode::UnknownSpace, e.to_string()))?;
+    }
+    let access = match directory.access(&o.space, &o.did).ok().flatten().as_deref() {
+        Some("owner") => Access::Owner,
+        Some("write") => Access::Write,
+        Some("read") => Access::Read,
+        _ => {
+            return Err(ProtocolError::new(
+                ErrorCode::Forbidden,
+                format!("{} has no access to space {}", o.did, o.space),
+            ))
+        }
+    };
+    let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+    let reply = host
+        .request(
+            &o.space,
+            Trigger::Session,
+            Request::Attach { session: id, sink },
+        )
+        .await
+        .map_err(|e| host_error(None, e))?;
+    let head_seq = match reply {
+        Reply::Attached { head_seq } => head_seq,
+        _ => 0,
+    };
+    let session = OpenSession {
+        id,
+        space: o.space.clone(),
+        did: o.did,
+        access,
+        resume: o.resume.map(|r| r.seq),
+    };
+    let opened = ServerMessage::Opened(Opened {
+        session: format!("s{id}"),
+        space: o.space,
+        access,
+        head_seq,
+    });
+    Ok((session, opened))
+}
+
+async fn handle(
+    host: &Host,
+    s: &OpenSession,
+    m: ClientMessage,
+) -> Result<ServerMessage, ProtocolError> {
+    let id = m.id().cloned();
+    let req = match m {
+        ClientMessage::Ping(p) => return Ok(ServerMessage::Pong(Pong { id: p.id })),
+        ClientMessage::Track(t) => Request::Track {
+            session: s.id,
+            piece: t.piece,
+            path: to_path(t.path),
+            since: t.since.or(s.resume),
+        },
+        ClientMessage::Untrack(u) => Request::Untrack {
+            session: s.id,
+            piece: u.piece,
+            path: to_path(u.path),
+        },
+        ClientMessage::Send(e) => Request::Send {
+            author: Author {
+                principal: s.did.clone(),
+                session: Some(format!("s{}", s.id)),
+            },
+            piece: e.piece,
+            path: to_path(Some(e.stream)),
+            event_id: e.event_id,
+            payload: e.payload,
+        },
+        ClientMessage::Read(r) => Request::Read {
+            piece: r.piece,
+            doc: r.doc,
+            path: to_path(r.path),
+        },
+        ClientMessage::Deploy(d) => Request::Deploy {
+            entry: d.entry,
+            files: d.files,
+            export: d.export,
+            argument: d.argument.unwrap_or(json!({})),
+        },
+        ClientMessage::Open(_) => unreachable!("handled by the caller"),
+    };
+    let reply = host
+        .request(&s.space, Trigger::Session, req)
+        .await
+        .map_err(|e| host_error(id.clone(), e))?;
+    let id = id.expect("every request but open carries an id");
+    Ok(match reply {
+        Reply::Value { value, seq } => ServerMessage::Value(ValueReply { id, value, seq }),
+        Reply::Deployed { piece } => ServerMessage::Deployed(Deployed { id, piece }),
+        Reply::Appended { seq, .. } => ServerMessage::Ack(Ack { id, seq: Some(seq) }),
+        Reply::Done | Reply::Attached { .. } => ServerMessage::Ack(Ack { id, seq: None }),
+    })
+}
+
+/// Maps a host error to the wire's error codes.
+pub fn host_error(id: Option<crate::protocol::RequestId>, e: HostError) -> ProtocolError {
+    let (code, details) = match &e {
+        HostError::UnknownPiece(_) => (ErrorCode::UnknownPiece, None),
+        HostError::UnknownStream(_) => (ErrorCode::UnknownStream, None),
+        HostError::InvalidPattern { diagnostics } => (
+            ErrorCode::InvalidPattern,
+            Some(json!({ "diagnostics": diagnostics })),
+        ),
+        HostError::BadRequest(_) => (ErrorCode::BadMessage, None),
+        HostError::Unavailable { .. } => (ErrorCode::Overloaded, None),
+        HostError::Internal(_) => (ErrorCode::Internal, None),
+    };
+    let mut pe = ProtocolError::new(code, e.to_string()).with_id(id);
+    if let Some(d) = details {
+        pe = pe.with_details(d);
+    }
+    pe
+}
+
+fn to_path(p: Option<Vec<PathSegment>>) -> Vec<PathSeg> {
+    p.unwrap_or_default()
+        .into_iter()
+        .map(|s| match s {
+            PathSegment::Key(k) => PathSeg::Key(k),
+            PathSegment::Index(i) => PathSeg::Index(i as usize),
+        })
+        .collect()
+}
+
+fn to_wire_seg(s: PathSeg) -> PathSegment {
+    match s {
+        PathSeg::Key(k) => PathSegment::Key(k),
+        PathSeg::Index(i) => PathSegment::Index(i as u64),
+    }
+}
+
+/// An error frame for the HTTP edge to reuse.
+pub fn error_reply(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
+    ErrorReply {
+        id: None,
+        code,
+        message: message.into(),
+        details: None,
+    }
+}

@@ -1,0 +1,556 @@
+//! End to end: a real `spacewake serve` process, real WebSocket clients with
+//! real ed25519 identities, and the counters on the health route.
+
+use serde_json::{json, Value};
+use spacewake::protocol::client::Client;
+use spacewake::protocol::messages::{Deploy, Ping, ReadValue, SendEvent, Track};
+use spacewake::protocol::{
+    sign_ingest, ClientMessage, Identity, PathSegment, RequestId, ServerMessage,
+};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(data: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--idle-park-ms",
+            "150",
+            "--data",
+        ])
+        .arg(data)
+        .env("SPACEWAKE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next().expect("serve prints its address").unwrap();
+    let addr = line.strip_prefix("listening on ").unwrap().to_string();
+    Server { child, addr }
+}
+
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\nContent-Type: application/json\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn stats(addr: &str) -> Value {
+    serde_json::from_str(&http(addr, "GET", "/api/health/stats", &[], b"").1).unwrap()
+}
+
+fn space_counter(addr: &str, space: &str, block: &str, name: &str) -> i64 {
+    stats(addr)["servingLoop"]["spaces"][space][block][name]
+        .as_i64()
+        .unwrap_or(0)
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn counter_files() -> BTreeMap<String, String> {
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns/counter.tsx"),
+    )
+    .unwrap();
+    BTreeMap::from([("counter.tsx".to_string(), src)])
+}
+
+fn key(k: &str) -> Vec<PathSegment> {
+    vec![PathSegment::Key(k.into())]
+}
+
+async fn deploy(c: &mut Client, argument: Value) -> String {
+    let id = c.fresh_id();
+    match c
+        .request(ClientMessage::Deploy(Deploy {
+            id,
+            entry: "counter.tsx".into(),
+            files: counter_files(),
+            export: None,
+            argument: Some(argument),
+        }))
+        .await
+        .unwrap()
+    {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("deploy: {other:?}"),
+    }
+}
+
+async fn track(c: &mut Client, piece: &str, path: &str, since: Option<u64>) {
+    let id = c.fresh_id();
+    let r = c
+        .request(ClientMessage::Track(Track {
+            id,
+            piece: piece.into(),
+            path: Some(key(path)),
+            since,
+        }))
+        .await
+        .unwrap();
+    assert!(matches!(r, ServerMessage::Ack(_)), "{r:?}");
+}
+
+async fn send(c: &mut Client, piece: &str, stream: &str, payload: Value) -> ServerMessage {
+    let id = c.fresh_id();
+    c.request(ClientMessage::Send(SendEvent {
+        id,
+        piece: piece.into(),
+        stream: key(stream),
+        payload,
+        event_id: None,
+    }))
+    .await
+    .unwrap()
+}
+
+async fn next_value(c: &mut Client) -> (u64, Value) {
+    let u = c
+        .next_update(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("an update");
+    (u.seq, u.value)
+}
+
+fn ws_url(s: &Server) -> String {
+    format!("ws://{}/ws", s.addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_see_every_update_in_order_and_a_reader_cannot_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let owner = Identity::generate();
+    let reader = Identity::generate();
+    let (mut a, opened) = Client::connect(&ws_url(&server), &owner, "home")
+        .await
+        .unwrap();
+    assert_eq!(opened.access.as_str(), "owner");
+    let piece = deploy(&mut a, json!({"value": 0})).await;
+
+    // Grant read access from the operator side (same data directory).
+    {
+        let store = spacewake::store::Store::open(
+            spacewake::store::StoreConfig::new(dir.path()),
+            std::sync::Arc::new(spacewake::clock::SystemClock),
+            spacewake::metrics::Counters::new(),
+        )
+        .unwrap();
+        store
+            .directory()
+            .set_grant("home", &reader.did(), Some("read"))
+            .unwrap();
+    }
+    let (mut b, opened_b) = Client::connect(&ws_url(&server), &reader, "home")
+        .await
+        .unwrap();
+    assert_eq!(opened_b.access.as_str(), "read");
+
+    track(&mut a, &piece, "value", None).await;
+    track(&mut b, &piece, "value", None).await;
+    assert_eq!(next_value(&mut a).await.1, json!(0));
+    assert_eq!(next_value(&mut b).await.1, json!(0));
+    for i in 1..=5 {
+        let r = send(&mut a, &piece, "increment", json!({})).await;
+        assert!(matches!(r, ServerMessage::Ack(_)), "{r:?}");
+        let (sa, va) = next_value(&mut a).await;
+        let (sb, vb) = next_value(&mut b).await;
+        assert_eq!((va, vb), (json!(i), json!(i)));
+        assert_eq!(sa, sb, "both saw the same commit");
+    }
+    // A READ session may not send.
+    match send(&mut b, &piece, "increment", json!({})).await {
+        ServerMessage::Error(e) => {
+            assert_eq!(e.code.as_str(), "forbidden");
+            assert!(e.message.to_lowercase().contains("write"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Laziness over the wire: only `value` is tracked, so `doubled` never ran.
+    assert_eq!(
+        space_counter(&server.addr, "home", "actions", "derivationRuns"),
+        0
+    );
+
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    wait_for("the space to park", || {
+        space_counter(&server.addr, "home", "activation", "parks") >= 1
+    });
+    assert_eq!(
+        space_counter(&server.addr, "home", "activation", "activeSpaces"),
+        0
+    );
+    assert_eq!(stats(&server.addr)["activeSpaces"], json!([]));
+
+    // An event appended while parked (webhook ingest) activates the space.
+    let body = json!({"piece": piece, "stream": ["increment"], "payload": {}, "eventId": "hook-1"})
+        .to_string();
+    let headers = [
+        ("x-spacewake-did", owner.did()),
+        (
+            "x-spacewake-signature",
+            sign_ingest(&owner, "home", body.as_bytes()),
+        ),
+    ];
+    let (status, resp) = http(
+        &server.addr,
+        "POST",
+        "/api/spaces/home/events",
+        &headers,
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{resp}");
+    wait_for("the event to be processed", || {
+        space_counter(&server.addr, "home", "events", "processed") >= 6
+    });
+    assert_eq!(
+        space_counter(&server.addr, "home", "activation", "byEvents"),
+        1
+    );
+    // A forged ingest is refused.
+    let forged = [
+        ("x-spacewake-did", reader.did()),
+        (
+            "x-spacewake-signature",
+            sign_ingest(&owner, "home", body.as_bytes()),
+        ),
+    ];
+    assert_eq!(
+        http(
+            &server.addr,
+            "POST",
+            "/api/spaces/home/events",
+            &forged,
+            body.as_bytes()
+        )
+        .0,
+        401
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_signature_never_opens_a_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let me = Identity::generate();
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url(&server))
+        .await
+        .unwrap();
+    use futures_util::{SinkExt, StreamExt};
+    let challenge: Value = match ws.next().await.unwrap().unwrap() {
+        tokio_tungstenite::tungstenite::Message::Text(t) => serde_json::from_str(&t).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let nonce = challenge["nonce"].as_str().unwrap();
+    // Signed for another space: must not open "target".
+    let sig = spacewake::protocol::sign_open(&me, nonce, "elsewhere");
+    let open = json!({"type": "open", "space": "target", "did": me.did(), "signature": sig});
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        open.to_string(),
+    ))
+    .await
+    .unwrap();
+    let reply: Value = match ws.next().await.unwrap().unwrap() {
+        tokio_tungstenite::tungstenite::Message::Text(t) => serde_json::from_str(&t).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(reply["type"], "error");
+    assert_eq!(reply["code"], "badSignature");
+    let s = stats(&server.addr);
+    assert_eq!(s["servingLoop"]["sessions"]["rejected"], 1);
+    assert_eq!(s["servingLoop"]["sessions"]["opened"], 0);
+    assert_eq!(
+        s["spacesRegistered"], 0,
+        "nothing was created for a forged open"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_frames_get_error_frames_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let me = Identity::generate();
+    let (mut a, _) = Client::connect(&ws_url(&server), &me, "fuzz")
+        .await
+        .unwrap();
+    let (mut bystander, _) = Client::connect(&ws_url(&server), &me, "fuzz")
+        .await
+        .unwrap();
+    let piece = deploy(&mut a, json!({"value": 0})).await;
+    track(&mut bystander, &piece, "value", None).await;
+    assert_eq!(next_value(&mut bystander).await.1, json!(0));
+
+    let cases: Vec<(Vec<u8>, bool, &str)> = vec![
+        (b"{not json".to_vec(), false, "badJson"),
+        (br#"{"type":"teleport","id":1}"#.to_vec(), false, "unknownType"),
+        (br#"{"type":"track","id":1,"piece":7}"#.to_vec(), false, "badMessage"),
+        (vec![1, 2, 3], true, "binaryFrame"),
+        (format!("{{\"type\":\"ping\",\"id\":\"{}\"}}", "x".repeat(2 << 20)).into_bytes(), false, "frameTooLarge"),
+        (serde_json::to_vec(&json!({"type":"send","id":2,"piece":piece,"stream":["nope"],"payload":{}})).unwrap(), false, "unknownStream"),
+        (serde_json::to_vec(&json!({"type":"send","id":3,"piece":"pc-missing","stream":["increment"],"payload":{}})).unwrap(), false, "unknownPiece"),
+        (serde_json::to_vec(&json!({"type":"deploy","id":4,"entry":"bad.tsx","files":{"bad.tsx":"import { pattern, SCHEDULE } from \"commonfabric\";\nexport default pattern(() => ({ [SCHEDULE]: [{ intervalMinutes: 30, callback: 1 }] }));\n"}})).unwrap(), false, "invalidPattern"),
+        (serde_json::to_vec(&json!({"type":"open","space":"fuzz","did":"did:key:x","signature":"y"})).unwrap(), false, "alreadyOpen"),
+    ];
+    for (bytes, binary, code) in cases {
+        if binary {
+            a.send_binary(bytes).await.unwrap();
+        } else {
+            a.send_text(String::from_utf8(bytes).unwrap())
+                .await
+                .unwrap();
+        }
+        match a.recv(Duration::from_secs(10)).await.unwrap() {
+            Some(ServerMessage::Error(e)) => assert_eq!(e.code.as_str(), code, "{}", e.message),
+            other => panic!("expected {code}, got {other:?}"),
+        }
+    }
+    // 10,000 random frames: the session keeps answering, the server keeps serving.
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let samples = [
+        r#"{"type":"ping","id":1}"#,
+        r#"{"type":"track","id":2,"piece":"p","path":["a",0]}"#,
+        r#"{"type":"read","id":3,"doc":"space/pieces"}"#,
+        r#"{"type":"send","id":4,"piece":"p","stream":["s"],"payload":{"a":[1,2]}}"#,
+    ];
+    for i in 0..10_000 {
+        let r = next();
+        let mut bytes = samples[(r % 4) as usize].as_bytes().to_vec();
+        for _ in 0..(r >> 8) % 4 {
+            let pos = (next() as usize) % bytes.len();
+            bytes[pos] = (next() % 256) as u8;
+        }
+        if i % 7 == 0 {
+            a.send_binary(bytes).await.unwrap();
+        } else {
+            a.send_text(String::from_utf8_lossy(&bytes).into_owned())
+                .await
+                .unwrap();
+        }
+    }
+    // Every frame was answered; drain and check the session still works.
+    let mut answered = 0;
+    while answered < 10_000 {
+        match a.recv(Duration::from_secs(20)).await.unwrap() {
+            Some(_) => answered += 1,
+            None => panic!("only {answered} of 10000 frames answered"),
+        }
+    }
+    let id = RequestId::Int(424242);
+    assert!(matches!(
+        a.request(ClientMessage::Ping(Ping { id })).await.unwrap(),
+        ServerMessage::Pong(_)
+    ));
+    let r = send(&mut a, &piece, "increment", json!({})).await;
+    assert!(matches!(r, ServerMessage::Ack(_)), "{r:?}");
+    assert_eq!(
+        next_value(&mut bystander).await.1,
+        json!(1),
+        "the other session is unaffected"
+    );
+    let id = bystander.fresh_id();
+    match bystander
+        .request(ClientMessage::Read(ReadValue {
+            id,
+            piece: Some(piece.clone()),
+            doc: None,
+            path: Some(key("value")),
+        }))
+        .await
+        .unwrap()
+    {
+        ServerMessage::Value(v) => assert_eq!(v.value, json!(1)),
+        other => panic!("{other:?}"),
+    }
+    assert!(space_counter(&server.addr, "fuzz", "sessions", "framesRejected") >= 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_with_undelivered_events_delivers_them_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = Identity::generate();
+    let piece;
+    {
+        let server = serve(dir.path());
+        let (mut a, _) = Client::connect(&ws_url(&server), &me, "crashy")
+            .await
+            .unwrap();
+        piece = deploy(&mut a, json!({"value": 0})).await;
+        a.close().await.unwrap();
+        wait_for("park", || {
+            space_counter(&server.addr, "crashy", "activation", "parks") >= 1
+        });
+    } // SIGKILL
+      // An event accepted into the store while no host serves the space.
+    {
+        let store = spacewake::store::Store::open(
+            spacewake::store::StoreConfig::new(dir.path()),
+            std::sync::Arc::new(spacewake::clock::SystemClock),
+            spacewake::metrics::Counters::new(),
+        )
+        .unwrap();
+        let mut sp = store.open_space("crashy").unwrap();
+        let stream = sp.read(&piece).unwrap().unwrap().value["increment"]["$stream"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        sp.append_event(
+            spacewake::store::Author::principal(me.did()),
+            spacewake::store::NewEvent {
+                event_id: "pending".into(),
+                stream,
+                payload: json!({"amount": 41}),
+                fired_by: me.did(),
+            },
+        )
+        .unwrap();
+    }
+    let server = serve(dir.path());
+    wait_for("boot delivery", || {
+        space_counter(&server.addr, "crashy", "events", "processed") >= 1
+    });
+    assert_eq!(
+        space_counter(&server.addr, "crashy", "activation", "bootDiscovered"),
+        1
+    );
+    let (mut a, _) = Client::connect(&ws_url(&server), &me, "crashy")
+        .await
+        .unwrap();
+    track(&mut a, &piece, "value", None).await;
+    assert_eq!(next_value(&mut a).await.1, json!(41));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_request_runs_only_the_warmed_instance_and_a_resuming_client_misses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let me = Identity::generate();
+    let (mut a, _) = Client::connect(&ws_url(&server), &me, "warmth")
+        .await
+        .unwrap();
+    let p1 = deploy(&mut a, json!({"value": 2})).await;
+    let _p2 = deploy(&mut a, json!({"value": 3})).await;
+    track(&mut a, &p1, "value", None).await;
+    let (seen, _) = next_value(&mut a).await;
+    a.close().await.unwrap();
+    wait_for("park", || {
+        space_counter(&server.addr, "warmth", "activation", "parks") >= 1
+    });
+    assert_eq!(
+        space_counter(&server.addr, "warmth", "actions", "derivationRuns"),
+        0
+    );
+
+    let body = json!({"pieces": [p1]}).to_string();
+    let headers = [
+        ("x-spacewake-did", me.did()),
+        (
+            "x-spacewake-signature",
+            sign_ingest(&me, "warmth", body.as_bytes()),
+        ),
+    ];
+    let (status, resp) = http(
+        &server.addr,
+        "POST",
+        "/api/spaces/warmth/warm",
+        &headers,
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{resp}");
+    wait_for("park after warm", || {
+        space_counter(&server.addr, "warmth", "activation", "parks") >= 2
+    });
+    assert_eq!(
+        space_counter(&server.addr, "warmth", "activation", "byWarm"),
+        1
+    );
+    // p1's data output `doubled` ran; its [NAME] str, its [UI] and all of p2 did not.
+    assert_eq!(
+        space_counter(&server.addr, "warmth", "actions", "derivationRuns"),
+        1
+    );
+
+    // Meanwhile another client changes the value twice; the first resumes.
+    let (mut b, _) = Client::connect(&ws_url(&server), &me, "warmth")
+        .await
+        .unwrap();
+    send(&mut b, &p1, "increment", json!({})).await;
+    send(&mut b, &p1, "increment", json!({})).await;
+    let (mut a, _) = Client::connect_resuming(&ws_url(&server), &me, "warmth", Some(seen))
+        .await
+        .unwrap();
+    track(&mut a, &p1, "value", None).await;
+    let (seq, v) = next_value(&mut a).await;
+    assert!(seq > seen);
+    assert_eq!(v, json!(4));
+    assert!(
+        a.next_update(Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none(),
+        "no duplicate"
+    );
+    // A client that has seen the latest seq gets nothing on resume.
+    let (mut c, _) = Client::connect_resuming(&ws_url(&server), &me, "warmth", Some(seq))
+        .await
+        .unwrap();
+    track(&mut c, &p1, "value", None).await;
+    assert!(c
+        .next_update(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
+}
