@@ -38,6 +38,59 @@ pub enum Command {
     },
     /// Inspect a data directory without a running server.
     Spaces(SpacesArgs),
+    /// Grant a principal read or write access to a space (data directory).
+    Grant {
+        #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
+        data: PathBuf,
+        #[arg(long)]
+        space: String,
+        /// The principal's did:key.
+        #[arg(long)]
+        did: String,
+        /// `read`, `write`, or `none` to revoke.
+        #[arg(long)]
+        access: String,
+    },
+    /// Print this client's did:key (creating the key file if missing).
+    Identity(ClientArgs),
+    /// Deploy a pattern as a new piece in a space on a running server.
+    Deploy {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The pattern's entry file; its relative imports are sent too.
+        file: PathBuf,
+        /// Which export to instantiate (default: the default export).
+        #[arg(long)]
+        export: Option<String>,
+        /// The piece's argument, as JSON.
+        #[arg(long, default_value = "{}")]
+        argument: String,
+    },
+    /// Send an event to the stream at a piece's result path.
+    Send {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        piece: String,
+        /// Dot-separated result path of the stream (e.g. `increment`).
+        #[arg(long)]
+        stream: String,
+        #[arg(long, default_value = "{}")]
+        payload: String,
+        /// Idempotency key; a random one when omitted.
+        #[arg(long)]
+        event_id: Option<String>,
+    },
+    /// Read a piece's result (or a path inside it).
+    Read {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        piece: String,
+        /// Dot-separated path inside the result; the whole result when omitted.
+        #[arg(long, default_value = "")]
+        path: String,
+    },
     /// Internal helpers used by the crash and multi-host tests.
     #[command(hide = true)]
     Debug {
@@ -69,6 +122,24 @@ pub struct ServeArgs {
     /// A wave stops taking new events after this many milliseconds.
     #[arg(long, env = "SPACEWAKE_FLUSH_DEADLINE_MS", default_value_t = 100)]
     pub flush_deadline_ms: u64,
+}
+
+/// How a CLI client reaches a running server.
+#[derive(Debug, clap::Args)]
+pub struct ClientArgs {
+    /// Server address.
+    #[arg(long, env = "SPACEWAKE_SERVER", default_value = "127.0.0.1:8080")]
+    pub server: String,
+    /// The space to open.
+    #[arg(long, env = "SPACEWAKE_SPACE", default_value = "home")]
+    pub space: String,
+    /// The client's ed25519 secret key file (created on first use, mode 0600).
+    #[arg(
+        long,
+        env = "SPACEWAKE_KEY",
+        default_value = "./spacewake-identity.key"
+    )]
+    pub key: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod check;
 pub mod cli;
+pub mod client_cli;
 pub mod clock;
 pub mod compiler;
 pub mod debug;

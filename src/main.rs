@@ -25,6 +25,31 @@ fn main() -> ExitCode {
             BenchCommand::Patterns { scale } => spacewake::bench::patterns::run(scale),
         },
         Command::Spaces(args) => spacewake::serve::list_spaces(&args.data),
+        Command::Grant {
+            data,
+            space,
+            did,
+            access,
+        } => spacewake::client_cli::grant(&data, &space, &did, &access),
+        Command::Identity(c) => spacewake::client_cli::identity(&c),
+        Command::Deploy {
+            client,
+            file,
+            export,
+            argument,
+        } => spacewake::client_cli::deploy(&client, &file, export, &argument),
+        Command::Send {
+            client,
+            piece,
+            stream,
+            payload,
+            event_id,
+        } => spacewake::client_cli::send(&client, &piece, &stream, &payload, event_id),
+        Command::Read {
+            client,
+            piece,
+            path,
+        } => spacewake::client_cli::read(&client, &piece, &path),
         Command::Debug { which } => match which {
             DebugCommand::CrashWriter { data, space } => {
                 spacewake::debug::crash_writer(&data, &space)

@@ -73,6 +73,7 @@ counters! {
     ActionsCapabilityDenied => ("actions", "capabilityDenied", Counter, "Actions that used a capability denied in their context"),
     Waves => ("waves", "committed", Counter, "Waves that committed"),
     ActiveSpaces => ("activation", "activeSpaces", Gauge, "Spaces with a running space server"),
+    RuntimeMemoryBytes => ("activation", "runtimeMemoryBytes", Gauge, "JavaScript heap bytes held by active space runtimes (0 once parked)"),
     ActivationsSession => ("activation", "bySession", Counter, "Activations triggered by a session"),
     ActivationsEvents => ("activation", "byEvents", Counter, "Activations triggered by undelivered events"),
     ActivationsWarm => ("activation", "byWarm", Counter, "Activations triggered by a warm request"),

@@ -136,24 +136,3 @@ fn random_mode_spreads_uniformly_too() {
     let chi2 = chi_square_40_bins(&offsets(at, &rows));
     assert!(chi2 < CHI2_39_DF_P001, "chi-square {chi2:.1} with 39 df");
 }
-
-#[test]
-fn tmp_timing() {
-    for hooked in [false, true] {
-        let t = store();
-        if hooked { t.store.add_hook(Arc::new(ScheduleIndexHook::new(Jitter::keyed([1;32])))); }
-        t.store.create_space(SPACE, "o").unwrap();
-        let mut s = t.store.open_space(SPACE).unwrap();
-        let mut req = CommitRequest::new(CommitClass::System, Author::server());
-        for i in 0..PIECES {
-            let piece = format!("pc-{i:016x}");
-            req = req.op(DocOp::Set { id: piece.clone(), value: json!({"$SCHEDULE": [{"intervalMinutes": 60, "callback": {"$stream": format!("{piece}/s0")}}]}) });
-        }
-        let st = std::time::Instant::now();
-        s.commit(req).unwrap();
-        eprintln!("hooked {hooked}: {:?}", st.elapsed());
-        let st = std::time::Instant::now();
-        let o = offsets(t.clock.now_ms(), &s.schedule(None).unwrap());
-        eprintln!("read {:?} chi2 {}", st.elapsed(), if hooked {chi_square_40_bins(&o)} else {0.0});
-    }
-}

@@ -213,6 +213,7 @@ async fn two_clients_see_every_update_in_order_and_a_reader_cannot_send() {
         }
         other => panic!("{other:?}"),
     }
+    assert!(space_counter(&server.addr, "home", "activation", "runtimeMemoryBytes") > 0);
     // Laziness over the wire: only `value` is tracked, so `doubled` never ran.
     assert_eq!(
         space_counter(&server.addr, "home", "actions", "derivationRuns"),
@@ -553,4 +554,55 @@ async fn a_warm_request_runs_only_the_warmed_instance_and_a_resuming_client_miss
         .await
         .unwrap()
         .is_none());
+}
+
+#[test]
+fn the_cli_deploys_sends_and_reads_against_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let key = dir.path().join("me.key");
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+            .args(args)
+            .args(["--server", &server.addr, "--space", "cli", "--key"])
+            .arg(&key)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let counter = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns/counter.tsx");
+    let (ok, piece, err) = cli(&[
+        "deploy",
+        counter.to_str().unwrap(),
+        "--argument",
+        r#"{"value": 40}"#,
+    ]);
+    assert!(ok, "{err}");
+    let piece = piece.trim().to_string();
+    assert!(piece.starts_with("pc-"), "{piece}");
+    let (ok, out, err) = cli(&[
+        "send",
+        "--piece",
+        &piece,
+        "--stream",
+        "increment",
+        "--payload",
+        r#"{"amount": 2}"#,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("appended at seq"), "{out}");
+    let (ok, out, err) = cli(&["read", "--piece", &piece, "--path", "doubled"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "84");
+    let (ok, _, err) = cli(&["send", "--piece", &piece, "--stream", "nope"]);
+    assert!(!ok);
+    assert!(err.contains("unknownStream"), "{err}");
+    let invalid = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/invalid/interval-59.tsx");
+    let (ok, _, err) = cli(&["deploy", invalid.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("SCHEDULE_INTERVAL_TOO_SMALL"), "{err}");
 }

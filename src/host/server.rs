@@ -125,6 +125,10 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             // Park: give the lease back; the runtime and the file close on drop.
             let _ = s.rt.flush();
             let _ = s.rt.stop();
+            counters.add(
+                Counter::RuntimeMemoryBytes,
+                -counters.get(Counter::RuntimeMemoryBytes),
+            );
             counters.add(Counter::ActiveSpaces, -1);
             counters.inc(Counter::Parks);
         }
@@ -135,6 +139,10 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             }
             drop(s);
             fail_all(&inner, &id, generation, &rx, &e.to_string());
+            counters.add(
+                Counter::RuntimeMemoryBytes,
+                -counters.get(Counter::RuntimeMemoryBytes),
+            );
             counters.add(Counter::ActiveSpaces, -1);
         }
     }
@@ -360,7 +368,10 @@ impl Server {
         }
         let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.flush_deadline_ms);
         loop {
+            let span = tracing::info_span!("wave", space = %self.id);
+            let _entered = span.enter();
             let report = self.rt.run_wave()?;
+            tracing::debug!(events = report.events, seq = ?report.seq, handlers = report.handler_runs, derivations = report.derivation_runs, "wave committed");
             if report.events > 0 {
                 self.last_activity = Instant::now();
             }
@@ -370,7 +381,18 @@ impl Server {
         }
         self.push_updates()?;
         self.work = self.rt.space().has_undelivered()?;
+        self.report_memory();
         Ok(())
+    }
+
+    /// Keeps the runtime-memory gauge equal to this space's JS heap.
+    fn report_memory(&mut self) {
+        let c = self.counters();
+        let now = self.rt.memory_used_bytes() as i64;
+        c.add(
+            Counter::RuntimeMemoryBytes,
+            now - c.get(Counter::RuntimeMemoryBytes),
+        );
     }
 
     fn demand_pass(&mut self) -> Result<(), RuntimeError> {

@@ -977,6 +977,11 @@ impl SpaceRuntime {
             .unwrap_or_default())
     }
 
+    /// Bytes the space's JavaScript heap holds now.
+    pub fn memory_used_bytes(&self) -> u64 {
+        self.sandbox.memory_used_bytes()
+    }
+
     /// Whether a piece exists in this space.
     pub fn has_piece(&self, piece: &str) -> bool {
         self.pieces.contains_key(piece)

@@ -30,14 +30,16 @@
 //! the operations with no allocation and no SQL. A patch inside a result
 //! document that does not address `$SCHEDULE` cannot change the
 //! declaration and is skipped the same way. Only a whole-document `set` or
-//! `delete` of a result (or a patch at `$SCHEDULE`) costs one indexed
-//! lookup of that piece's rows — needed to notice a dropped declaration.
+//! `delete` of a result (or a patch at `$SCHEDULE`) costs a lookup of that
+//! piece's rows — needed to notice a dropped declaration. A commit touching
+//! many results (provisioning a herd) reads the space's rows once instead
+//! (see `BULK_LOOKUP_PIECES`).
 
 use super::grid;
 use super::jitter::{Jitter, JitterMode};
 use crate::store::{AppliedOp, CommitView, IndexHook, PathSeg, PlaneTx, ScheduleRow};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 /// The hook's name in store errors and counters.
@@ -177,17 +179,17 @@ impl ScheduleIndexHook {
         }
     }
 
-    /// Brings `piece`'s rows in line with `doc_after` (its value after this
-    /// commit; `None` = deleted).
+    /// Brings `piece`'s rows (`existing`) in line with `doc_after` (its
+    /// value after this commit; `None` = deleted).
     fn reconcile(
         &self,
         commit: &CommitView<'_>,
         plane: &mut PlaneTx<'_>,
         piece: &str,
         doc_after: Option<&Value>,
+        existing: &[ScheduleRow],
     ) -> Result<(), String> {
         let declared = doc_after.and_then(parse_declaration).unwrap_or_default();
-        let existing = plane.schedule(Some(piece)).map_err(|e| e.to_string())?;
         if declared.iter().all(Option::is_none) {
             if !existing.is_empty() {
                 plane
@@ -235,6 +237,14 @@ impl ScheduleIndexHook {
     }
 }
 
+/// Above this many pieces in one commit, existing rows are read with one
+/// listing of the space instead of one lookup per piece. `PlaneTx::schedule`
+/// with a piece currently scans the table (its `?1 IS NULL OR piece = ?1`
+/// filter defeats the primary key), so k lookups cost k scans; one listing
+/// costs one. Below the threshold the per-piece form is kept, because it
+/// becomes an O(log n) primary-key probe once that query is split.
+const BULK_LOOKUP_PIECES: usize = 8;
+
 impl IndexHook for ScheduleIndexHook {
     fn name(&self) -> &'static str {
         HOOK_NAME
@@ -250,15 +260,31 @@ impl IndexHook for ScheduleIndexHook {
         if pending.is_empty() {
             return Ok(());
         }
+        let mut bulk: Option<HashMap<String, Vec<ScheduleRow>>> = None;
+        if pending.len() > BULK_LOOKUP_PIECES {
+            let mut by_piece: HashMap<String, Vec<ScheduleRow>> = HashMap::new();
+            for r in plane.schedule(None).map_err(|e| e.to_string())? {
+                if pending.contains(r.piece.as_str()) {
+                    by_piece.entry(r.piece.clone()).or_default().push(r);
+                }
+            }
+            bulk = Some(by_piece);
+        }
         // Pass 2: each such piece once, with its value after the commit's
         // last operation on it (a later patch elsewhere in the document
         // still carries the declaration an earlier `set` wrote).
         for op in commit.ops.iter().rev() {
-            if pending.remove(op.doc_id.as_str()) {
-                self.reconcile(commit, plane, &op.doc_id, op.doc_after.as_ref())?;
-                if pending.is_empty() {
-                    break;
-                }
+            if !pending.remove(op.doc_id.as_str()) {
+                continue;
+            }
+            let piece = op.doc_id.as_str();
+            let existing = match bulk.as_mut() {
+                Some(by_piece) => by_piece.remove(piece).unwrap_or_default(),
+                None => plane.schedule(Some(piece)).map_err(|e| e.to_string())?,
+            };
+            self.reconcile(commit, plane, piece, op.doc_after.as_ref(), &existing)?;
+            if pending.is_empty() {
+                break;
             }
         }
         Ok(())

@@ -1,0 +1,185 @@
+//! CLI commands that talk to a running server as a WebSocket client
+//! (`deploy`, `send`, `read`, `identity`), and `grant` on a data directory.
+
+use crate::cli::ClientArgs;
+use crate::protocol::client::Client;
+use crate::protocol::messages::{Deploy, ReadValue, SendEvent};
+use crate::protocol::{ClientMessage, Identity, PathSegment, ServerMessage};
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Loads the client's identity, creating the key file on first use.
+pub fn load_identity(path: &Path) -> anyhow::Result<Identity> {
+    if path.exists() {
+        return Identity::load(path).with_context(|| format!("reading key {}", path.display()));
+    }
+    let id = Identity::generate();
+    id.save(path)
+        .with_context(|| format!("writing key {}", path.display()))?;
+    eprintln!("created a new identity in {}", path.display());
+    Ok(id)
+}
+
+pub fn identity(c: &ClientArgs) -> anyhow::Result<ExitCode> {
+    println!("{}", load_identity(&c.key)?.did());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn grant(data: &Path, space: &str, did: &str, access: &str) -> anyhow::Result<ExitCode> {
+    let store = crate::serve::open_store(crate::store::StoreConfig::new(data))?;
+    if store.directory().get(space)?.is_none() {
+        bail!("no space {space:?} in {}", data.display());
+    }
+    crate::protocol::decode_did_key(did).context("--did must be an ed25519 did:key")?;
+    let access = match access {
+        "none" => None,
+        a => Some(a),
+    };
+    store.directory().set_grant(space, did, access)?;
+    println!("{did}: {} on {space}", access.unwrap_or("no access"));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+async fn connect(c: &ClientArgs) -> anyhow::Result<Client> {
+    let id = load_identity(&c.key)?;
+    let url = format!("ws://{}/ws", c.server);
+    let (client, _) = Client::connect(&url, &id, &c.space)
+        .await
+        .with_context(|| format!("opening space {} on {url}", c.space))?;
+    Ok(client)
+}
+
+fn segments(dotted: &str) -> Vec<PathSegment> {
+    crate::store::path::parse_dotted(dotted)
+        .into_iter()
+        .map(|s| match s {
+            crate::store::PathSeg::Key(k) => PathSegment::Key(k),
+            crate::store::PathSeg::Index(i) => PathSegment::Index(i as u64),
+        })
+        .collect()
+}
+
+fn fail(reply: ServerMessage) -> anyhow::Result<ExitCode> {
+    match reply {
+        ServerMessage::Error(e) => {
+            eprintln!("error[{}]: {}", e.code.as_str(), e.message);
+            if let Some(d) = e.details.and_then(|d| d.get("diagnostics").cloned()) {
+                eprint!("{}", d.as_str().unwrap_or_default());
+            }
+            Ok(ExitCode::FAILURE)
+        }
+        other => bail!("unexpected reply: {}", other.to_text()),
+    }
+}
+
+pub fn deploy(
+    c: &ClientArgs,
+    file: &Path,
+    export: Option<String>,
+    argument: &str,
+) -> anyhow::Result<ExitCode> {
+    let argument: serde_json::Value =
+        serde_json::from_str(argument).context("--argument must be JSON")?;
+    // Compile locally first: it finds the pattern's own imports and reports
+    // problems without a round trip.
+    let program = match crate::check::compile_file(file) {
+        Ok(p) => p,
+        Err(d) => {
+            eprint!("{}", crate::compiler::render(&d));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let files: BTreeMap<String, String> = program
+        .modules
+        .iter()
+        .map(|m| {
+            (
+                m.name.trim_start_matches("./").to_string(),
+                m.source.clone(),
+            )
+        })
+        .collect();
+    let entry = program.entry().name.trim_start_matches("./").to_string();
+    runtime()?.block_on(async {
+        let mut client = connect(c).await?;
+        let id = client.fresh_id();
+        match client
+            .request(ClientMessage::Deploy(Deploy {
+                id,
+                entry,
+                files,
+                export,
+                argument: Some(argument),
+            }))
+            .await?
+        {
+            ServerMessage::Deployed(d) => {
+                println!("{}", d.piece);
+                Ok(ExitCode::SUCCESS)
+            }
+            other => fail(other),
+        }
+    })
+}
+
+pub fn send(
+    c: &ClientArgs,
+    piece: &str,
+    stream: &str,
+    payload: &str,
+    event_id: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let payload: serde_json::Value =
+        serde_json::from_str(payload).context("--payload must be JSON")?;
+    runtime()?.block_on(async {
+        let mut client = connect(c).await?;
+        let id = client.fresh_id();
+        match client
+            .request(ClientMessage::Send(SendEvent {
+                id,
+                piece: piece.to_string(),
+                stream: segments(stream),
+                payload,
+                event_id,
+            }))
+            .await?
+        {
+            ServerMessage::Ack(a) => {
+                println!("appended at seq {}", a.seq.unwrap_or(0));
+                Ok(ExitCode::SUCCESS)
+            }
+            other => fail(other),
+        }
+    })
+}
+
+pub fn read(c: &ClientArgs, piece: &str, path: &str) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async {
+        let mut client = connect(c).await?;
+        let id = client.fresh_id();
+        match client
+            .request(ClientMessage::Read(ReadValue {
+                id,
+                piece: Some(piece.to_string()),
+                doc: None,
+                path: Some(segments(path)),
+            }))
+            .await?
+        {
+            ServerMessage::Value(v) => {
+                println!("{}", serde_json::to_string_pretty(&v.value)?);
+                Ok(ExitCode::SUCCESS)
+            }
+            other => fail(other),
+        }
+    })
+}
