@@ -150,6 +150,11 @@ pub struct SpacesArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// Load generator against the real server on loopback.
+    Serve {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Compiler cache, instantiation, events and derivations.
     Patterns {
         #[arg(long, default_value_t = 1.0)]

@@ -26,6 +26,19 @@ pub struct HttpState {
     pub host: Host,
 }
 
+/// Accepts connections with `TCP_NODELAY`: sessions exchange small frames,
+/// and Nagle's algorithm with delayed ACKs would hold each for up to 40 ms.
+pub fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    })
+}
+
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/api/health/stats", get(health_stats))

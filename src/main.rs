@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Command::Bench { which } => match which {
             BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
             BenchCommand::Patterns { scale } => spacewake::bench::patterns::run(scale),
+            BenchCommand::Serve { scale } => spacewake::bench::serve::run(scale),
         },
         Command::Spaces(args) => spacewake::serve::list_spaces(&args.data),
         Command::Grant {

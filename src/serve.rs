@@ -53,7 +53,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
         // Tests read this line to learn the port when listening on :0.
         println!("listening on {}", listener.local_addr()?);
-        axum::serve(listener, crate::http::router(state))
+        axum::serve(crate::http::nodelay(listener), crate::http::router(state))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })

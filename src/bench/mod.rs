@@ -1,2 +1,3 @@
 pub mod patterns;
+pub mod serve;
 pub mod store;

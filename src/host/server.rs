@@ -44,6 +44,8 @@ struct Server {
     warm: BTreeSet<String>,
     demand_dirty: bool,
     work: bool,
+    /// Commits since the last idle checkpoint.
+    dirty_wal: bool,
     last_activity: Instant,
     next_renew: Instant,
 }
@@ -70,6 +72,12 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         }
     };
     inner.clear_failures(&id);
+    let mut rt = rt;
+    // Checkpoint while idle rather than inside whichever commit crosses the
+    // threshold; 10,000 pages (about 40 MiB) bounds the WAL meanwhile.
+    if let Err(e) = rt.space().defer_checkpoints(10_000) {
+        tracing::warn!(space = %id, error = %e, "cannot defer checkpoints");
+    }
     let renew = Duration::from_millis(inner.store.config().lease_renew_ms);
     let mut s = Server {
         inner: inner.clone(),
@@ -79,6 +87,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         warm: BTreeSet::new(),
         demand_dirty: true,
         work: true,
+        dirty_wal: false,
         last_activity: Instant::now(),
         next_renew: Instant::now() + renew,
     };
@@ -91,6 +100,13 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         } else {
             s.next_renew.min(park_at).saturating_duration_since(now)
         };
+        if !s.work && s.dirty_wal {
+            // Nothing to do right now: a good moment to checkpoint.
+            if let Err(e) = s.rt.space().checkpoint() {
+                tracing::warn!(space = %id, error = %e, "checkpoint failed");
+            }
+            s.dirty_wal = false;
+        }
         match rx.recv_timeout(wait) {
             Ok(cmd) => s.handle(cmd),
             Err(RecvTimeoutError::Timeout) => {}
@@ -130,6 +146,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
                 -counters.get(Counter::RuntimeMemoryBytes),
             );
             counters.add(Counter::ActiveSpaces, -1);
+            release_freed_memory();
             counters.inc(Counter::Parks);
         }
         Some(e) => {
@@ -145,6 +162,17 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             );
             counters.add(Counter::ActiveSpaces, -1);
         }
+    }
+}
+
+/// Hands memory freed by a parked runtime back to the operating system.
+/// glibc keeps freed heap pages in per-thread arenas; without this a host
+/// that once activated many spaces would keep their peak footprint.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -380,6 +408,7 @@ impl Server {
             }
         }
         self.push_updates()?;
+        self.dirty_wal = true;
         self.work = self.rt.space().has_undelivered()?;
         self.report_memory();
         Ok(())

@@ -104,10 +104,13 @@ impl Client {
         resume: Option<Seq>,
     ) -> Result<(Client, Opened), ClientError> {
         let deadline = Instant::now() + DEFAULT_TIMEOUT;
-        let (mut ws, _response) =
-            tokio::time::timeout_at(deadline, tokio_tungstenite::connect_async(url))
-                .await
-                .map_err(|_| ClientError::Timeout("WebSocket handshake", DEFAULT_TIMEOUT))??;
+        let (mut ws, _response) = tokio::time::timeout_at(
+            deadline,
+            // Small request/reply frames: Nagle plus delayed ACKs would add 40 ms.
+            tokio_tungstenite::connect_async_with_config(url, None, true),
+        )
+        .await
+        .map_err(|_| ClientError::Timeout("WebSocket handshake", DEFAULT_TIMEOUT))??;
         let challenge = match read_message(&mut ws, deadline, "challenge").await? {
             ServerMessage::Challenge(c) => c,
             ServerMessage::Error(e) => return Err(ClientError::Refused(e)),

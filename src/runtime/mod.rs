@@ -232,6 +232,7 @@ impl SpaceRuntime {
         Ok(rt)
     }
 
+    /// The space's store handle (for the serving loop's bookkeeping).
     pub fn space(&mut self) -> &mut Space {
         &mut self.space
     }

@@ -191,13 +191,17 @@ pub(crate) fn list_schedule(
     path: &Path,
     piece: Option<&str>,
 ) -> StoreResult<Vec<ScheduleRow>> {
-    let sql = format!(
-        "SELECT {SCHEDULE_COLUMNS} FROM schedule_index WHERE ?1 IS NULL OR piece = ?1 \
-         ORDER BY piece, entry"
-    );
+    // Two statements, so the one-piece lookup uses the primary key.
+    let sql = match piece {
+        Some(_) => {
+            format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index WHERE piece = ?1 ORDER BY entry")
+        }
+        None => format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index ORDER BY piece, entry"),
+    };
     let mut st = conn.prepare_cached(&sql).at(path)?;
+    let params: Vec<&str> = piece.into_iter().collect();
     let rows = st
-        .query_map([piece], schedule_from_row)
+        .query_map(rusqlite::params_from_iter(params), schedule_from_row)
         .at(path)?
         .collect::<Result<Vec<_>, _>>()
         .at(path)?;

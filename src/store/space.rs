@@ -583,6 +583,32 @@ impl Space {
         Ok(out)
     }
 
+    // ----- WAL checkpoints -------------------------------------------------
+
+    /// Moves checkpointing off the commit path: SQLite then checkpoints only
+    /// when the WAL passes `safety_pages` (a bound on its size), and the
+    /// owner calls [`Space::checkpoint`] when idle. A checkpoint syncs the
+    /// database file, which would otherwise stall whichever commit crossed
+    /// the default threshold.
+    pub fn defer_checkpoints(&mut self, safety_pages: u32) -> StoreResult<()> {
+        self.check_open()?;
+        let r = self
+            .conn
+            .execute_batch(&format!("PRAGMA wal_autocheckpoint = {safety_pages};"))
+            .at(&self.path);
+        self.guard(r)
+    }
+
+    /// A passive checkpoint: copies what it can without waiting on readers.
+    pub fn checkpoint(&mut self) -> StoreResult<()> {
+        self.check_open()?;
+        let r = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .at(&self.path);
+        self.guard(r)
+    }
+
     // ----- reads ---------------------------------------------------------
 
     pub fn read(&mut self, id: &str) -> StoreResult<Option<DocRead>> {

@@ -1,0 +1,252 @@
+//! `spacewake bench serve`: a load generator against the real server on
+//! loopback (axum + WebSocket, in this process), printing side by side:
+//!
+//! 1. event-to-update latency p50/p99 for one session (target p99 < 5 ms);
+//! 2. sustained events/s with 1,000 sessions over 100 spaces;
+//! 3. resident memory with 1,000 spaces parked vs never opened (target:
+//!    within 5%).
+
+use crate::clock::SystemClock;
+use crate::host::{Host, HostConfig, Request, Trigger};
+use crate::metrics::{Counter, Counters};
+use crate::protocol::client::Client;
+use crate::protocol::messages::{Deploy, SendEvent, Track};
+use crate::protocol::{ClientMessage, Identity, PathSegment, ServerMessage};
+use crate::store::{Store, StoreConfig};
+use anyhow::{bail, Context};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const COUNTER: &str = r#"
+import { pattern, handler, Cell, Default } from "commonfabric";
+const increment = handler<{}, { value: Cell<number> }>((_e, { value }) => { value.set(value.get() + 1); });
+export default pattern<{ value: Default<number, 0> }>(({ value }) => ({ value, increment: increment({ value }) }));
+"#;
+
+pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
+    let n = |full: usize| ((full as f64 * scale) as usize).max(2);
+    let dir = std::env::temp_dir().join(format!("spacewake-bench-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(
+        StoreConfig::new(&dir),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )?;
+    let host = Host::new(
+        store.clone(),
+        HostConfig {
+            idle_park_ms: 200,
+            ..HostConfig::default()
+        },
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    println!("spacewake bench serve (scale {scale})");
+    let result = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let app = crate::http::router(crate::http::HttpState { host: host.clone() });
+        tokio::spawn(async move {
+            let _ = axum::serve(crate::http::nodelay(listener), app).await;
+        });
+        let url = format!("ws://{addr}/ws");
+        latency(&url, n(2_000)).await?;
+        throughput(
+            &url,
+            n(100),
+            10,
+            Duration::from_secs_f64((5.0 * scale).max(0.5)),
+        )
+        .await?;
+        anyhow::Ok(())
+    });
+    drop(rt);
+    result?;
+    memory(&store, &host, n(1_000))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn open_counter(url: &str, id: &Identity, space: &str) -> anyhow::Result<(Client, String)> {
+    let (mut c, _) = Client::connect(url, id, space).await?;
+    let rid = c.fresh_id();
+    let piece = match c
+        .request(ClientMessage::Deploy(Deploy {
+            id: rid,
+            entry: "counter.tsx".into(),
+            files: BTreeMap::from([("counter.tsx".to_string(), COUNTER.to_string())]),
+            export: None,
+            argument: Some(json!({})),
+        }))
+        .await?
+    {
+        ServerMessage::Deployed(d) => d.piece,
+        other => bail!("deploy failed: {}", other.to_text()),
+    };
+    Ok((c, piece))
+}
+
+fn key(k: &str) -> Vec<PathSegment> {
+    vec![PathSegment::Key(k.into())]
+}
+
+async fn latency(url: &str, events: usize) -> anyhow::Result<()> {
+    let me = Identity::generate();
+    let (mut c, piece) = open_counter(url, &me, "latency").await?;
+    let rid = c.fresh_id();
+    c.request(ClientMessage::Track(Track {
+        id: rid,
+        piece: piece.clone(),
+        path: Some(key("value")),
+        since: None,
+    }))
+    .await?;
+    c.next_update(Duration::from_secs(5))
+        .await?
+        .context("initial value")?;
+    let mut samples = Vec::with_capacity(events);
+    for i in 0..events {
+        let t = Instant::now();
+        let rid = c.fresh_id();
+        c.request(ClientMessage::Send(SendEvent {
+            id: rid,
+            piece: piece.clone(),
+            stream: key("increment"),
+            payload: json!({}),
+            event_id: Some(format!("lat-{i}")),
+        }))
+        .await?;
+        let u = c
+            .next_update(Duration::from_secs(5))
+            .await?
+            .context("an update")?;
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+        if u.value != json!(i + 1) {
+            bail!("update {} carried {}", i + 1, u.value);
+        }
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+    println!(
+        "latency: event-to-update p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({events} events, one session; target p99 < 5 ms)",
+        pct(0.50),
+        pct(0.99),
+        samples[samples.len() - 1]
+    );
+    Ok(())
+}
+
+async fn throughput(
+    url: &str,
+    spaces: usize,
+    per_space: usize,
+    run_for: Duration,
+) -> anyhow::Result<()> {
+    let me = me_clone();
+    let mut pieces = Vec::new();
+    for s in 0..spaces {
+        let (c, piece) = open_counter(url, &me, &format!("load-{s}")).await?;
+        pieces.push(piece);
+        c.close().await.ok();
+    }
+    let mut tasks = Vec::new();
+    let start = Instant::now() + Duration::from_millis(500);
+    for (s, piece) in pieces.iter().enumerate() {
+        for k in 0..per_space {
+            let url = url.to_string();
+            let piece = piece.clone();
+            let space = format!("load-{s}");
+            let id = me_clone();
+            tasks.push(tokio::spawn(async move {
+                let (mut c, _) = Client::connect(&url, &id, &space).await?;
+                tokio::time::sleep_until(start.into()).await;
+                let deadline = start + run_for;
+                let mut sent = 0u64;
+                while Instant::now() < deadline {
+                    let rid = c.fresh_id();
+                    match c
+                        .request(ClientMessage::Send(SendEvent {
+                            id: rid,
+                            piece: piece.clone(),
+                            stream: key("increment"),
+                            payload: json!({}),
+                            event_id: Some(format!("{space}-{k}-{sent}")),
+                        }))
+                        .await?
+                    {
+                        ServerMessage::Ack(_) => sent += 1,
+                        other => bail!("send failed: {}", other.to_text()),
+                    }
+                }
+                c.close().await.ok();
+                anyhow::Ok(sent)
+            }));
+        }
+    }
+    let mut total = 0u64;
+    for t in tasks {
+        total += t.await??;
+    }
+    println!(
+        "throughput: {:.0} events/s sustained ({} sessions over {spaces} spaces for {:.1} s, each send acknowledged after its commit)",
+        total as f64 / run_for.as_secs_f64(),
+        spaces * per_space,
+        run_for.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The shared load identity: every load session signs as the owner.
+fn me_text() -> String {
+    static SECRET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SECRET
+        .get_or_init(|| Identity::generate().secret_hex())
+        .clone()
+}
+
+fn me_clone() -> Identity {
+    Identity::from_secret_text(&me_text()).expect("a generated secret parses")
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn memory(store: &Store, host: &Host, spaces: usize) -> anyhow::Result<()> {
+    for i in 0..spaces {
+        store.create_space(&format!("idle-{i}"), "did:key:bench")?;
+    }
+    let never_opened = rss_kib();
+    let parks_before = host.counters().host().get(Counter::Parks);
+    for i in 0..spaces {
+        host.notify(&format!("idle-{i}"), Trigger::Warm, Request::Wake)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let t = Instant::now();
+    while host.counters().host().get(Counter::Parks) < parks_before + spaces as i64 {
+        if t.elapsed() > Duration::from_secs(60) {
+            bail!("spaces did not park");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let parked = rss_kib();
+    println!(
+        "memory: {spaces} spaces never opened {:.1} MiB RSS, after activating and parking all {:.1} MiB RSS, ratio {:.3} (target within 5%)",
+        never_opened as f64 / 1024.0,
+        parked as f64 / 1024.0,
+        parked as f64 / never_opened.max(1) as f64
+    );
+    Ok(())
+}
