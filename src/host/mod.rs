@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-pub use server::SpaceServerState;
+pub use server::{release_freed_memory, SpaceServerState};
 
 /// Why a space was activated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -168,7 +168,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
 /// Hands memory freed by a parked runtime back to the operating system.
 /// glibc keeps freed heap pages in per-thread arenas; without this a host
 /// that once activated many spaces would keep their peak footprint.
-fn release_freed_memory() {
+pub fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
