@@ -58,7 +58,22 @@ counters! {
     LeaseReleased => ("lease", "released", Counter, "Execution leases released"),
     LeaseTakenOver => ("lease", "takenOver", Counter, "Acquisitions that took over an expired lease of another holder"),
     DerivedRefused => ("lease", "derivedCommitsRefused", Counter, "Derived commits refused because the writer did not hold the lease"),
-    ScheduleIndexed => ("schedule", "indexedEntries", Gauge, "Schedule entries in the index"),
+    ScheduleIndexed => ("schedule", "indexedEntries", Gauge, "Schedule entries in the index (as of each space's last activation)"),
+    ScheduleDue => ("schedule", "due", Counter, "Schedule entries found due by a firing pass"),
+    ScheduleFired => ("schedule", "fired", Counter, "Wake events appended (write-first) to callback streams"),
+    ScheduleMissedCoalesced => ("schedule", "missedPeriodsCoalesced", Counter, "Periods missed while the host was down, coalesced into one wake"),
+    ScheduleSuppressed => ("schedule", "suppressed", Counter, "Due wakes not fired because scheduled wakes are switched off"),
+    ScheduleRetried => ("schedule", "retried", Counter, "Failed wake deliveries scheduled for retry (1, 5, 30 min)"),
+    ScheduleDeadLettered => ("schedule", "deadLettered", Counter, "Wake occurrences given up after their retries"),
+    ScheduleDelivered => ("schedule", "delivered", Counter, "Wake events whose callback ran and committed"),
+    ScheduledInFlight => ("schedule", "activationsInFlight", Gauge, "Scheduled activations dispatched and not yet fired"),
+    ActivationsSchedule => ("activation", "bySchedule", Counter, "Activations triggered by a due schedule"),
+    LatenessLe10Ms => ("schedule", "wakeLatenessLe10Ms", Counter, "Wakes fired within 10 ms of their due time (histogram bucket)"),
+    LatenessLe100Ms => ("schedule", "wakeLatenessLe100Ms", Counter, "Wakes fired within 100 ms of their due time (histogram bucket)"),
+    LatenessLe1000Ms => ("schedule", "wakeLatenessLe1000Ms", Counter, "Wakes fired within 1 s of their due time (histogram bucket)"),
+    LatenessLe60000Ms => ("schedule", "wakeLatenessLe60000Ms", Counter, "Wakes fired within 1 min of their due time (histogram bucket)"),
+    LatenessCount => ("schedule", "wakeLatenessCount", Counter, "Wakes whose lateness was observed (the histogram's +Inf bucket)"),
+    LatenessSumMs => ("schedule", "wakeLatenessSumMs", Counter, "Sum of wake lateness (fire time - due time), in ms"),
     LedgerWaves => ("ledger", "waves", Counter, "Waves recorded in the ledger"),
     DemandPasses => ("demand", "passes", Counter, "Demand passes run"),
     EventsProcessed => ("events", "processed", Counter, "Events consumed by a wave"),
@@ -145,6 +160,23 @@ pub struct SpaceCounters {
 }
 
 impl SpaceCounters {
+    /// Records one wake's lateness (fire time - due time) in the cumulative
+    /// histogram buckets of the `schedule` block.
+    pub fn observe_lateness(&self, lateness_ms: u64) {
+        for (le, c) in [
+            (10, Counter::LatenessLe10Ms),
+            (100, Counter::LatenessLe100Ms),
+            (1_000, Counter::LatenessLe1000Ms),
+            (60_000, Counter::LatenessLe60000Ms),
+        ] {
+            if lateness_ms <= le {
+                self.inc(c);
+            }
+        }
+        self.inc(Counter::LatenessCount);
+        self.add(Counter::LatenessSumMs, lateness_ms as i64);
+    }
+
     pub fn add(&self, c: Counter, n: i64) {
         self.space.add(c, n);
         self.counters.host.add(c, n);

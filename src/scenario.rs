@@ -11,6 +11,7 @@ use crate::clock::ManualClock;
 use crate::metrics::Counters;
 use crate::runtime::graph::strip_reserved;
 use crate::runtime::{RuntimeConfig, SpaceRuntime};
+use crate::schedule::{Jitter, ScheduleIndexHook};
 use crate::store::path::parse_dotted;
 use crate::store::{Author, Store, StoreConfig};
 use serde::Deserialize;
@@ -43,6 +44,15 @@ pub struct Step {
     pub expect: Vec<Expectation>,
     #[serde(default)]
     pub advance_minutes: Option<f64>,
+    /// spacewake extension: pause this [SCHEDULE] entry of the piece.
+    #[serde(default)]
+    pub pause_entry: Option<u32>,
+    /// spacewake extension: resume this [SCHEDULE] entry of the piece.
+    #[serde(default)]
+    pub resume_entry: Option<u32>,
+    /// spacewake extension: delete the piece (its schedule goes with it).
+    #[serde(default)]
+    pub delete_piece: bool,
     #[serde(default)]
     pub description: Option<String>,
 }
@@ -138,6 +148,10 @@ fn run(file: &Path, sc: &Scenario, failures: &mut Vec<String>) -> Result<(), Str
     let clock = Arc::new(ManualClock::default());
     let store = Store::open(StoreConfig::new(&dir), clock.clone(), Counters::new())
         .map_err(|e| e.to_string())?;
+    // Scenarios run on the nominal grid (no jitter), so a 120-minute cadence
+    // fires at exactly 120, 240, ... minutes and expectations are exact.
+    let jitter = Jitter::none();
+    store.add_hook(Arc::new(ScheduleIndexHook::new(jitter.clone())));
     let result = (|| {
         store
             .create_space("scenario", "did:key:scenario")
@@ -153,10 +167,32 @@ fn run(file: &Path, sc: &Scenario, failures: &mut Vec<String>) -> Result<(), Str
         let author = Author::principal("did:key:scenario");
         for (n, step) in sc.steps.iter().enumerate() {
             let n = n + 1;
-            if step.advance_minutes.is_some() {
-                return Err(format!(
-                    "step {n}: advanceMinutes is not supported yet (scheduled wakes are not built)"
-                ));
+            if let Some(e) = step.pause_entry {
+                crate::schedule::ops::pause(rt.space(), &piece, e)
+                    .map_err(|e| format!("step {n}: {e}"))?;
+            }
+            if let Some(e) = step.resume_entry {
+                crate::schedule::ops::resume(rt.space(), &piece, e)
+                    .map_err(|e| format!("step {n}: {e}"))?;
+            }
+            if step.delete_piece {
+                rt.delete_piece(&piece)
+                    .map_err(|e| format!("step {n}: {e}"))?;
+                rt.flush().map_err(|e| format!("step {n}: {e}"))?;
+            }
+            if let Some(minutes) = step.advance_minutes {
+                if !(minutes.is_finite() && minutes >= 0.0) {
+                    return Err(format!(
+                        "step {n}: advanceMinutes must be a non-negative number (got {minutes})"
+                    ));
+                }
+                advance(
+                    &mut rt,
+                    &clock,
+                    &jitter,
+                    (minutes * 60_000.0).round() as u64,
+                )
+                .map_err(|e| format!("step {n}: advancing {minutes} minutes: {e}"))?;
             }
             for (i, ev) in step.events.iter().enumerate() {
                 rt.send(
@@ -188,6 +224,39 @@ fn run(file: &Path, sc: &Scenario, failures: &mut Vec<String>) -> Result<(), Str
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// Moves the manual clock forward by `by_ms`, firing every wake that falls
+/// due on the way at its own due time, in order, and delivering it before
+/// the next — exactly as a host running for that long would.
+pub fn advance(
+    rt: &mut SpaceRuntime,
+    clock: &ManualClock,
+    jitter: &Jitter,
+    by_ms: u64,
+) -> Result<(), String> {
+    use crate::clock::Clock;
+    let target = clock.now_ms() + by_ms;
+    loop {
+        let next = crate::schedule::fire::next_wake(rt.space()).map_err(|e| e.to_string())?;
+        let Some(due) = next.filter(|d| *d <= target) else {
+            break;
+        };
+        clock.set_ms(due.max(clock.now_ms()));
+        let now = clock.now_ms();
+        rt.resume_tenure().map_err(|e| e.to_string())?;
+        crate::schedule::fire::fire_due(rt.space(), now, jitter, true)
+            .map_err(|e| e.to_string())?;
+        for _ in 0..1_000 {
+            let (wave, _) =
+                crate::schedule::delivery::run_wave(rt, now, 256).map_err(|e| e.to_string())?;
+            if wave.events == 0 && !rt.space().has_undelivered().map_err(|e| e.to_string())? {
+                break;
+            }
+        }
+    }
+    clock.set_ms(target);
+    rt.resume_tenure().map_err(|e| e.to_string())
 }
 
 /// Structural equality where numbers compare by value.

@@ -30,7 +30,13 @@ fn every_pattern_fixture_has_a_passing_scenario() {
         assert!(sc.exists(), "{} has no scenario", p.display());
     }
     let mut failed = Vec::new();
-    for sc in &scenarios {
+    let schedules = files("fixtures/schedules", ".scenario.json");
+    assert!(
+        schedules.len() >= 3,
+        "schedule scenarios: {}",
+        schedules.len()
+    );
+    for sc in scenarios.iter().chain(&schedules) {
         let o = spacewake::scenario::run_file(sc);
         if !o.passed() {
             failed.push(format!("{}: {:?}", sc.display(), o.failures));
@@ -93,7 +99,7 @@ fn scenario_prints_each_result_and_the_closing_tally() {
     let timed = dir.path().join("timed.scenario.json");
     std::fs::write(
         &timed,
-        serde_json::json!({"name": "advances time", "module": counter, "steps": [{"advanceMinutes": 130}]}).to_string(),
+        serde_json::json!({"name": "goes back in time", "module": counter, "steps": [{"advanceMinutes": -5}]}).to_string(),
     )
     .unwrap();
     let good =

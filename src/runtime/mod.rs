@@ -112,6 +112,12 @@ pub struct NodeInfo {
 pub struct WaveReport {
     pub seq: Option<u64>,
     pub events: usize,
+    /// Events consumed whose handler ran and returned normally.
+    pub delivered: Vec<String>,
+    /// Events consumed whose handler failed (writes discarded).
+    pub failed_events: Vec<String>,
+    /// Events consumed without running their handler (the caller asked).
+    pub skipped_events: Vec<String>,
     pub handler_runs: u64,
     pub derivation_runs: u64,
     pub failures: Vec<ActionFailure>,
@@ -401,6 +407,30 @@ impl SpaceRuntime {
         }
         self.pieces
             .insert(piece.to_string(), (program.hash_hex(), export.to_string()));
+        Ok(())
+    }
+
+    /// Deletes a piece: its result document (which drops its schedule
+    /// entries through the index hook) and its listing; its graph is
+    /// forgotten. Its cells stay, unreferenced.
+    pub fn delete_piece(&mut self, piece: &str) -> RuntimeResult<()> {
+        if self.pieces.remove(piece).is_none() {
+            return Err(RuntimeError::UnknownPiece(piece.to_string()));
+        }
+        self.doc(piece)?;
+        self.docs.insert(piece.to_string(), None);
+        if self.touched_set.insert(piece.to_string()) {
+            self.touched.push(piece.to_string());
+        }
+        self.invalidate(piece);
+        let mut listed = self.doc(PIECES_DOC)?.unwrap_or(json!({}));
+        if let Some(m) = listed.as_object_mut() {
+            m.remove(piece);
+        }
+        self.write(PIECES_DOC, &[], listed)?;
+        self.nodes.retain(|_, n| n.piece != piece);
+        self.streams.retain(|_, b| b.piece != piece);
+        self.demand.retain(|(p, _)| p != piece);
         Ok(())
     }
 
@@ -871,9 +901,26 @@ impl SpaceRuntime {
     /// One wave: consume undelivered events (up to the limit), run their
     /// handlers, pull the demanded derivations, commit once.
     pub fn run_wave(&mut self) -> RuntimeResult<WaveReport> {
+        self.run_wave_skipping(&HashSet::new())
+    }
+
+    /// A wave in which the events named in `skip` are consumed without
+    /// running their handlers (a wake whose earlier delivery died with the
+    /// process is retried later rather than re-run at once).
+    pub fn run_wave_skipping(&mut self, skip: &HashSet<String>) -> RuntimeResult<WaveReport> {
         let events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
         for ev in &events {
-            self.handle_event(ev)?;
+            if skip.contains(&ev.event_id) {
+                self.report.skipped_events.push(ev.event_id.clone());
+            } else {
+                let failures_before = self.report.failures.len();
+                self.handle_event(ev)?;
+                if self.report.failures.len() > failures_before {
+                    self.report.failed_events.push(ev.event_id.clone());
+                } else {
+                    self.report.delivered.push(ev.event_id.clone());
+                }
+            }
             let wm = self.watermarks.entry(ev.stream.clone()).or_insert(0);
             *wm = (*wm).max(ev.seq);
             self.counters.inc(Counter::EventsProcessed);
@@ -954,6 +1001,23 @@ impl SpaceRuntime {
                 self.fresh.clear();
                 Err(e.into())
             }
+        }
+    }
+
+    /// For manual-clock drivers (scenarios) that jump time past the lease:
+    /// renews the lease, or starts a new tenure if it lapsed and nobody else
+    /// took the space. The serving loop never does this; it ends the tenure.
+    pub fn resume_tenure(&mut self) -> RuntimeResult<()> {
+        if self.space.renew_lease(&self.lease)?.is_some() {
+            self.lease = self.space.current_lease()?.unwrap_or(self.lease.clone());
+            return Ok(());
+        }
+        match self.space.acquire_lease()? {
+            Some(l) => {
+                self.lease = l;
+                Ok(())
+            }
+            None => Err(RuntimeError::LeaseHeld(self.space.id().to_string())),
         }
     }
 

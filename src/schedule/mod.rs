@@ -5,6 +5,10 @@
 //!   under the host secret, or random), uniform in ±window.
 //! - [`grid`] — pure: nominal times, due times, the min-gap rule, catch-up
 //!   after downtime. Time is an argument, never read.
+//! - [`fire`] — write-first firing: one transaction advances due entries
+//!   and appends their wake events (shared by host and scenarios).
+//! - [`delivery`] — in-flight marking, retries (1, 5, 30 min) and
+//!   dead-lettering around each wave.
 //! - [`index`] — the index hook that keeps `schedule_index` in step with
 //!   declarations inside each commit's transaction.
 //!
@@ -16,9 +20,12 @@
 //! - Consecutive fires of one entry are never closer than
 //!   `interval − window` (see [`grid`]).
 
+pub mod delivery;
+pub mod fire;
 pub mod grid;
 pub mod index;
 pub mod jitter;
+pub mod ops;
 
 pub use grid::{after_fire, first_due, occurrence_event_id, Advance, Grid};
 pub use index::{parse_declaration, DeclaredEntry, ScheduleIndexHook};

@@ -32,6 +32,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0003_action_state",
         sql: include_str!("../../schema/space/0003_action_state.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_schedule_delivery",
+        sql: include_str!("../../schema/space/0004_schedule_delivery.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

@@ -61,9 +61,21 @@ pub struct ScheduleRow {
     pub last_fired_ms: Option<u64>,
     pub backoff_factor: u32,
     pub unread_fires: u32,
+    /// When a failed occurrence is retried; `None` when no retry is pending.
+    pub retry_due_ms: Option<u64>,
+    /// The wake event being delivered (set before its handler runs).
+    pub inflight_event: Option<String>,
 }
 
 impl ScheduleRow {
+    /// The earliest moment this entry needs its host: its retry or its next due.
+    pub fn wake_ms(&self) -> u64 {
+        match self.retry_due_ms {
+            Some(r) => r.min(self.next_due_ms),
+            None => self.next_due_ms,
+        }
+    }
+
     /// A freshly declared, active entry with no history.
     pub fn new(
         piece: &str,
@@ -89,6 +101,8 @@ impl ScheduleRow {
             last_fired_ms: None,
             backoff_factor: 1,
             unread_fires: 0,
+            retry_due_ms: None,
+            inflight_event: None,
         }
     }
 }
@@ -164,7 +178,7 @@ pub struct PlaneTx<'a> {
 
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
      nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires";
+     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event";
 
 fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
     Ok(ScheduleRow {
@@ -183,6 +197,8 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
         last_fired_ms: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
         backoff_factor: r.get(13)?,
         unread_fires: r.get(14)?,
+        retry_due_ms: r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
+        inflight_event: r.get(16)?,
     })
 }
 
@@ -255,13 +271,62 @@ pub(crate) fn action_states(
     Ok(rows)
 }
 
+/// One recorded fire of a schedule entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FireRecord {
+    pub piece: String,
+    pub entry: u32,
+    pub fired_ms: u64,
+    pub event_id: String,
+    pub period: u64,
+    pub due_ms: u64,
+    pub missed_periods: u64,
+    pub outcome: String,
+}
+
+pub(crate) fn list_fires(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    piece: &str,
+    entry: u32,
+) -> StoreResult<Vec<FireRecord>> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
+             FROM schedule_fires WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms, event_id",
+        )
+        .at(path)?;
+    let rows = st
+        .query_map(params![piece, entry], |r| {
+            Ok(FireRecord {
+                piece: r.get(0)?,
+                entry: r.get(1)?,
+                fired_ms: r.get::<_, i64>(2)? as u64,
+                event_id: r.get(3)?,
+                period: r.get::<_, i64>(4)? as u64,
+                due_ms: r.get::<_, i64>(5)? as u64,
+                missed_periods: r.get::<_, i64>(6)? as u64,
+                outcome: r.get(7)?,
+            })
+        })
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)?;
+    Ok(rows)
+}
+
 /// Earliest due time among active entries, for the host directory.
 pub(crate) fn earliest_due(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Option<u64>> {
-    conn.prepare_cached("SELECT MIN(next_due_ms) FROM schedule_index WHERE status = 'active'")
-        .at(path)?
-        .query_row([], |r| r.get::<_, Option<i64>>(0))
-        .map(|v| v.map(|v| v as u64))
-        .at(path)
+    conn.prepare_cached(
+        "SELECT MIN(t) FROM ( \
+           SELECT MIN(next_due_ms) AS t FROM schedule_index WHERE status = 'active' \
+           UNION ALL SELECT MIN(retry_due_ms) FROM schedule_index WHERE retry_due_ms IS NOT NULL)",
+    )
+    .at(path)?
+    .query_row([], |r| r.get::<_, Option<i64>>(0))
+    .map(|v| v.map(|v| v as u64))
+    .at(path)
 }
 
 impl<'a> PlaneTx<'a> {
@@ -289,7 +354,7 @@ impl<'a> PlaneTx<'a> {
         self.schedule_touched = true;
         let sql = format!(
             "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
         );
         self.tx
             .prepare_cached(&sql)
@@ -311,6 +376,8 @@ impl<'a> PlaneTx<'a> {
                 row.last_fired_ms.map(|v| v as i64),
                 row.backoff_factor,
                 row.unread_fires,
+                row.retry_due_ms.map(|v| v as i64),
+                row.inflight_event,
             ])
             .at(self.path)?;
         Ok(())
@@ -357,6 +424,50 @@ impl<'a> PlaneTx<'a> {
                 delta.commits as i64,
                 delta.budget_skips as i64,
             ])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    /// Appends to an entry's fire history, keeping its newest `keep` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_fire(
+        &mut self,
+        piece: &str,
+        entry: u32,
+        fired_ms: u64,
+        event_id: &str,
+        period: u64,
+        due_ms: u64,
+        missed_periods: u64,
+        outcome: &str,
+        keep: usize,
+    ) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO schedule_fires \
+                 (piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .at(self.path)?
+            .execute(params![
+                piece,
+                entry,
+                fired_ms as i64,
+                event_id,
+                period as i64,
+                due_ms as i64,
+                missed_periods as i64,
+                outcome
+            ])
+            .at(self.path)?;
+        self.tx
+            .prepare_cached(
+                "DELETE FROM schedule_fires WHERE piece = ?1 AND entry = ?2 AND fired_ms < \
+                 (SELECT MIN(fired_ms) FROM (SELECT fired_ms FROM schedule_fires \
+                   WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms DESC LIMIT ?3))",
+            )
+            .at(self.path)?
+            .execute(params![piece, entry, keep as i64])
             .at(self.path)?;
         Ok(())
     }

@@ -721,6 +721,13 @@ impl Space {
         self.guard(r)
     }
 
+    /// The recorded fires of one schedule entry, oldest first.
+    pub fn fires(&mut self, piece: &str, entry: u32) -> StoreResult<Vec<plane::FireRecord>> {
+        self.check_open()?;
+        let r = plane::list_fires(&self.conn, &self.path, piece, entry);
+        self.guard(r)
+    }
+
     /// Every derivation node's recorded inputs hash.
     pub fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
         self.check_open()?;

@@ -1,0 +1,164 @@
+//! Delivering wake events: at-least-once, deduplicated, never a crash loop.
+//!
+//! Before a wave runs a wake event's handler, the entry records the event
+//! as in flight and counts the attempt — durably, in its own transaction.
+//! After the wave:
+//! - delivered: the entry's attempts reset;
+//! - the handler failed (threw, was preempted, ran out of memory): a retry
+//!   is planned 1, 5 and 30 minutes later, then the occurrence is
+//!   dead-lettered (the cadence continues with the next period).
+//!
+//! If the process dies mid-wave, the event is still undelivered at the next
+//! activation and its entry still names it as in flight: that attempt
+//! failed. The event is then consumed without running and retried by the
+//! same plan — so a callback that kills the process cannot loop.
+
+use crate::runtime::{RuntimeResult, SpaceRuntime, WaveReport};
+use crate::store::{ScheduleRow, Space, StoreResult};
+use std::collections::HashSet;
+
+/// Minutes to wait before retry 1, 2 and 3 of a failed occurrence.
+pub const RETRY_BACKOFF_MINUTES: [u64; 3] = [1, 5, 30];
+
+/// What happened to wake deliveries in one wave.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryReport {
+    pub delivered: usize,
+    pub retried: usize,
+    pub dead_lettered: usize,
+}
+
+/// `(piece, entry)` of a wake event id (`wake/{piece}/{entry}/...`).
+pub fn wake_target(event_id: &str) -> Option<(&str, u32)> {
+    let mut parts = event_id.split('/');
+    if parts.next()? != "wake" {
+        return None;
+    }
+    let piece = parts.next()?;
+    let entry = parts.next()?.parse().ok()?;
+    Some((piece, entry))
+}
+
+fn row_of(space: &mut Space, piece: &str, entry: u32) -> StoreResult<Option<ScheduleRow>> {
+    Ok(space
+        .schedule(Some(piece))?
+        .into_iter()
+        .find(|r| r.entry == entry))
+}
+
+/// Marks pending wake events as in flight (durably) and returns the ones
+/// whose previous attempt died with the process: to be consumed unrun.
+pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<HashSet<String>> {
+    let mut crashed = HashSet::new();
+    let pending: Vec<String> = space
+        .undelivered_events(limit)?
+        .into_iter()
+        .map(|e| e.event_id)
+        .filter(|id| wake_target(id).is_some())
+        .collect();
+    for id in pending {
+        let (piece, entry) = wake_target(&id).expect("filtered");
+        let Some(mut row) = row_of(space, piece, entry)? else {
+            continue; // the piece or entry is gone: its event runs (or no-ops) as usual
+        };
+        if row.inflight_event.as_deref() == Some(id.as_str()) {
+            crashed.insert(id);
+            continue;
+        }
+        row.inflight_event = Some(id.clone());
+        row.attempts += 1;
+        space.plane(|p| p.upsert_schedule(&row))?;
+    }
+    Ok(crashed)
+}
+
+/// Settles wake entries after a wave: resets delivered ones, plans retries
+/// or dead-letters failed (and crashed) ones.
+pub fn after_wave(
+    space: &mut Space,
+    wave: &WaveReport,
+    now_ms: u64,
+) -> StoreResult<DeliveryReport> {
+    let mut report = DeliveryReport::default();
+    for id in &wave.delivered {
+        let Some((piece, entry)) = wake_target(id) else {
+            continue;
+        };
+        let Some(mut row) = row_of(space, piece, entry)? else {
+            continue;
+        };
+        if row.inflight_event.as_deref() == Some(id.as_str()) {
+            row.inflight_event = None;
+            row.attempts = 0;
+            space.plane(|p| p.upsert_schedule(&row))?;
+        }
+        report.delivered += 1;
+    }
+    for id in wave.failed_events.iter().chain(&wave.skipped_events) {
+        let Some((piece, entry)) = wake_target(id) else {
+            continue;
+        };
+        let Some(mut row) = row_of(space, piece, entry)? else {
+            continue;
+        };
+        let attempts = row.attempts.max(1) as usize;
+        let outcome = match RETRY_BACKOFF_MINUTES.get(attempts - 1) {
+            Some(min) => {
+                row.retry_due_ms = Some(now_ms + min * 60_000);
+                report.retried += 1;
+                "failed"
+            }
+            None => {
+                row.retry_due_ms = None;
+                row.inflight_event = None;
+                row.attempts = 0;
+                report.dead_lettered += 1;
+                "deadLettered"
+            }
+        };
+        space.plane(|p| {
+            p.upsert_schedule(&row)?;
+            p.record_fire(
+                piece,
+                entry,
+                now_ms,
+                id,
+                row.nominal_period.saturating_sub(1),
+                now_ms,
+                0,
+                outcome,
+                super::fire::FIRE_HISTORY,
+            )
+        })?;
+    }
+    Ok(report)
+}
+
+/// One wave with wake accounting around it: what the host and the
+/// scenario runner both run.
+pub fn run_wave(
+    rt: &mut SpaceRuntime,
+    now_ms: u64,
+    limit: usize,
+) -> RuntimeResult<(WaveReport, DeliveryReport)> {
+    let crashed = before_wave(rt.space(), limit)?;
+    let wave = rt.run_wave_skipping(&crashed)?;
+    let delivery = after_wave(rt.space(), &wave, now_ms)?;
+    Ok((wave, delivery))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_ids_name_their_piece_and_entry() {
+        assert_eq!(wake_target("wake/pc-abc/1/1000/3"), Some(("pc-abc", 1)));
+        assert_eq!(
+            wake_target("wake/pc-abc/0/1000/3/retry2"),
+            Some(("pc-abc", 0))
+        );
+        assert_eq!(wake_target("scenario/step1/event0"), None);
+        assert_eq!(wake_target("wake/pc-abc/x/1"), None);
+    }
+}

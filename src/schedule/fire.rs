@@ -1,0 +1,221 @@
+//! Firing, write-first: one space transaction advances every due entry and
+//! appends its wake event. Shared by the host's space servers and the
+//! scenario runner, so a scenario's `advanceMinutes` is the host running.
+//!
+//! # Crash safety
+//! The entry's next due time and the wake event commit together. A crash
+//! before the commit leaves the entry due (it fires at the next activation);
+//! a crash after it leaves an undelivered event (delivered at least once
+//! through the ordinary event path, deduplicated by its deterministic id)
+//! and an entry that is no longer due — so a crash can never put the entry
+//! into a tight loop.
+
+use super::grid::{after_fire, occurrence_event_id, Grid};
+use super::jitter::Jitter;
+use crate::store::{
+    Author, CommitClass, CommitRequest, NewEvent, ScheduleRow, ScheduleStatus, Space, StoreResult,
+};
+use serde_json::json;
+
+/// How many recent fires of an entry are kept for operators.
+pub const FIRE_HISTORY: usize = 20;
+
+/// One wake appended by a firing pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    pub piece: String,
+    pub entry: u32,
+    pub event_id: String,
+    pub due_ms: u64,
+    pub lateness_ms: u64,
+    pub missed_periods: u64,
+    pub retry: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FireReport {
+    pub due: usize,
+    pub fired: Vec<Fired>,
+    pub suppressed: usize,
+    pub seq: Option<u64>,
+}
+
+/// What a firing pass decides for one due row (pure).
+struct Decision {
+    row: ScheduleRow,
+    event: Option<NewEvent>,
+    fired: Option<Fired>,
+    outcome: &'static str,
+    due_ms: u64,
+    period: u64,
+}
+
+fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled: bool) -> Decision {
+    let mut next = row.clone();
+    let mut entropy = rand::random::<u64>;
+    // A pending retry of a failed occurrence goes first.
+    if let Some(retry_ms) = row.retry_due_ms.filter(|r| *r <= now_ms) {
+        let base = row
+            .inflight_event
+            .as_deref()
+            .map(|e| e.split("/retry").next().unwrap_or(e).to_string())
+            .unwrap_or_else(|| {
+                occurrence_event_id(
+                    &row.piece,
+                    row.entry,
+                    row.declared_at_ms,
+                    row.nominal_period.saturating_sub(1),
+                )
+            });
+        let event_id = format!("{base}/retry{}", row.attempts);
+        next.retry_due_ms = None;
+        let payload = json!({
+            "entry": row.entry,
+            "intervalMinutes": row.interval_minutes,
+            "fireTime": now_ms,
+            "dueTime": retry_ms,
+            "attempt": row.attempts + 1,
+            "retry": true,
+            "missedPeriods": 0,
+        });
+        return Decision {
+            event: enabled.then(|| NewEvent {
+                event_id: event_id.clone(),
+                stream: row.callback_stream.clone(),
+                payload,
+                fired_by: "server".into(),
+            }),
+            fired: Some(Fired {
+                piece: row.piece.clone(),
+                entry: row.entry,
+                event_id,
+                due_ms: retry_ms,
+                lateness_ms: now_ms - retry_ms,
+                missed_periods: 0,
+                retry: true,
+            }),
+            outcome: if enabled { "retried" } else { "suppressed" },
+            due_ms: retry_ms,
+            period: row.nominal_period.saturating_sub(1),
+            row: next,
+        };
+    }
+    let grid = Grid::of_row(space, row);
+    let adv = after_fire(space, row, now_ms, now_ms, jitter, &mut entropy);
+    let event_id = occurrence_event_id(
+        &row.piece,
+        row.entry,
+        row.declared_at_ms,
+        row.nominal_period,
+    );
+    next.nominal_period = adv.next_period;
+    next.next_due_ms = adv.next_due_ms;
+    next.missed_count += adv.missed_periods;
+    if enabled {
+        next.fired_count += 1;
+        next.last_fired_ms = Some(now_ms);
+        // A new occurrence starts its own attempts; an older retry is superseded.
+        next.attempts = 0;
+        next.retry_due_ms = None;
+    }
+    let payload = json!({
+        "entry": row.entry,
+        "period": row.nominal_period,
+        "intervalMinutes": row.interval_minutes,
+        "nominalTime": grid.nominal_ms(row.nominal_period),
+        "dueTime": row.next_due_ms,
+        "fireTime": now_ms,
+        "missedPeriods": adv.missed_periods,
+    });
+    Decision {
+        event: enabled.then(|| NewEvent {
+            event_id: event_id.clone(),
+            stream: row.callback_stream.clone(),
+            payload,
+            fired_by: "server".into(),
+        }),
+        fired: Some(Fired {
+            piece: row.piece.clone(),
+            entry: row.entry,
+            event_id,
+            due_ms: row.next_due_ms,
+            lateness_ms: now_ms.saturating_sub(row.next_due_ms),
+            missed_periods: adv.missed_periods,
+            retry: false,
+        }),
+        outcome: if enabled { "fired" } else { "suppressed" },
+        due_ms: row.next_due_ms,
+        period: row.nominal_period,
+        row: next,
+    }
+}
+
+/// Fires every entry of `space` due at `now_ms`: one transaction advances
+/// them and appends their wake events (or, when `enabled` is false, only
+/// advances them and records the suppression).
+pub fn fire_due(
+    space: &mut Space,
+    now_ms: u64,
+    jitter: &Jitter,
+    enabled: bool,
+) -> StoreResult<FireReport> {
+    let id = space.id().to_string();
+    let due: Vec<ScheduleRow> = space
+        .schedule(None)?
+        .into_iter()
+        .filter(|r| r.status == ScheduleStatus::Active && r.wake_ms() <= now_ms)
+        .collect();
+    let mut report = FireReport {
+        due: due.len(),
+        ..Default::default()
+    };
+    if due.is_empty() {
+        return Ok(report);
+    }
+    let decisions: Vec<Decision> = due
+        .iter()
+        .map(|r| decide(&id, r, now_ms, jitter, enabled))
+        .collect();
+    let mut req = CommitRequest::new(CommitClass::System, Author::server());
+    req.events = decisions.iter().filter_map(|d| d.event.clone()).collect();
+    let outcome = space.commit_with(req, |_, plane| {
+        for d in &decisions {
+            plane.upsert_schedule(&d.row).map_err(|e| e.to_string())?;
+            if let Some(f) = &d.fired {
+                plane
+                    .record_fire(
+                        &d.row.piece,
+                        d.row.entry,
+                        now_ms,
+                        &f.event_id,
+                        d.period,
+                        d.due_ms,
+                        f.missed_periods,
+                        d.outcome,
+                        FIRE_HISTORY,
+                    )
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    })?;
+    report.seq = outcome.seq;
+    for d in decisions {
+        if enabled {
+            report.fired.extend(d.fired);
+        } else {
+            report.suppressed += 1;
+        }
+    }
+    Ok(report)
+}
+
+/// The earliest moment any active entry of `space` needs firing.
+pub fn next_wake(space: &mut Space) -> StoreResult<Option<u64>> {
+    Ok(space
+        .schedule(None)?
+        .iter()
+        .filter(|r| r.status == ScheduleStatus::Active)
+        .map(ScheduleRow::wake_ms)
+        .min())
+}
