@@ -113,7 +113,7 @@ fn scenario_prints_each_result_and_the_closing_tally() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("path \"value\": expected 2, got 1"), "{text}");
     assert!(
-        text.contains("advanceMinutes is not supported yet"),
+        text.contains("advanceMinutes must be a non-negative number"),
         "{text}"
     );
     assert_eq!(
