@@ -18,7 +18,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the host: store, health routes (and, as they land, sessions and the waker).
+    /// Run the host: WebSocket sessions, the waker, the operator routes.
     Serve(ServeArgs),
     /// Validate patterns: one diagnostic per problem, exit 0 when all are valid.
     Check {
@@ -122,6 +122,35 @@ pub struct ServeArgs {
     /// A wave stops taking new events after this many milliseconds.
     #[arg(long, env = "SPACEWAKE_FLUSH_DEADLINE_MS", default_value_t = 100)]
     pub flush_deadline_ms: u64,
+    /// Scheduled wakes: `on` fires due [SCHEDULE] entries; `off` keeps them
+    /// indexed and counts due wakes as suppressed.
+    #[arg(long, env = "SPACEWAKE_SCHEDULE", value_enum, default_value_t = OnOff::On)]
+    pub schedule: OnOff,
+    /// Jitter mode: `keyed` (reproducible, a keyed hash per period) or `random`.
+    #[arg(long, env = "SPACEWAKE_JITTER", value_enum, default_value_t = JitterArg::Keyed)]
+    pub jitter: JitterArg,
+    /// Jitter window in minutes (offsets are uniform in ±window; at most 20).
+    #[arg(long, env = "SPACEWAKE_JITTER_WINDOW_MINUTES", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(0..=20))]
+    pub jitter_window_minutes: u64,
+    /// Scheduled activations in flight at once (caps a herd of due spaces).
+    #[arg(long, env = "SPACEWAKE_MAX_SCHEDULED", default_value_t = 32)]
+    pub max_scheduled: usize,
+    /// Testing only: run the host's clock this far ahead of the system clock.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub clock_offset_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum JitterArg {
+    Keyed,
+    Random,
 }
 
 /// How a CLI client reaches a running server.

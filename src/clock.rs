@@ -11,6 +11,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// A source of "now", in milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + 'static {
     fn now_ms(&self) -> u64;
+
+    /// Calls `f` whenever this clock jumps. Real time flows by itself, so
+    /// the system clock never calls it; a manual clock calls it on every
+    /// move, which is how timers sleeping on manual time learn to look again.
+    fn on_jump(&self, _f: Box<dyn Fn() + Send + Sync>) {}
 }
 
 /// The operating system's wall clock. Only `serve` and operator commands use it.
@@ -27,9 +32,17 @@ impl Clock for SystemClock {
 }
 
 /// A clock that moves only when told to. Time never goes backwards.
-#[derive(Debug)]
 pub struct ManualClock {
     now_ms: AtomicU64,
+    listeners: std::sync::Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now_ms", &self.now_ms)
+            .finish()
+    }
 }
 
 impl ManualClock {
@@ -39,11 +52,25 @@ impl ManualClock {
     pub fn new(start_ms: u64) -> Self {
         Self {
             now_ms: AtomicU64::new(start_ms),
+            listeners: std::sync::Mutex::new(Vec::new()),
         }
     }
 
     pub fn advance_ms(&self, by_ms: u64) -> u64 {
-        self.now_ms.fetch_add(by_ms, Ordering::SeqCst) + by_ms
+        let now = self.now_ms.fetch_add(by_ms, Ordering::SeqCst) + by_ms;
+        self.jumped();
+        now
+    }
+
+    fn jumped(&self) {
+        for f in self
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            f();
+        }
     }
 
     /// Moves the clock to `to_ms`.
@@ -57,6 +84,7 @@ impl ManualClock {
             to_ms >= prev,
             "ManualClock moved backwards: {prev} -> {to_ms}"
         );
+        self.jumped();
     }
 }
 
@@ -69,6 +97,26 @@ impl Default for ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.now_ms.load(Ordering::SeqCst)
+    }
+
+    fn on_jump(&self, f: Box<dyn Fn() + Send + Sync>) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(f);
+    }
+}
+
+/// The system clock shifted by a fixed offset. Only for crash tests that
+/// restart a host "hours later" without waiting (`serve --clock-offset-ms`).
+#[derive(Debug, Clone, Copy)]
+pub struct OffsetClock {
+    pub offset_ms: u64,
+}
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> u64 {
+        SystemClock.now_ms() + self.offset_ms
     }
 }
 

@@ -68,6 +68,7 @@ counters! {
     ScheduleDelivered => ("schedule", "delivered", Counter, "Wake events whose callback ran and committed"),
     ScheduledInFlight => ("schedule", "activationsInFlight", Gauge, "Scheduled activations dispatched and not yet fired"),
     ActivationsSchedule => ("activation", "bySchedule", Counter, "Activations triggered by a due schedule"),
+    WakerPasses => ("schedule", "wakerPasses", Counter, "Times the waker looked at the directory (it sleeps between)"),
     LatenessLe10Ms => ("schedule", "wakeLatenessLe10Ms", Counter, "Wakes fired within 10 ms of their due time (histogram bucket)"),
     LatenessLe100Ms => ("schedule", "wakeLatenessLe100Ms", Counter, "Wakes fired within 100 ms of their due time (histogram bucket)"),
     LatenessLe1000Ms => ("schedule", "wakeLatenessLe1000Ms", Counter, "Wakes fired within 1 s of their due time (histogram bucket)"),

@@ -1,6 +1,5 @@
-//! `spacewake serve`: wires the host together. At this stage it opens the
-//! store and serves the operator routes; sessions and the waker attach here
-//! as they land.
+//! `spacewake serve`: wires the host together — the store, the host with
+//! its space servers and waker, boot discovery, and the HTTP/WebSocket edge.
 
 use crate::cli::ServeArgs;
 use crate::clock::{Clock, SystemClock};
@@ -12,7 +11,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 pub fn open_store(cfg: StoreConfig) -> anyhow::Result<Store> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    open_store_with(cfg, Arc::new(SystemClock))
+}
+
+pub fn open_store_with(cfg: StoreConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Store> {
     Store::open(cfg, clock, Counters::new()).context("opening the data directory")
 }
 
@@ -27,10 +29,26 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         cfg.lease_renew_ms,
         cfg.lease_ttl_ms
     );
-    let store = open_store(cfg)?;
+    let clock: Arc<dyn Clock> = if args.clock_offset_ms > 0 {
+        Arc::new(crate::clock::OffsetClock {
+            offset_ms: args.clock_offset_ms,
+        })
+    } else {
+        Arc::new(SystemClock)
+    };
+    let store = open_store_with(cfg, clock)?;
     let host_cfg = crate::host::HostConfig {
         idle_park_ms: args.idle_park_ms,
         flush_deadline_ms: args.flush_deadline_ms,
+        schedule: crate::host::ScheduleConfig {
+            enabled: args.schedule == crate::cli::OnOff::On,
+            jitter_mode: match args.jitter {
+                crate::cli::JitterArg::Keyed => crate::schedule::JitterMode::Keyed,
+                crate::cli::JitterArg::Random => crate::schedule::JitterMode::Random,
+            },
+            jitter_window_ms: args.jitter_window_minutes * 60_000,
+            max_scheduled: args.max_scheduled,
+        },
         ..Default::default()
     };
     let host = crate::host::Host::new(store.clone(), host_cfg);
@@ -44,6 +62,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         let booted = host.boot().context("boot discovery")?;
+        // The waker's first pass is boot discovery's "a schedule is due" arm.
+        host.start_waker();
         tracing::info!(
             listen = %listener.local_addr()?,
             data = %args.data.display(),

@@ -20,13 +20,14 @@
 //!   threads that call [`Host::request`].
 
 mod server;
+mod waker;
 
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
 use crate::runtime::RuntimeConfig;
 use crate::store::{Author, PathSeg, Store};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -39,6 +40,7 @@ pub enum Trigger {
     Events,
     Warm,
     Boot,
+    Schedule,
 }
 
 impl Trigger {
@@ -48,6 +50,7 @@ impl Trigger {
             Trigger::Events => Counter::ActivationsEvents,
             Trigger::Warm => Counter::ActivationsWarm,
             Trigger::Boot => Counter::ActivationsBoot,
+            Trigger::Schedule => Counter::ActivationsSchedule,
         }
     }
 }
@@ -56,10 +59,14 @@ impl Trigger {
 /// host at start. (Scheduled wakes add an arm.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootArm {
+    /// Events accepted before a restart and not yet delivered.
     UndeliveredEvents,
+    /// A schedule entry due (or overdue: the host was down). The waker's
+    /// first pass dispatches these; boot only counts them.
+    DueSchedule,
 }
 
-pub const BOOT_ARMS: &[BootArm] = &[BootArm::UndeliveredEvents];
+pub const BOOT_ARMS: &[BootArm] = &[BootArm::UndeliveredEvents, BootArm::DueSchedule];
 
 pub type SessionId = u64;
 
@@ -138,6 +145,8 @@ pub enum Request {
     },
     /// Something changed on disk (events appended elsewhere): look again.
     Wake,
+    /// Fire the space's due schedule entries (write-first), then deliver.
+    FireDue,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +182,30 @@ pub(crate) struct Cmd {
     pub reply: Option<Responder>,
 }
 
+/// Scheduled-wake knobs.
+#[derive(Debug, Clone)]
+pub struct ScheduleConfig {
+    /// Off: entries stay indexed and due wakes are counted as suppressed.
+    pub enabled: bool,
+    pub jitter_mode: crate::schedule::JitterMode,
+    pub jitter_window_ms: u64,
+    /// Scheduled activations in flight at once (caps a herd of due spaces).
+    pub max_scheduled: usize,
+}
+
+impl Default for ScheduleConfig {
+    fn default() -> Self {
+        ScheduleConfig {
+            enabled: true,
+            jitter_mode: crate::schedule::JitterMode::Keyed,
+            jitter_window_ms: crate::schedule::DEFAULT_WINDOW_MS,
+            // Two cores: enough parallelism to keep both busy with parked
+            // spaces' callbacks, small enough that sessions stay responsive.
+            max_scheduled: 32,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct HostConfig {
     /// A space with no sessions and no work parks after this long idle.
@@ -184,6 +217,7 @@ pub struct HostConfig {
     pub failure_backoff_ms: u64,
     pub max_backoff_ms: u64,
     pub runtime: RuntimeConfig,
+    pub schedule: ScheduleConfig,
 }
 
 impl Default for HostConfig {
@@ -196,6 +230,7 @@ impl Default for HostConfig {
             // short enough that a fixed one comes back without an operator.
             max_backoff_ms: 300_000,
             runtime: RuntimeConfig::default(),
+            schedule: ScheduleConfig::default(),
         }
     }
 }
@@ -214,6 +249,11 @@ pub(crate) struct HostInner {
     pub store: Store,
     pub clock: Arc<dyn Clock>,
     pub cfg: HostConfig,
+    pub jitter: crate::schedule::Jitter,
+    scheduled: Mutex<HashSet<String>>,
+    nothing_due: Mutex<Vec<String>>,
+    waker: Mutex<Option<mpsc::Sender<()>>>,
+    pub(crate) stopped: std::sync::atomic::AtomicBool,
     pub counters: Arc<Counters>,
     active: Mutex<HashMap<String, Active>>,
     failures: Mutex<HashMap<String, Failures>>,
@@ -227,20 +267,63 @@ pub struct Host {
 }
 
 impl Host {
+    /// A host on `store`. Registers the schedule index hook (with the jitter
+    /// secret kept in the host directory) so every later commit is indexed.
     pub fn new(store: Store, cfg: HostConfig) -> Host {
         let clock = store.clock().clone();
         let counters = store.counters().clone();
+        let secret = jitter_secret(&store);
+        let jitter = crate::schedule::Jitter::new(
+            cfg.schedule.jitter_mode,
+            cfg.schedule.jitter_window_ms,
+            secret,
+        );
+        store.add_hook(Arc::new(crate::schedule::ScheduleIndexHook::new(
+            jitter.clone(),
+        )));
         Host {
             inner: Arc::new(HostInner {
                 store,
                 clock,
                 cfg,
+                jitter,
+                scheduled: Mutex::new(HashSet::new()),
+                nothing_due: Mutex::new(Vec::new()),
+                waker: Mutex::new(None),
+                stopped: false.into(),
                 counters,
                 active: Mutex::new(HashMap::new()),
                 failures: Mutex::new(HashMap::new()),
                 generation: 0.into(),
             }),
         }
+    }
+
+    /// Starts the waker thread (boot discovery's "a schedule is due" arm is
+    /// its first pass). Idempotent.
+    pub fn start_waker(&self) {
+        let mut slot = self.inner.waker.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() {
+            return;
+        }
+        let (tx, rx) = mpsc::channel();
+        *slot = Some(tx.clone());
+        drop(slot);
+        let poke = tx.clone();
+        self.inner
+            .store
+            .set_wake_listener(Arc::new(move |_space: &str, _at: u64| {
+                let _ = poke.send(());
+            }));
+        let poke = tx;
+        self.inner.clock.on_jump(Box::new(move || {
+            let _ = poke.send(());
+        }));
+        let inner = self.inner.clone();
+        std::thread::Builder::new()
+            .name("waker".into())
+            .spawn(move || waker::run(inner, rx))
+            .expect("the waker thread starts");
     }
 
     pub fn store(&self) -> &Store {
@@ -390,26 +473,39 @@ impl Host {
         Ok(())
     }
 
+    /// Stops the waker (space servers finish and park on their own). A host
+    /// that shares its clock with another (tests) must be stopped before
+    /// the other starts, or both would fire.
+    pub fn shutdown(&self) {
+        self.inner
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.inner.poke_waker();
+    }
+
     /// Boot discovery: activates every space an arm names.
     pub fn boot(&self) -> crate::store::StoreResult<usize> {
         let now = self.inner.clock.now_ms();
         let found = self.inner.store.directory().discover(now)?;
-        let mut n = 0;
+        let mut n = 0usize;
         for d in found {
             for arm in BOOT_ARMS {
                 let hit = match arm {
                     BootArm::UndeliveredEvents => d.undelivered,
+                    BootArm::DueSchedule => d.next_wake_ms.is_some_and(|t| t <= now),
                 };
-                if hit {
-                    self.inner
-                        .counters
-                        .space(&d.id)
-                        .inc(Counter::BootDiscovered);
-                    if self.notify(&d.id, Trigger::Boot, Request::Wake).is_ok() {
-                        n += 1;
-                    }
-                    break;
+                if !hit {
+                    continue;
                 }
+                self.inner
+                    .counters
+                    .space(&d.id)
+                    .inc(Counter::BootDiscovered);
+                n += 1;
+                if *arm == BootArm::UndeliveredEvents {
+                    let _ = self.notify(&d.id, Trigger::Boot, Request::Wake);
+                }
+                break;
             }
         }
         Ok(n)
@@ -429,7 +525,92 @@ impl Host {
     }
 }
 
+/// The host's jitter secret: 32 random bytes created once per data
+/// directory and kept in the host directory, so jitter is stable across
+/// restarts and differs between deployments.
+fn jitter_secret(store: &Store) -> [u8; 32] {
+    let hex = store
+        .directory()
+        .meta_or_init("jitter_secret", || {
+            rand::random::<[u8; 32]>()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = [0u8; 32];
+    for (i, chunk) in hex.as_bytes().chunks(2).take(32).enumerate() {
+        out[i] = std::str::from_utf8(chunk)
+            .ok()
+            .and_then(|c| u8::from_str_radix(c, 16).ok())
+            .unwrap_or(0);
+    }
+    out
+}
+
 impl HostInner {
+    pub(crate) fn poke_waker(&self) {
+        if let Some(tx) = self
+            .waker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            let _ = tx.send(());
+        }
+    }
+
+    pub(crate) fn scheduled_in_flight(&self) -> HashSet<String> {
+        self.scheduled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Marks a scheduled activation as dispatched; false if it already is.
+    pub(crate) fn begin_scheduled(&self, space: &str) -> bool {
+        let fresh = self
+            .scheduled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(space.to_string());
+        if fresh {
+            self.counters.space(space).inc(Counter::ScheduledInFlight);
+        }
+        fresh
+    }
+
+    /// A dispatched firing finished (`fired_any` false: nothing was due).
+    pub(crate) fn end_scheduled(&self, space: &str) {
+        if self
+            .scheduled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(space)
+        {
+            self.counters
+                .space(space)
+                .add(Counter::ScheduledInFlight, -1);
+        }
+        self.poke_waker();
+    }
+
+    pub(crate) fn report_nothing_due(&self, space: &str) {
+        self.nothing_due
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(space.to_string());
+    }
+
+    pub(crate) fn take_nothing_due(&self) -> Vec<String> {
+        std::mem::take(&mut *self.nothing_due.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// How long until a backed-off space may be tried again.
+    pub(crate) fn retry_delay_ms(&self, at_least: u64) -> u64 {
+        at_least.max(self.cfg.failure_backoff_ms)
+    }
+
     /// Removes a space server's entry if it is still the one registered;
     /// `park` is true when it left by parking (checked under the lock that
     /// dispatch holds, so no command can slip in between).

@@ -46,6 +46,9 @@ struct Server {
     work: bool,
     /// Commits since the last idle checkpoint.
     dirty_wal: bool,
+    /// This tenure served a scheduled wake (its waves bill the `scheduled`
+    /// bucket once accounting lands).
+    scheduled: bool,
     last_activity: Instant,
     next_renew: Instant,
 }
@@ -73,6 +76,12 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
     };
     inner.clear_failures(&id);
     let mut rt = rt;
+    if let Ok(rows) = rt.space().schedule(None) {
+        counters.add(
+            Counter::ScheduleIndexed,
+            rows.len() as i64 - counters.get(Counter::ScheduleIndexed),
+        );
+    }
     // Checkpoint while idle rather than inside whichever commit crosses the
     // threshold; 10,000 pages (about 40 MiB) bounds the WAL meanwhile.
     if let Err(e) = rt.space().defer_checkpoints(10_000) {
@@ -88,6 +97,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         demand_dirty: true,
         work: true,
         dirty_wal: false,
+        scheduled: false,
         last_activity: Instant::now(),
         next_renew: Instant::now() + renew,
     };
@@ -183,6 +193,9 @@ fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, re
             None => return,
             Some(cmds) => {
                 for c in cmds {
+                    if matches!(c.req, Request::FireDue) {
+                        inner.end_scheduled(id);
+                    }
                     if let Some(r) = c.reply {
                         let _ = r.send(Err(HostError::Unavailable {
                             space: id.to_string(),
@@ -287,6 +300,49 @@ impl Server {
                 self.work = true;
                 Ok(Reply::Done)
             }
+            Request::FireDue => {
+                self.scheduled = true;
+                let r = self.fire_due();
+                self.inner.end_scheduled(&self.id);
+                r
+            }
+        }
+    }
+
+    /// Write-first firing of every due entry, then the ordinary event path
+    /// delivers the wakes (their handlers pull only what they read).
+    fn fire_due(&mut self) -> Result<Reply, HostError> {
+        let now = self.inner.clock.now_ms();
+        let enabled = self.inner.cfg.schedule.enabled;
+        let report =
+            crate::schedule::fire::fire_due(self.rt.space(), now, &self.inner.jitter, enabled)
+                .map_err(|e| HostError::Internal(e.to_string()))?;
+        let c = self.counters();
+        c.add(Counter::ScheduleDue, report.due as i64);
+        c.add(Counter::ScheduleSuppressed, report.suppressed as i64);
+        for f in &report.fired {
+            c.inc(Counter::ScheduleFired);
+            c.add(Counter::ScheduleMissedCoalesced, f.missed_periods as i64);
+            c.observe_lateness(f.lateness_ms);
+        }
+        if report.due == 0 {
+            // The directory was early (allowed): correct it, hold off a moment.
+            let _ = self.rt.space().reconcile_projection();
+            self.inner.report_nothing_due(&self.id);
+        }
+        self.report_indexed();
+        self.work = true;
+        Ok(Reply::Done)
+    }
+
+    /// Keeps the `schedule.indexedEntries` gauge equal to this space's rows.
+    fn report_indexed(&mut self) {
+        if let Ok(rows) = self.rt.space().schedule(None) {
+            let c = self.counters();
+            c.add(
+                Counter::ScheduleIndexed,
+                rows.len() as i64 - c.get(Counter::ScheduleIndexed),
+            );
         }
     }
 
@@ -398,7 +454,13 @@ impl Server {
         loop {
             let span = tracing::info_span!("wave", space = %self.id);
             let _entered = span.enter();
-            let report = self.rt.run_wave()?;
+            let now = self.inner.clock.now_ms();
+            let limit = self.inner.cfg.runtime.wave_event_limit;
+            let (report, delivery) = crate::schedule::delivery::run_wave(&mut self.rt, now, limit)?;
+            let c = self.counters();
+            c.add(Counter::ScheduleDelivered, delivery.delivered as i64);
+            c.add(Counter::ScheduleRetried, delivery.retried as i64);
+            c.add(Counter::ScheduleDeadLettered, delivery.dead_lettered as i64);
             tracing::debug!(events = report.events, seq = ?report.seq, handlers = report.handler_runs, derivations = report.derivation_runs, "wave committed");
             if report.events > 0 {
                 self.last_activity = Instant::now();

@@ -139,7 +139,13 @@ pub(crate) struct StoreShared {
     pub(crate) counters: Arc<Counters>,
     /// `host-id/instance-id`: who we are when we hold a lease.
     pub(crate) holder: String,
+    /// Called after a commit moved a space's next wake earlier (the waker
+    /// listens, so it never polls).
+    pub(crate) on_earlier: RwLock<Option<WakeListener>>,
 }
+
+/// A callback told `(space, new next wake)` when a space's wake moves earlier.
+pub type WakeListener = Arc<dyn Fn(&str, u64) + Send + Sync>;
 
 /// The store of one host: a data directory of spaces.
 #[derive(Clone)]
@@ -179,6 +185,7 @@ impl Store {
                 hooks: RwLock::new(Arc::new(Vec::new())),
                 counters,
                 holder,
+                on_earlier: RwLock::new(None),
             }),
         })
     }
@@ -202,6 +209,15 @@ impl Store {
     /// This process's lease-holder identity.
     pub fn holder(&self) -> &str {
         &self.shared.holder
+    }
+
+    /// Registers the listener told when a space's next wake moves earlier.
+    pub fn set_wake_listener(&self, f: WakeListener) {
+        *self
+            .shared
+            .on_earlier
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(f);
     }
 
     /// Registers an index hook; it runs inside every later commit.
@@ -329,6 +345,21 @@ impl Store {
 }
 
 impl StoreShared {
+    pub(crate) fn wake_moved_earlier(&self, space: &str, before: Option<u64>, after: Option<u64>) {
+        if let Some(t) = after {
+            if before.is_none_or(|b| t < b) {
+                let f = self
+                    .on_earlier
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                if let Some(f) = f {
+                    f(space, t);
+                }
+            }
+        }
+    }
+
     /// Fires the configured fault if `at` is its point.
     pub(crate) fn fault(&self, at: FaultPoint) -> StoreResult<()> {
         match self.cfg.fault {

@@ -455,6 +455,7 @@ impl Space {
             streams_touched,
         )?;
         let early = self.projection.earliest_of(after);
+        let before = self.projection;
         if early != self.projection {
             self.shared.directory.set_projection(&space_id, early)?;
             self.counters.inc(Counter::DirectoryMovedEarlier);
@@ -462,6 +463,8 @@ impl Space {
         self.projection = early;
         self.shared.fault(FaultPoint::BeforeSpaceCommit)?;
         tx.commit().at(&path)?;
+        self.shared
+            .wake_moved_earlier(&space_id, before.next_wake_ms, early.next_wake_ms);
         self.shared.fault(FaultPoint::AfterSpaceCommit)?;
         if after != early {
             self.move_projection_later()?;
@@ -571,12 +574,15 @@ impl Space {
         let touched = plane.schedule_touched;
         let after = Self::projection_in(&tx, &path, self.projection, touched, false)?;
         let early = self.projection.earliest_of(after);
+        let before = self.projection;
         if early != self.projection {
             self.shared.directory.set_projection(&space_id, early)?;
             self.counters.inc(Counter::DirectoryMovedEarlier);
         }
         self.projection = early;
         tx.commit().at(&path)?;
+        self.shared
+            .wake_moved_earlier(&space_id, before.next_wake_ms, early.next_wake_ms);
         if after != early {
             self.move_projection_later()?;
         }

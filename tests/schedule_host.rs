@@ -1,0 +1,262 @@
+//! Scheduled wakes through the real host: the waker, write-first firing,
+//! delivery with no session connected, restarts and catch-up, and scoped
+//! demand. Time is a manual clock; nothing sleeps for hours.
+
+use serde_json::json;
+use spacewake::clock::{Clock, ManualClock};
+use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
+use spacewake::metrics::{Counter, Counters};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::{Store, StoreConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MIN: u64 = 60_000;
+
+const PATTERN: &str = r#"
+import { pattern, handler, lift, computed, SCHEDULE, UI, Cell, Default } from "commonfabric";
+
+const expensiveView = lift((n: number) => {
+  let acc = 0;
+  for (let i = 0; i < 20000; i++) acc += (i * n) % 7;
+  return `count ${n} (${acc})`;
+});
+
+const tick = handler<{ missedPeriods?: number; fireTime?: number },
+                     { count: Cell<number>; seen: Cell<number[]>; next: number; missed: Cell<number> }>(
+  (ev, { count, seen, next, missed }) => {
+    count.set(next);
+    seen.push(ev?.fireTime ?? 0);
+    missed.set(missed.get() + (ev?.missedPeriods ?? 0));
+  },
+);
+
+export default pattern<{ count: Default<number, 0>; seen: Default<number[], []>; missed: Default<number, 0> }>(
+  ({ count, seen, missed }) => {
+    const next = computed(() => count + 1);
+    return {
+      [UI]: <p>{expensiveView(count)}</p>,
+      [SCHEDULE]: [{ intervalMinutes: 60, callback: tick({ count, seen, next, missed }) }],
+      count, seen, missed,
+    };
+  },
+);
+"#;
+
+fn host(dir: &std::path::Path, clock: Arc<ManualClock>) -> Host {
+    let store = Store::open(StoreConfig::new(dir), clock, Counters::new()).unwrap();
+    let h = Host::new(
+        store,
+        HostConfig {
+            idle_park_ms: 10,
+            ..HostConfig::default()
+        },
+    );
+    h.start_waker();
+    h
+}
+
+fn deploy(h: &Host, space: &str) -> String {
+    h.store().create_space(space, "did:key:owner").unwrap();
+    let files = BTreeMap::from([("p.tsx".to_string(), PATTERN.to_string())]);
+    match h
+        .request_blocking(
+            space,
+            Trigger::Session,
+            Request::Deploy {
+                entry: "p.tsx".into(),
+                files,
+                export: None,
+                argument: json!({}),
+            },
+        )
+        .unwrap()
+    {
+        Reply::Deployed { piece } => piece,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn wait(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn c(h: &Host, space: &str, counter: Counter) -> i64 {
+    h.counters().space_value(space, counter)
+}
+
+fn read(h: &Host, space: &str, piece: &str, path: &str) -> serde_json::Value {
+    match h
+        .request_blocking(
+            space,
+            Trigger::Session,
+            Request::Read {
+                piece: Some(piece.into()),
+                doc: None,
+                path: parse_dotted(path),
+            },
+        )
+        .unwrap()
+    {
+        Reply::Value { value, .. } => value,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Waits until the space is parked (no tenure in flight), so the next clock
+/// jump cannot expire a live lease.
+fn parked(h: &Host, space: &str) {
+    wait("park", || {
+        !h.active_spaces().iter().any(|s| s == space)
+            && c(h, space, Counter::ScheduledInFlight) == 0
+    });
+}
+
+#[test]
+fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = host(dir.path(), clock.clone());
+    let piece = deploy(&h, "s");
+    parked(&h, "s");
+    let row = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    let start = clock.now_ms();
+    assert!(
+        row.next_due_ms >= start + 40 * MIN && row.next_due_ms <= start + 80 * MIN,
+        "first due one interval ± 20 min"
+    );
+    assert_eq!(
+        h.store()
+            .directory()
+            .get("s")
+            .unwrap()
+            .unwrap()
+            .next_wake_ms,
+        Some(row.next_due_ms)
+    );
+    // Just before: nothing fires.
+    clock.set_ms(row.next_due_ms - 1);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 0);
+    // At the due time the waker fires and the callback runs, with nobody connected.
+    clock.set_ms(row.next_due_ms);
+    wait("fire and deliver", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    parked(&h, "s");
+    assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
+    assert_eq!(
+        c(&h, "s", Counter::ActivationsSession),
+        1,
+        "only the deploy"
+    );
+    assert_eq!(c(&h, "s", Counter::LatenessCount), 1);
+    assert_eq!(
+        c(&h, "s", Counter::LatenessLe10Ms),
+        1,
+        "fired at its due time on a manual clock"
+    );
+    assert_eq!(read(&h, "s", &piece, "count"), json!(1));
+    assert_eq!(read(&h, "s", &piece, "seen"), json!([row.next_due_ms]));
+    let after = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    assert_eq!((after.fired_count, after.nominal_period), (1, 2));
+    assert!(after.next_due_ms > row.next_due_ms + 40 * MIN);
+}
+
+#[test]
+fn the_next_due_time_survives_a_restart_and_downtime_coalesces_into_one_wake() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let piece;
+    let row;
+    {
+        let h = host(dir.path(), clock.clone());
+        piece = deploy(&h, "s");
+        parked(&h, "s");
+        row = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+        h.shutdown();
+    } // the host goes away
+      // Down for five periods: the due time is on disk, not in memory.
+    clock.set_ms(row.declared_at_ms + 5 * 60 * MIN + 25 * MIN);
+    let h = host(dir.path(), clock.clone());
+    assert_eq!(h.boot().unwrap(), 1);
+    wait("catch-up wake", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    parked(&h, "s");
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 1, "one wake, not five");
+    assert_eq!(c(&h, "s", Counter::ScheduleMissedCoalesced), 4);
+    assert_eq!(read(&h, "s", &piece, "missed"), json!(4));
+    let after = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    // Back on the grid: the next period is the sixth, due near declared + 6 h.
+    assert_eq!(after.nominal_period, 6);
+    let nominal6 = row.declared_at_ms + 6 * 60 * MIN;
+    assert!(after.next_due_ms + 20 * MIN >= nominal6 && after.next_due_ms <= nominal6 + 20 * MIN);
+    assert_eq!(c(&h, "s", Counter::BootDiscovered), 1);
+}
+
+#[test]
+fn a_wake_computes_the_callbacks_inputs_but_never_the_display() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = host(dir.path(), clock.clone());
+    let piece = deploy(&h, "s");
+    parked(&h, "s");
+    for i in 1..=100 {
+        let due = h
+            .store()
+            .directory()
+            .get("s")
+            .unwrap()
+            .unwrap()
+            .next_wake_ms
+            .unwrap();
+        clock.set_ms(due.max(clock.now_ms()));
+        wait("delivery", || c(&h, "s", Counter::ScheduleDelivered) == i);
+        parked(&h, "s");
+    }
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 100);
+    // `next` (the callback's input) ran once per wake; the [UI] lift never ran.
+    assert_eq!(c(&h, "s", Counter::DerivationRuns), 100);
+    assert_eq!(read(&h, "s", &piece, "count"), json!(100));
+    assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 100);
+}
+
+#[test]
+fn with_scheduled_wakes_off_due_entries_are_counted_as_suppressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
+    let mut cfg = HostConfig {
+        idle_park_ms: 10,
+        ..HostConfig::default()
+    };
+    cfg.schedule.enabled = false;
+    let h = Host::new(store, cfg);
+    h.start_waker();
+    let piece = deploy(&h, "s");
+    parked(&h, "s");
+    let due = h
+        .store()
+        .directory()
+        .get("s")
+        .unwrap()
+        .unwrap()
+        .next_wake_ms
+        .unwrap();
+    clock.set_ms(due);
+    wait("suppression", || {
+        c(&h, "s", Counter::ScheduleSuppressed) == 1
+    });
+    parked(&h, "s");
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 0);
+    assert_eq!(read(&h, "s", &piece, "count"), json!(0));
+    let rows = h.store().open_space("s").unwrap().schedule(None).unwrap();
+    assert_eq!(rows.len(), 1, "still indexed");
+    assert!(rows[0].next_due_ms > due, "and on its grid");
+}
