@@ -38,6 +38,11 @@ pub enum Command {
     },
     /// Inspect a data directory without a running server.
     Spaces(SpacesArgs),
+    /// Operate schedule entries in a data directory: list, trigger, pause, resume, fires.
+    Schedules {
+        #[command(subcommand)]
+        which: crate::schedule_cli::SchedulesCommand,
+    },
     /// Grant a principal read or write access to a space (data directory).
     Grant {
         #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
@@ -179,6 +184,11 @@ pub struct SpacesArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// Scheduled wakes: index-hook overhead, wakes/s, lateness, memory.
+    Schedule {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Load generator against the real server on loopback.
     Serve {
         #[arg(long, default_value_t = 1.0)]

@@ -19,6 +19,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod scenario;
 pub mod schedule;
+pub mod schedule_cli;
 pub mod serve;
 pub mod session;
 pub mod store;

@@ -1,3 +1,4 @@
 pub mod patterns;
+pub mod schedule;
 pub mod serve;
 pub mod store;
