@@ -317,6 +317,11 @@ impl Server {
         let report =
             crate::schedule::fire::fire_due(self.rt.space(), now, &self.inner.jitter, enabled)
                 .map_err(|e| HostError::Internal(e.to_string()))?;
+        if !report.fired.is_empty() {
+            crate::schedule::delivery::crash_point(
+                crate::schedule::delivery::CrashPoint::AfterFire,
+            );
+        }
         let c = self.counters();
         c.add(Counter::ScheduleDue, report.due as i64);
         c.add(Counter::ScheduleSuppressed, report.suppressed as i64);

@@ -142,9 +142,49 @@ pub fn run_wave(
     limit: usize,
 ) -> RuntimeResult<(WaveReport, DeliveryReport)> {
     let crashed = before_wave(rt.space(), limit)?;
+    let delivering = rt
+        .space()
+        .undelivered_events(limit)?
+        .iter()
+        .any(|e| wake_target(&e.event_id).is_some() && !crashed.contains(&e.event_id));
+    if delivering {
+        crash_point(CrashPoint::MidWave);
+    }
     let wave = rt.run_wave_skipping(&crashed)?;
+    if wave.delivered.iter().any(|id| wake_target(id).is_some()) {
+        crash_point(CrashPoint::AfterWave);
+    }
     let delivery = after_wave(rt.space(), &wave, now_ms)?;
     Ok((wave, delivery))
+}
+
+/// Where the crash tests kill a host (`SPACEWAKE_CRASH_AT`); never set in
+/// production.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// Right after the write-first firing transaction committed.
+    AfterFire,
+    /// A wake is marked in flight; its wave has not committed.
+    MidWave,
+    /// The wave that delivered a wake committed; its bookkeeping has not.
+    AfterWave,
+}
+
+/// Aborts the process if `SPACEWAKE_CRASH_AT` names this point (as a
+/// SIGKILL would, with nothing flushed or unwound).
+pub fn crash_point(at: CrashPoint) {
+    static WANTED: std::sync::OnceLock<Option<CrashPoint>> = std::sync::OnceLock::new();
+    let wanted = WANTED.get_or_init(
+        || match std::env::var("SPACEWAKE_CRASH_AT").ok()?.as_str() {
+            "after-fire" => Some(CrashPoint::AfterFire),
+            "mid-wave" => Some(CrashPoint::MidWave),
+            "after-wave" => Some(CrashPoint::AfterWave),
+            _ => None,
+        },
+    );
+    if *wanted == Some(at) {
+        std::process::abort();
+    }
 }
 
 #[cfg(test)]

@@ -69,8 +69,17 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled:
             });
         let event_id = format!("{base}/retry{}", row.attempts);
         next.retry_due_ms = None;
+        // The retried occurrence's period is the last segment of its id.
+        let period: u64 = base
+            .rsplit('/')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(row.nominal_period.saturating_sub(1));
+        let grid = Grid::of_row(space, row);
         let payload = json!({
             "entry": row.entry,
+            "period": period,
+            "nominalTime": grid.nominal_ms(period),
             "intervalMinutes": row.interval_minutes,
             "fireTime": now_ms,
             "dueTime": retry_ms,
@@ -96,7 +105,7 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled:
             }),
             outcome: if enabled { "retried" } else { "suppressed" },
             due_ms: retry_ms,
-            period: row.nominal_period.saturating_sub(1),
+            period,
             row: next,
         };
     }
