@@ -1,7 +1,739 @@
-//! `spacewake bench schedule` (being built).
+//! `spacewake bench schedule`: scheduled wakes, each figure measured side by
+//! side in one run:
+//!
+//! 1. Index-hook overhead: commits whose piece result carries `[SCHEDULE]`
+//!    vs the same commits without it, on a real store with the
+//!    [`ScheduleIndexHook`] registered, in alternating rounds (medians).
+//!    Two cases: re-committing a result whose declaration is unchanged (a
+//!    result rewritten by a wave) and first declarations (each commit
+//!    creates a new piece). A store without the hook is timed alongside for
+//!    reference.
+//! 2. End-to-end scheduled wakes per second: 10,000 parked spaces, each one
+//!    piece with a 60-minute schedule whose callback increments a cell, all
+//!    due at once on a manual clock; from starting the waker until
+//!    `schedule.delivered` reaches 10,000. Repeated for several
+//!    `max_scheduled` caps, plus a single-thread breakdown of one wake.
+//! 3. Wake lateness (fire time - due time) on the system clock with 1,000
+//!    entries due within one second, their due times placed directly in the
+//!    index (bench-only path): in parked spaces, and in active spaces.
+//! 4. Resident memory with 100,000 indexed entries (25,000 parked spaces ×
+//!    4 entries), host and waker running and idle.
+//!
+//! Spaces are provisioned fast but really: a piece is deployed once through
+//! the runtime in a template space, and its documents are then written into
+//! each new (parked) space in one commit, which the index hook indexes.
 
+use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::compiler::MemorySource;
+use crate::host::{release_freed_memory, Host, HostConfig, Request, Trigger};
+use crate::metrics::{Counter, Counters};
+use crate::runtime::{compile_cache, RuntimeConfig, SpaceRuntime, COMMONFABRIC_JS};
+use crate::sandbox::{CallOptions, Sandbox, COMMONFABRIC};
+use crate::schedule::{Jitter, JitterMode, ScheduleIndexHook, DEFAULT_WINDOW_MS};
+use crate::store::{Author, CommitClass, CommitRequest, DocOp, Store, StoreConfig};
+use anyhow::{bail, ensure, Context};
+use serde_json::{json, Value};
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-pub fn run(_scale: f64) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+const OWNER: &str = "did:key:bench";
+const MIN_MS: u64 = 60_000;
+
+/// One 60-minute entry whose callback increments a cell.
+const TICKER: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+const tick = handler<{}, { count: Cell<number> }>((_e, { count }) => { count.set(count.get() + 1); });
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
+  count,
+  [SCHEDULE]: [{ intervalMinutes: 60, callback: tick({ count }) }],
+}));
+"#;
+
+/// Four entries (the most a piece may declare), for the memory figure.
+const TICKER4: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+const tick = handler<{}, { count: Cell<number> }>((_e, { count }) => { count.set(count.get() + 1); });
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
+  count,
+  [SCHEDULE]: [
+    { intervalMinutes: 60, callback: tick({ count }) },
+    { intervalMinutes: 120, callback: tick({ count }) },
+    { intervalMinutes: 240, callback: tick({ count }) },
+    { intervalMinutes: 1440, callback: tick({ count }) },
+  ],
+}));
+"#;
+
+pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
+    let n = |full: usize, min: usize| ((full as f64 * scale) as usize).max(min);
+    let root = std::env::temp_dir().join(format!("spacewake-bench-schedule-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root)?;
+    println!("spacewake bench schedule (scale {scale})");
+    let one = template(&root.join("template-1"), TICKER)?;
+    let four = template(&root.join("template-4"), TICKER4)?;
+
+    // 4 first, so its absolute RSS is not inflated by the activations of 2-3.
+    let mem_spaces = n(25_000, 20);
+    let mem = memory(&root.join("memory"), &four, mem_spaces)?;
+
+    // 1. Index-hook overhead.
+    let per_round = n(4_000, 50);
+    let rounds = 7;
+    let hook = hook_overhead(&root.join("hook"), per_round, rounds)?;
+    for (case, r) in [
+        ("re-commit, declaration unchanged", &hook.recommit),
+        ("first declaration (new piece)   ", &hook.declare),
+    ] {
+        println!(
+            "index hook, {case}: with [SCHEDULE] {:.0} commits/s, without {:.0} commits/s, ratio {:.3}x (target <= 1.05x; no hook at all {:.0}/s; median of {rounds} alternating rounds of {per_round})",
+            r.with, r.without, r.without / r.with, r.no_hook
+        );
+    }
+
+    // 2. End-to-end wakes per second.
+    let herd = n(10_000, 40);
+    let caps: &[usize] = if scale >= 0.5 { &[32, 8, 128] } else { &[32, 8] };
+    wakes(&root.join("wakes"), &one, herd, caps, n(200, 10))?;
+
+    // 3. Lateness on the system clock.
+    let entries = n(1_000, 20);
+    lateness_parked(&root.join("late-parked"), &one, entries)?;
+    lateness_active(&root.join("late-active"), &one, entries)?;
+
+    println!("{mem}");
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(ExitCode::SUCCESS)
+}
+
+// ----- provisioning ---------------------------------------------------------
+
+/// A piece as deployed through the runtime: every document it wrote.
+struct Template {
+    piece: String,
+    docs: Vec<(String, Value)>,
+}
+
+fn template(dir: &Path, source: &str) -> anyhow::Result<Template> {
+    let clock: Arc<ManualClock> = Arc::new(ManualClock::default());
+    let store = Store::open(StoreConfig::new(dir), clock.clone(), Counters::new())?;
+    store.create_space("template", OWNER)?;
+    let program = compile_cache()
+        .compile("ticker.tsx", &MemorySource::new().with("ticker.tsx", source))
+        .map_err(|d| anyhow::anyhow!(crate::compiler::render(&d)))?;
+    let mut rt = SpaceRuntime::start(
+        store.open_space("template")?,
+        clock,
+        store.config().lease_ttl_ms,
+        RuntimeConfig::default(),
+    )?;
+    let piece = rt.create_piece(&program, None, &json!({}))?;
+    rt.flush()?;
+    let mut space = rt.stop()?;
+    let mut ids: Vec<String> = Vec::new();
+    for c in space.commits_since(0, 10_000)? {
+        for op in c.ops {
+            if !ids.contains(&op.doc_id) {
+                ids.push(op.doc_id);
+            }
+        }
+    }
+    let mut docs = Vec::new();
+    for id in ids {
+        if let Some(d) = space.read(&id)? {
+            docs.push((id, d.value));
+        }
+    }
+    ensure!(
+        docs.iter()
+            .any(|(id, v)| *id == piece && v.get("$SCHEDULE").is_some()),
+        "the template piece's result carries no $SCHEDULE"
+    );
+    Ok(Template { piece, docs })
+}
+
+/// Creates `ids` as parked spaces holding the template piece, each written
+/// by one provisioning commit (indexed by the hook), on two threads.
+fn provision(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<()> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let chunk = ids.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let joins: Vec<_> = ids
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || -> anyhow::Result<()> {
+                    for id in part {
+                        store.create_space(id, OWNER)?;
+                        let mut space = store.open_space(id)?;
+                        let mut req = CommitRequest::new(CommitClass::System, Author::server());
+                        for (doc, value) in &t.docs {
+                            req = req.op(DocOp::Set {
+                                id: doc.clone(),
+                                value: value.clone(),
+                            });
+                        }
+                        space.commit(req)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for j in joins {
+            j.join().expect("provisioning thread panicked")?;
+        }
+        Ok(())
+    })
+}
+
+fn names(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}-{i:06}")).collect()
+}
+
+/// The host's jitter, as its firing passes use it (secret from the directory).
+fn host_jitter(store: &Store) -> anyhow::Result<Jitter> {
+    let hex = store
+        .directory()
+        .meta("jitter_secret")?
+        .context("the host has no jitter secret")?;
+    let mut secret = [0u8; 32];
+    for (i, chunk) in hex.as_bytes().chunks(2).take(32).enumerate() {
+        secret[i] = u8::from_str_radix(std::str::from_utf8(chunk)?, 16)?;
+    }
+    Ok(Jitter::new(JitterMode::Keyed, DEFAULT_WINDOW_MS, secret))
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let t = Instant::now();
+    while !f() {
+        if t.elapsed() > timeout {
+            bail!("timed out after {:.0} s waiting for {what}", timeout.as_secs_f64());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
+fn delivered(host: &Host) -> i64 {
+    host.counters().host().get(Counter::ScheduleDelivered)
+}
+
+/// The value of the piece's `count` cell (following its link).
+fn count_of(store: &Store, space: &str, piece: &str) -> anyhow::Result<Value> {
+    let mut s = store.open_space(space)?;
+    let result = s.read(piece)?.context("no result document")?.value;
+    let link = &result["count"]["$link"];
+    let doc = link["doc"].as_str().context("count is not a link")?;
+    let mut v = s.read(doc)?.map(|d| d.value).unwrap_or(Value::Null);
+    for seg in link["path"].as_array().into_iter().flatten() {
+        v = match seg {
+            Value::String(k) => v[k.as_str()].take(),
+            Value::Number(i) => v[i.as_u64().unwrap_or(0) as usize].take(),
+            _ => Value::Null,
+        };
+    }
+    Ok(v)
+}
+
+// ----- 1. index-hook overhead ----------------------------------------------
+
+struct Rates {
+    with: f64,
+    without: f64,
+    no_hook: f64,
+}
+
+struct HookFigures {
+    recommit: Rates,
+    declare: Rates,
+}
+
+/// A piece result as the runtime stores it, with or without a declaration.
+fn result_doc(piece: &str, i: usize, schedule: bool) -> Value {
+    let mut doc = json!({
+        "$NAME": format!("feed {i}"),
+        "$UI": {"type": "vnode", "name": "div", "props": {},
+                "children": [{"$link": {"doc": format!("{piece}/n0"), "path": []}}]},
+        "items": {"$link": {"doc": format!("{piece}/c1"), "path": []}},
+        "url": {"$link": {"doc": format!("{piece}/argument"), "path": ["url"]}},
+        "refresh": {"$stream": format!("{piece}/s0")},
+    });
+    if schedule {
+        doc["$SCHEDULE"] =
+            json!([{"intervalMinutes": 120, "callback": {"$stream": format!("{piece}/s0")}}]);
+    }
+    doc
+}
+
+fn hook_overhead(dir: &Path, per_round: usize, rounds: usize) -> anyhow::Result<HookFigures> {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::default());
+    let hooked = Store::open(
+        StoreConfig::new(dir.join("hooked")),
+        clock.clone(),
+        Counters::new(),
+    )?;
+    hooked.add_hook(Arc::new(ScheduleIndexHook::new(Jitter::keyed([7; 32]))));
+    let bare = Store::open(StoreConfig::new(dir.join("bare")), clock, Counters::new())?;
+    for s in ["recommit", "declare"] {
+        hooked.create_space(s, OWNER)?;
+        bare.create_space(s, OWNER)?;
+    }
+    let commit = |space: &mut crate::store::Space, id: String, value: Value| {
+        space.commit(CommitRequest::new(CommitClass::System, Author::server()).op(DocOp::Set { id, value }))
+    };
+    let mut out = Vec::new();
+    for case in ["recommit", "declare"] {
+        let mut h = hooked.open_space(case)?;
+        let mut b = bare.open_space(case)?;
+        let (mut with, mut without, mut no_hook) = (Vec::new(), Vec::new(), Vec::new());
+        let mut i = 0usize;
+        // The id a commit writes: one piece rewritten, or a new piece each time.
+        let id = |kind: &str, i: usize| match case {
+            "recommit" => format!("pc-{kind}"),
+            _ => format!("pc-{kind}-{i:08}"),
+        };
+        // Warm-up: the re-committed pieces exist (declared once) beforehand.
+        for kind in ["sched", "plain"] {
+            let piece = id(kind, 0);
+            commit(&mut h, piece.clone(), result_doc(&piece, 0, kind == "sched"))?;
+            commit(&mut b, piece.clone(), result_doc(&piece, 0, true))?;
+        }
+        for _ in 0..rounds {
+            for leg in 0..3 {
+                let t = Instant::now();
+                for _ in 0..per_round {
+                    i += 1;
+                    match leg {
+                        0 => {
+                            let piece = id("sched", i);
+                            commit(&mut h, piece.clone(), result_doc(&piece, i, true))?
+                        }
+                        1 => {
+                            let piece = id("plain", i);
+                            commit(&mut h, piece.clone(), result_doc(&piece, i, false))?
+                        }
+                        _ => {
+                            let piece = id("sched", i);
+                            commit(&mut b, piece.clone(), result_doc(&piece, i, true))?
+                        }
+                    };
+                }
+                let rate = per_round as f64 / t.elapsed().as_secs_f64();
+                [&mut with, &mut without, &mut no_hook][leg].push(rate);
+            }
+        }
+        let rows = h.schedule(None)?.len();
+        let expected = if case == "recommit" { 1 } else { rounds * per_round + 1 };
+        ensure!(rows == expected, "{case}: {rows} schedule rows, expected {expected}");
+        out.push(Rates {
+            with: median(with),
+            without: median(without),
+            no_hook: median(no_hook),
+        });
+    }
+    let declare = out.pop().expect("two cases");
+    let recommit = out.pop().expect("two cases");
+    Ok(HookFigures { recommit, declare })
+}
+
+// ----- 2. wakes per second -------------------------------------------------
+
+fn wakes(
+    dir: &Path,
+    t: &Template,
+    herd: usize,
+    caps: &[usize],
+    profiled: usize,
+) -> anyhow::Result<()> {
+    let clock = Arc::new(ManualClock::default());
+    let start_ms = clock.now_ms();
+    let ids = names("herd", herd);
+    let prof = names("prof", profiled);
+    let cfg = |cap: usize| {
+        let mut c = HostConfig {
+            idle_park_ms: 5,
+            ..HostConfig::default()
+        };
+        c.schedule.max_scheduled = cap;
+        c
+    };
+    let open = |cap: usize| -> anyhow::Result<Host> {
+        let store = Store::open(StoreConfig::new(dir), clock.clone(), Counters::new())?;
+        Ok(Host::new(store, cfg(cap)))
+    };
+    let host = open(caps[0])?;
+    let t0 = Instant::now();
+    provision(host.store(), &ids, t)?;
+    provision(host.store(), &prof, t)?;
+    let made = t0.elapsed().as_secs_f64();
+    // Period 1 of every entry is due by declaration + 60 min + 20 min.
+    clock.set_ms(start_ms + 81 * MIN_MS);
+    profile(&host, &prof, t, herd, made)?;
+
+    let mut host = Some(host);
+    for (k, &cap) in caps.iter().enumerate() {
+        let h = match host.take() {
+            Some(h) => h,
+            None => {
+                // Period k+1 of every entry is due by declaration + (k+1) h + 20 min.
+                clock.set_ms(start_ms + (k as u64 * 60 + 81) * MIN_MS);
+                open(cap)?
+            }
+        };
+        let cpu0 = cpu_seconds();
+        let began = Instant::now();
+        h.start_waker();
+        let mut first = None;
+        wait_until("every wake delivered", Duration::from_secs(600), || {
+            let d = delivered(&h);
+            if first.is_none() && d > 0 {
+                first = Some(began.elapsed());
+            }
+            d >= herd as i64
+        })?;
+        let secs = began.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu0;
+        let c = h.counters().host();
+        let fired = c.get(Counter::ScheduleFired);
+        let activations = c.get(Counter::ActivationsSchedule);
+        h.shutdown();
+        ensure!(
+            h.park_all_idle(60_000) == 0,
+            "spaces still active after the herd"
+        );
+        // Let parked servers finish releasing their leases.
+        std::thread::sleep(Duration::from_millis(200));
+        for id in [&ids[0], &ids[herd / 2], &ids[herd - 1]] {
+            let v = count_of(h.store(), id, &t.piece)?;
+            ensure!(v == json!(k + 1), "{id}: count {v} after {} wakes", k + 1);
+        }
+        println!(
+            "wakes: {herd} parked spaces due at once, {:.0} wakes/s end to end (max_scheduled {cap}; {fired} fired, {activations} activations; first delivered after {:.0} ms; {:.2} ms CPU per wake; target >= 2000/s)",
+            herd as f64 / secs,
+            first.unwrap_or_default().as_secs_f64() * 1e3,
+            cpu * 1e3 / herd as f64
+        );
+    }
+    Ok(())
+}
+
+/// One wake at a time on this thread, step by step as a space server does
+/// it (server::run), so the herd's figure can be read as a sum of parts.
+fn profile(
+    host: &Host,
+    prof: &[String],
+    t: &Template,
+    herd: usize,
+    made_secs: f64,
+) -> anyhow::Result<()> {
+    let store = host.store();
+    let jitter = host_jitter(store)?;
+    let rcfg = RuntimeConfig::default();
+    let stack = rcfg.sandbox.max_stack_bytes + 4 * 1024 * 1024;
+    let ttl = store.config().lease_ttl_ms;
+    let clock = store.clock().clone();
+    const STEPS: [&str; 10] = [
+        "thread spawn",
+        "open file",
+        "runtime start",
+        "(of which sandbox)",
+        "bookkeeping",
+        "firing txn",
+        "wave",
+        "checkpoint",
+        "park",
+        "malloc_trim",
+    ];
+    let mut sum = [0f64; STEPS.len()];
+    let lap = |t: &mut Instant| {
+        let s = t.elapsed().as_secs_f64();
+        *t = Instant::now();
+        s
+    };
+    for id in prof {
+        let mut at = Instant::now();
+        std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn(|| ())?
+            .join()
+            .expect("empty thread");
+        sum[0] += lap(&mut at);
+        let space = store.open_space(id)?;
+        sum[1] += lap(&mut at);
+        {
+            let sb = Sandbox::new(rcfg.sandbox.clone(), COMMONFABRIC_JS)?;
+            let ns = sb.import(COMMONFABRIC, &CallOptions::reactive())?.value;
+            sb.release(ns);
+        }
+        sum[3] += lap(&mut at);
+        let mut rt = SpaceRuntime::start(space, clock.clone(), ttl, rcfg.clone())?;
+        sum[2] += lap(&mut at);
+        rt.space().schedule(None)?;
+        rt.space().defer_checkpoints(10_000)?;
+        sum[4] += lap(&mut at);
+        let now = clock.now_ms();
+        let report = crate::schedule::fire::fire_due(rt.space(), now, &jitter, true)?;
+        ensure!(report.fired.len() == 1, "{id}: {} fired", report.fired.len());
+        rt.space().schedule(None)?;
+        sum[5] += lap(&mut at);
+        let (_, d) = crate::schedule::delivery::run_wave(&mut rt, now, 256)?;
+        ensure!(d.delivered == 1, "{id}: {} delivered", d.delivered);
+        rt.flush()?;
+        rt.space().has_undelivered()?;
+        sum[6] += lap(&mut at);
+        rt.space().checkpoint()?;
+        sum[7] += lap(&mut at);
+        rt.flush()?;
+        drop(rt.stop()?);
+        sum[8] += lap(&mut at);
+        release_freed_memory();
+        sum[9] += lap(&mut at);
+    }
+    let v = count_of(store, &prof[0], &t.piece)?;
+    ensure!(v == json!(1), "profiled wake did not count: {v}");
+    let k = prof.len() as f64;
+    // The sandbox figure is a separate, extra sandbox: it is inside "runtime start".
+    let total: f64 = sum
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .map(|(_, s)| s)
+        .sum::<f64>();
+    let parts: Vec<String> = STEPS
+        .iter()
+        .zip(sum)
+        .map(|(name, s)| format!("{name} {:.2}", s * 1e3 / k))
+        .collect();
+    println!(
+        "wake breakdown (one thread, mean ms per wake over {} spaces): {}; total {:.2} ms = {:.0} wakes/s per core ({} + {} spaces provisioned in {:.1} s)",
+        prof.len(),
+        parts.join(", "),
+        total * 1e3 / k,
+        k / total,
+        herd,
+        prof.len(),
+        made_secs
+    );
+    Ok(())
+}
+
+/// User + system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        tv(u.ru_utime) + tv(u.ru_stime)
+    }
+}
+
+// ----- 3. lateness -----------------------------------------------------------
+
+fn system_host(dir: &Path, idle_park_ms: u64) -> anyhow::Result<Host> {
+    let store = Store::open(
+        StoreConfig::new(dir),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )?;
+    Ok(Host::new(
+        store,
+        HostConfig {
+            idle_park_ms,
+            ..HostConfig::default()
+        },
+    ))
+}
+
+/// Places `(space, entry)` due at `base + offset` directly in the index.
+fn place(
+    store: &Store,
+    piece: &str,
+    slots: &[(String, u32, u64)],
+    base: u64,
+) -> anyhow::Result<()> {
+    let mut i = 0;
+    while i < slots.len() {
+        let space_id = &slots[i].0;
+        let mut space = store.open_space(space_id)?;
+        let rows = space.schedule(Some(piece))?;
+        let template = rows.first().cloned().context("no schedule row")?;
+        while i < slots.len() && slots[i].0 == *space_id {
+            let (_, entry, offset) = &slots[i];
+            let mut row = rows
+                .iter()
+                .find(|r| r.entry == *entry)
+                .cloned()
+                .unwrap_or_else(|| {
+                    let mut r = template.clone();
+                    r.entry = *entry;
+                    r
+                });
+            row.next_due_ms = base + offset;
+            space.plane(|p| p.upsert_schedule(&row))?;
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Places the slots in the index so they fall due shortly after the
+/// placing is done, starts the waker, and prints lateness percentiles from
+/// the fire history.
+fn measure_lateness(
+    host: &Host,
+    piece: &str,
+    slots: &[(String, u32, u64)],
+    label: &str,
+) -> anyhow::Result<()> {
+    let store = host.store();
+    // A dry pass (due in an hour) times the placing, so the real pass can
+    // finish before the first entry falls due.
+    let t = Instant::now();
+    place(store, piece, slots, SystemClock.now_ms() + 3_600_000)?;
+    let placing_ms = t.elapsed().as_millis() as u64;
+    let base = SystemClock.now_ms() + placing_ms * 2 + 300;
+    place(store, piece, slots, base)?;
+    let ready = SystemClock.now_ms();
+    ensure!(
+        ready < base,
+        "placing the entries took until {} ms after the first due time",
+        ready - base
+    );
+    host.start_waker();
+    let n = slots.len() as i64;
+    wait_until("every wake delivered", Duration::from_secs(120), || {
+        delivered(host) >= n
+    })?;
+    let fired_in = host.counters().host().get(Counter::ScheduleFired);
+    let mut late: Vec<f64> = Vec::new();
+    let mut spaces: Vec<&String> = slots.iter().map(|s| &s.0).collect();
+    spaces.dedup();
+    for id in spaces {
+        let mut s = store.open_space(id)?;
+        for entry in 0..4 {
+            for f in s.fires(piece, entry)? {
+                if f.outcome == "fired" && f.due_ms >= base {
+                    late.push(f.fired_ms.saturating_sub(f.due_ms) as f64);
+                }
+            }
+        }
+    }
+    ensure!(
+        late.len() == slots.len(),
+        "{} fires recorded for {} entries ({fired_in} counted)",
+        late.len(),
+        slots.len()
+    );
+    late.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| late[((late.len() as f64 * p) as usize).min(late.len() - 1)];
+    println!(
+        "lateness: {} entries due within 1 s, {label}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (system clock; target p99 < 10 ms)",
+        slots.len(),
+        pct(0.50),
+        pct(0.99),
+        late[late.len() - 1]
+    );
+    host.shutdown();
+    Ok(())
+}
+
+/// One entry in each of `entries` parked spaces: each wake activates its space.
+fn lateness_parked(dir: &Path, t: &Template, entries: usize) -> anyhow::Result<()> {
+    let host = system_host(dir, 5)?;
+    let ids = names("late", entries);
+    provision(host.store(), &ids, t)?;
+    let slots: Vec<(String, u32, u64)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), 0, (i as u64 * 1_000) / entries as u64))
+        .collect();
+    measure_lateness(&host, &t.piece, &slots, &format!("{entries} parked spaces"))?;
+    ensure!(host.park_all_idle(60_000) == 0, "spaces still active");
+    Ok(())
+}
+
+/// Four entries in each of `entries / 4` spaces kept active: the waker and
+/// the firing path without activation.
+fn lateness_active(dir: &Path, t: &Template, entries: usize) -> anyhow::Result<()> {
+    let spaces = entries.div_ceil(4);
+    let host = system_host(dir, 8_000)?;
+    let ids = names("warm", spaces);
+    provision(host.store(), &ids, t)?;
+    for id in &ids {
+        host.request_blocking(id, Trigger::Warm, Request::Wake)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    // Entry k of space s falls due at (k * spaces + s) ms-steps of 1 s / entries.
+    let mut slots: Vec<(String, u32, u64)> = (0..entries)
+        .map(|j| {
+            (
+                ids[j % spaces].clone(),
+                (j / spaces) as u32,
+                (j as u64 * 1_000) / entries as u64,
+            )
+        })
+        .collect();
+    slots.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    measure_lateness(
+        &host,
+        &t.piece,
+        &slots,
+        &format!("{spaces} active spaces x 4 entries"),
+    )?;
+    ensure!(host.park_all_idle(60_000) == 0, "spaces still active");
+    Ok(())
+}
+
+// ----- 4. memory -----------------------------------------------------------------
+
+fn memory(dir: &Path, t: &Template, spaces: usize) -> anyhow::Result<String> {
+    let clock = Arc::new(ManualClock::default());
+    let store = Store::open(StoreConfig::new(dir), clock, Counters::new())?;
+    let host = Host::new(store, HostConfig::default());
+    host.start_waker();
+    std::thread::sleep(Duration::from_millis(100));
+    release_freed_memory();
+    let before = rss_kib();
+    let ids = names("mem", spaces);
+    let t0 = Instant::now();
+    provision(host.store(), &ids, t)?;
+    let made = t0.elapsed().as_secs_f64();
+    let mut entries = 0;
+    for id in [&ids[0], &ids[spaces - 1]] {
+        entries = host.store().open_space(id)?.schedule(None)?.len();
+        ensure!(entries == 4, "{id} has {entries} schedule rows");
+    }
+    ensure!(host.active_spaces().is_empty(), "a space is active");
+    std::thread::sleep(Duration::from_millis(300));
+    release_freed_memory();
+    let after = rss_kib();
+    let passes = host.counters().host().get(Counter::WakerPasses);
+    host.shutdown();
+    Ok(format!(
+        "memory: {spaces} parked spaces x {entries} = {} indexed entries, RSS {:.1} MiB before creating them, {:.1} MiB after ({:.0} bytes per space; host and waker running, {passes} waker passes; created in {:.0} s; target < 100 MB)",
+        spaces * entries,
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+        (after as f64 - before as f64) * 1024.0 / spaces as f64,
+        made
+    ))
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
 }
