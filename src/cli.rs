@@ -141,6 +141,13 @@ pub struct ServeArgs {
     /// Scheduled activations in flight at once (caps a herd of due spaces).
     #[arg(long, env = "SPACEWAKE_MAX_SCHEDULED", default_value_t = 32)]
     pub max_scheduled: usize,
+    /// CPU milliseconds per ledger window that a space's scheduled work may
+    /// spend before its scheduled wakes are skipped (unlimited when omitted).
+    #[arg(long, env = "SPACEWAKE_SCHEDULED_CPU_BUDGET_MS")]
+    pub scheduled_cpu_budget_ms: Option<u64>,
+    /// Ledger window in hours (24: one UTC day).
+    #[arg(long, env = "SPACEWAKE_LEDGER_WINDOW_HOURS", default_value_t = 24)]
+    pub ledger_window_hours: u64,
     /// Testing only: run the host's clock this far ahead of the system clock.
     #[arg(long, hide = true, default_value_t = 0)]
     pub clock_offset_ms: u64,

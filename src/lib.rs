@@ -4,6 +4,7 @@
 //!
 //! See `ARCHITECTURE.md` for the code map.
 
+pub mod accounting;
 pub mod bench;
 pub mod check;
 pub mod cli;

@@ -37,8 +37,8 @@ impl Data {
     fn new(start_ms: u64) -> Data {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(start_ms));
-        let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new())
-            .unwrap();
+        let store =
+            Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
         store.add_hook(Arc::new(ScheduleIndexHook::new(Jitter::keyed(KEY))));
         Data { dir, clock, store }
     }
@@ -472,10 +472,7 @@ fn a_directory_that_is_not_a_data_directory_is_refused_and_not_created() {
     let missing = empty.path().join("nowhere");
     for dir in [empty.path(), missing.as_path()] {
         let msg = fails(&schedules(&with_data(dir, "list", &[])));
-        assert!(
-            msg.contains("is not a spacewake data directory"),
-            "{msg}"
-        );
+        assert!(msg.contains("is not a spacewake data directory"), "{msg}");
         let args = ["--space", "home", "--piece", PIECE, "--entry", "0"];
         fails(&schedules(&with_data(dir, "trigger", &args)));
     }
@@ -489,7 +486,6 @@ fn a_directory_that_is_not_a_data_directory_is_refused_and_not_created() {
 /// waker then finds the space due, fires nothing, and comes back after its
 /// one-second hold-off, forever. Ignored until the plane query is fixed.
 #[test]
-#[ignore = "store/plane.rs earliest_due counts retries of paused entries"]
 fn pausing_an_entry_with_a_pending_retry_clears_the_space_wake() {
     let d = Data::new(system_now());
     d.declare("home", PIECE, &[60]);

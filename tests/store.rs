@@ -495,7 +495,7 @@ fn an_old_space_file_is_upgraded_and_a_newer_one_is_refused() {
     let msg = err.to_string();
     assert!(msg.contains("future.sqlite"), "{msg}");
     assert!(
-        msg.contains("schema version 99 is newer than this binary supports (4)"),
+        msg.contains("schema version 99 is newer than this binary supports (5)"),
         "{msg}"
     );
     assert!(fpath.exists(), "a newer file is not quarantined");

@@ -21,6 +21,6 @@ CREATE TABLE schedule_fires (
     period         INTEGER NOT NULL,
     due_ms         INTEGER NOT NULL,
     missed_periods INTEGER NOT NULL,
-    outcome        TEXT    NOT NULL,  -- fired | retried | suppressed | skippedBudget | deadLettered | delivered | failed
-    PRIMARY KEY (piece, entry, fired_ms, event_id)
+    outcome        TEXT    NOT NULL,  -- fired | retried | suppressed | skippedBudget | failed | deadLettered
+    PRIMARY KEY (piece, entry, fired_ms, event_id, outcome)
 ) WITHOUT ROWID;

@@ -68,41 +68,51 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
 
 pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
     let n = |full: usize, min: usize| ((full as f64 * scale) as usize).max(min);
-    let root = std::env::temp_dir().join(format!("spacewake-bench-schedule-{}", std::process::id()));
+    let root =
+        std::env::temp_dir().join(format!("spacewake-bench-schedule-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root)?;
     println!("spacewake bench schedule (scale {scale})");
     let one = template(&root.join("template-1"), TICKER)?;
     let four = template(&root.join("template-4"), TICKER4)?;
 
+    let only = std::env::var("ONLY").unwrap_or_default();
+    let want = |k: &str| only.is_empty() || only.contains(k);
     // 4 first, so its absolute RSS is not inflated by the activations of 2-3.
     let mem_spaces = n(25_000, 20);
-    let mem = memory(&root.join("memory"), &four, mem_spaces)?;
-
-    // 1. Index-hook overhead.
-    let per_round = n(4_000, 50);
-    let rounds = 7;
-    let hook = hook_overhead(&root.join("hook"), per_round, rounds)?;
-    for (case, r) in [
-        ("re-commit, declaration unchanged", &hook.recommit),
-        ("first declaration (new piece)   ", &hook.declare),
-    ] {
-        println!(
-            "index hook, {case}: with [SCHEDULE] {:.0} commits/s, without {:.0} commits/s, ratio {:.3}x (target <= 1.05x; no hook at all {:.0}/s; median of {rounds} alternating rounds of {per_round})",
-            r.with, r.without, r.without / r.with, r.no_hook
+    let mem = if want("4") {
+        memory(&root.join("memory"), &four, mem_spaces)?
+    } else {
+        String::new()
+    };
+    if want("1") {
+        // 1. Index-hook overhead.
+        let per_round = n(3_000, 50);
+        let rounds = 7;
+        let hook = hook_overhead(&root.join("hook"), &one, per_round, rounds)?;
+        for (case, r) in HOOK_CASES.iter().zip(&hook) {
+            println!(
+            "index hook, {case}: with [SCHEDULE] {:.0} commits/s, without {:.0} commits/s, ratio {:.3}x (target <= 1.05x; same-size doc declaring nothing {:.0}/s, ratio {:.3}x; no hook at all {:.0}/s; median of {rounds} alternating rounds of {per_round})",
+            r.with, r.without, r.without / r.with, r.same_size, r.same_size / r.with, r.no_hook
         );
+        }
     }
-
-    // 2. End-to-end wakes per second.
-    let herd = n(10_000, 40);
-    let caps: &[usize] = if scale >= 0.5 { &[32, 8, 128] } else { &[32, 8] };
-    wakes(&root.join("wakes"), &one, herd, caps, n(200, 10))?;
-
-    // 3. Lateness on the system clock.
-    let entries = n(1_000, 20);
-    lateness_parked(&root.join("late-parked"), &one, entries)?;
-    lateness_active(&root.join("late-active"), &one, entries)?;
-
+    if want("2") {
+        // 2. End-to-end wakes per second.
+        let herd = n(10_000, 40);
+        let caps: &[usize] = if scale >= 0.5 {
+            &[32, 8, 128]
+        } else {
+            &[32, 8]
+        };
+        wakes(&root.join("wakes"), &one, herd, caps, n(200, 10))?;
+    }
+    if want("3") {
+        // 3. Lateness on the system clock.
+        let entries = n(1_000, 20);
+        lateness_parked(&root.join("late-parked"), &one, entries)?;
+        lateness_active(&root.join("late-active"), &one, entries)?;
+    }
     println!("{mem}");
     let _ = std::fs::remove_dir_all(&root);
     Ok(ExitCode::SUCCESS)
@@ -121,7 +131,10 @@ fn template(dir: &Path, source: &str) -> anyhow::Result<Template> {
     let store = Store::open(StoreConfig::new(dir), clock.clone(), Counters::new())?;
     store.create_space("template", OWNER)?;
     let program = compile_cache()
-        .compile("ticker.tsx", &MemorySource::new().with("ticker.tsx", source))
+        .compile(
+            "ticker.tsx",
+            &MemorySource::new().with("ticker.tsx", source),
+        )
         .map_err(|d| anyhow::anyhow!(crate::compiler::render(&d)))?;
     let mut rt = SpaceRuntime::start(
         store.open_space("template")?,
@@ -208,7 +221,10 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> any
     let t = Instant::now();
     while !f() {
         if t.elapsed() > timeout {
-            bail!("timed out after {:.0} s waiting for {what}", timeout.as_secs_f64());
+            bail!(
+                "timed out after {:.0} s waiting for {what}",
+                timeout.as_secs_f64()
+            );
         }
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -238,19 +254,35 @@ fn count_of(store: &Store, space: &str, piece: &str) -> anyhow::Result<Value> {
 
 // ----- 1. index-hook overhead ----------------------------------------------
 
+/// Median commits/s of each leg of one case.
 struct Rates {
+    /// Result carries `[SCHEDULE]`, hooked store.
     with: f64,
+    /// The same commits, the result without `[SCHEDULE]`, hooked store.
     without: f64,
+    /// The same commits, `$SCHEDULE` renamed so the documents keep their
+    /// size but declare nothing, hooked store.
+    same_size: f64,
+    /// The `with` commits in a store without the hook.
     no_hook: f64,
 }
 
-struct HookFigures {
-    recommit: Rates,
-    declare: Rates,
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Sched,
+    Plain,
+    SameSize,
 }
 
+/// The three cases measured, as printed.
+const HOOK_CASES: [&str; 3] = [
+    "re-commit, declaration unchanged",
+    "first declaration, result only  ",
+    "first declaration, piece created",
+];
+
 /// A piece result as the runtime stores it, with or without a declaration.
-fn result_doc(piece: &str, i: usize, schedule: bool) -> Value {
+fn result_doc(piece: &str, i: usize, kind: Kind) -> Value {
     let mut doc = json!({
         "$NAME": format!("feed {i}"),
         "$UI": {"type": "vnode", "name": "div", "props": {},
@@ -259,14 +291,49 @@ fn result_doc(piece: &str, i: usize, schedule: bool) -> Value {
         "url": {"$link": {"doc": format!("{piece}/argument"), "path": ["url"]}},
         "refresh": {"$stream": format!("{piece}/s0")},
     });
-    if schedule {
-        doc["$SCHEDULE"] =
-            json!([{"intervalMinutes": 120, "callback": {"$stream": format!("{piece}/s0")}}]);
+    let decl = json!([{"intervalMinutes": 120, "callback": {"$stream": format!("{piece}/s0")}}]);
+    match kind {
+        Kind::Sched => doc["$SCHEDULE"] = decl,
+        Kind::Plain => {}
+        Kind::SameSize => doc["$SCHEDUL_"] = decl,
     }
     doc
 }
 
-fn hook_overhead(dir: &Path, per_round: usize, rounds: usize) -> anyhow::Result<HookFigures> {
+/// The documents a piece creation commits (argument, cells, result), from
+/// the template, renamed to `piece`; the result per `kind`. The space's
+/// piece listing is left out: it is one document that grows with every
+/// piece and would dominate a long run.
+fn creation_ops(t: &Template, piece: &str, kind: Kind) -> Vec<DocOp> {
+    t.docs
+        .iter()
+        .filter(|(id, _)| id.starts_with(&t.piece))
+        .map(|(id, value)| {
+            let text = value.to_string().replace(&t.piece, piece);
+            let mut value: Value = serde_json::from_str(&text).expect("renamed JSON parses");
+            if *id == t.piece {
+                if let Some(decl) = value.as_object_mut().and_then(|o| o.remove("$SCHEDULE")) {
+                    match kind {
+                        Kind::Sched => value["$SCHEDULE"] = decl,
+                        Kind::Plain => {}
+                        Kind::SameSize => value["$SCHEDUL_"] = decl,
+                    }
+                }
+            }
+            DocOp::Set {
+                id: id.replace(&t.piece, piece),
+                value,
+            }
+        })
+        .collect()
+}
+
+fn hook_overhead(
+    dir: &Path,
+    t: &Template,
+    per_round: usize,
+    rounds: usize,
+) -> anyhow::Result<Vec<Rates>> {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::default());
     let hooked = Store::open(
         StoreConfig::new(dir.join("hooked")),
@@ -275,66 +342,75 @@ fn hook_overhead(dir: &Path, per_round: usize, rounds: usize) -> anyhow::Result<
     )?;
     hooked.add_hook(Arc::new(ScheduleIndexHook::new(Jitter::keyed([7; 32]))));
     let bare = Store::open(StoreConfig::new(dir.join("bare")), clock, Counters::new())?;
-    for s in ["recommit", "declare"] {
-        hooked.create_space(s, OWNER)?;
-        bare.create_space(s, OWNER)?;
-    }
-    let commit = |space: &mut crate::store::Space, id: String, value: Value| {
-        space.commit(CommitRequest::new(CommitClass::System, Author::server()).op(DocOp::Set { id, value }))
+    let commit = |space: &mut crate::store::Space, ops: Vec<DocOp>| {
+        let mut req = CommitRequest::new(CommitClass::System, Author::server());
+        req.ops = ops;
+        space.commit(req)
     };
     let mut out = Vec::new();
-    for case in ["recommit", "declare"] {
-        let mut h = hooked.open_space(case)?;
-        let mut b = bare.open_space(case)?;
-        let (mut with, mut without, mut no_hook) = (Vec::new(), Vec::new(), Vec::new());
-        let mut i = 0usize;
-        // The id a commit writes: one piece rewritten, or a new piece each time.
-        let id = |kind: &str, i: usize| match case {
-            "recommit" => format!("pc-{kind}"),
-            _ => format!("pc-{kind}-{i:08}"),
+    for case in 0..HOOK_CASES.len() {
+        let name = format!("case-{case}");
+        hooked.create_space(&name, OWNER)?;
+        bare.create_space(&name, OWNER)?;
+        let mut h = hooked.open_space(&name)?;
+        let mut b = bare.open_space(&name)?;
+        // What one commit of a leg writes: the same piece rewritten (case
+        // 0), or a new piece each time.
+        let ops = |kind: Kind, i: usize| -> Vec<DocOp> {
+            let tag = match kind {
+                Kind::Sched => "sched",
+                Kind::Plain => "plain",
+                Kind::SameSize => "size",
+            };
+            let piece = match case {
+                0 => format!("pc-{tag}"),
+                _ => format!("pc-{tag}-{i:08}"),
+            };
+            match case {
+                2 => creation_ops(t, &piece, kind),
+                _ => vec![DocOp::Set {
+                    id: piece.clone(),
+                    value: result_doc(&piece, i, kind),
+                }],
+            }
         };
-        // Warm-up: the re-committed pieces exist (declared once) beforehand.
-        for kind in ["sched", "plain"] {
-            let piece = id(kind, 0);
-            commit(&mut h, piece.clone(), result_doc(&piece, 0, kind == "sched"))?;
-            commit(&mut b, piece.clone(), result_doc(&piece, 0, true))?;
+        // The re-committed pieces exist (declared once) beforehand.
+        for kind in [Kind::Sched, Kind::Plain, Kind::SameSize] {
+            commit(&mut h, ops(kind, 0))?;
         }
+        commit(&mut b, ops(Kind::Sched, 0))?;
+        let mut samples: [Vec<f64>; 4] = Default::default();
+        let mut i = 0usize;
         for _ in 0..rounds {
-            for leg in 0..3 {
-                let t = Instant::now();
+            for (leg, kind) in [Kind::Sched, Kind::Plain, Kind::SameSize, Kind::Sched]
+                .into_iter()
+                .enumerate()
+            {
+                let space = if leg == 3 { &mut b } else { &mut h };
+                let start = Instant::now();
                 for _ in 0..per_round {
                     i += 1;
-                    match leg {
-                        0 => {
-                            let piece = id("sched", i);
-                            commit(&mut h, piece.clone(), result_doc(&piece, i, true))?
-                        }
-                        1 => {
-                            let piece = id("plain", i);
-                            commit(&mut h, piece.clone(), result_doc(&piece, i, false))?
-                        }
-                        _ => {
-                            let piece = id("sched", i);
-                            commit(&mut b, piece.clone(), result_doc(&piece, i, true))?
-                        }
-                    };
+                    commit(space, ops(kind, i))?;
                 }
-                let rate = per_round as f64 / t.elapsed().as_secs_f64();
-                [&mut with, &mut without, &mut no_hook][leg].push(rate);
+                samples[leg].push(per_round as f64 / start.elapsed().as_secs_f64());
             }
         }
         let rows = h.schedule(None)?.len();
-        let expected = if case == "recommit" { 1 } else { rounds * per_round + 1 };
-        ensure!(rows == expected, "{case}: {rows} schedule rows, expected {expected}");
+        let expected = if case == 0 { 1 } else { rounds * per_round + 1 };
+        ensure!(
+            rows == expected,
+            "{}: {rows} schedule rows, expected {expected}",
+            HOOK_CASES[case]
+        );
+        let [with, without, same_size, no_hook] = samples.map(median);
         out.push(Rates {
-            with: median(with),
-            without: median(without),
-            no_hook: median(no_hook),
+            with,
+            without,
+            same_size,
+            no_hook,
         });
     }
-    let declare = out.pop().expect("two cases");
-    let recommit = out.pop().expect("two cases");
-    Ok(HookFigures { recommit, declare })
+    Ok(out)
 }
 
 // ----- 2. wakes per second -------------------------------------------------
@@ -474,7 +550,11 @@ fn profile(
         sum[4] += lap(&mut at);
         let now = clock.now_ms();
         let report = crate::schedule::fire::fire_due(rt.space(), now, &jitter, true)?;
-        ensure!(report.fired.len() == 1, "{id}: {} fired", report.fired.len());
+        ensure!(
+            report.fired.len() == 1,
+            "{id}: {} fired",
+            report.fired.len()
+        );
         rt.space().schedule(None)?;
         sum[5] += lap(&mut at);
         let (_, d) = crate::schedule::delivery::run_wave(&mut rt, now, 256)?;

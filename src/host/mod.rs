@@ -191,6 +191,10 @@ pub struct ScheduleConfig {
     pub jitter_window_ms: u64,
     /// Scheduled activations in flight at once (caps a herd of due spaces).
     pub max_scheduled: usize,
+    /// CPU µs per ledger window a space's `scheduled` bucket may spend
+    /// before its scheduled wakes are skipped (per-space overrides live in
+    /// the space's policy table). `None`: unlimited.
+    pub scheduled_budget_us: Option<u64>,
 }
 
 impl Default for ScheduleConfig {
@@ -202,6 +206,7 @@ impl Default for ScheduleConfig {
             // Two cores: enough parallelism to keep both busy with parked
             // spaces' callbacks, small enough that sessions stay responsive.
             max_scheduled: 32,
+            scheduled_budget_us: None,
         }
     }
 }
@@ -604,6 +609,38 @@ impl HostInner {
 
     pub(crate) fn take_nothing_due(&self) -> Vec<String> {
         std::mem::take(&mut *self.nothing_due.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Enforcement at activation: if the space's scheduled budget is spent,
+    /// its due wakes advance and are recorded as skipped, and it is not
+    /// activated. Returns true when the wake was skipped.
+    pub(crate) fn skip_for_budget(&self, space_id: &str) -> bool {
+        let now = self.clock.now_ms();
+        let window = self.cfg.runtime.ledger_window_ms;
+        let result = (|| -> crate::store::StoreResult<bool> {
+            let mut space = self.store.open_space(space_id)?;
+            let budget = crate::accounting::scheduled_budget_us(
+                &mut space,
+                self.cfg.schedule.scheduled_budget_us,
+            )?;
+            if budget.is_none() {
+                return Ok(false);
+            }
+            let spent = crate::accounting::scheduled_spent_us(&mut space, now, window)?;
+            if crate::accounting::may_activate_scheduled(spent, budget) {
+                return Ok(false);
+            }
+            let report =
+                crate::schedule::fire::skip_due_for_budget(&mut space, now, &self.jitter, window)?;
+            let c = self.counters.space(space_id);
+            c.add(Counter::LedgerBudgetSkips, report.suppressed as i64);
+            c.add(Counter::ScheduleDue, report.due as i64);
+            Ok(true)
+        })();
+        result.unwrap_or_else(|e| {
+            tracing::warn!(space = space_id, error = %e, "budget check failed; activating");
+            false
+        })
     }
 
     /// How long until a backed-off space may be tried again.

@@ -456,6 +456,14 @@ impl Server {
             return Ok(());
         }
         let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.flush_deadline_ms);
+        // Waves of a tenure started by a scheduled wake, with no session
+        // attached, bill the scheduled bucket; everything else bills session.
+        self.rt
+            .set_bucket(if self.scheduled && self.sessions.is_empty() {
+                crate::store::Bucket::Scheduled
+            } else {
+                crate::store::Bucket::Session
+            });
         loop {
             let span = tracing::info_span!("wave", space = %self.id);
             let _entered = span.enter();

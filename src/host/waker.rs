@@ -61,6 +61,9 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
             if dispatched >= inner.cfg.schedule.max_scheduled.max(1) {
                 break; // a finishing firing pokes us
             }
+            if inner.skip_for_budget(&space) {
+                continue; // advanced and counted; never activated
+            }
             if inner.begin_scheduled(&space) {
                 dispatched += 1;
                 let host = super::Host {

@@ -77,6 +77,11 @@ pub struct RuntimeConfig {
     pub action_budget: Option<u64>,
     /// At most this many events are consumed by one wave.
     pub wave_event_limit: usize,
+    /// Meter waves into the ledger (on by default; off only to measure the
+    /// metering's own cost).
+    pub metering: bool,
+    /// Ledger window length (default one UTC day).
+    pub ledger_window_ms: u64,
 }
 
 impl Default for RuntimeConfig {
@@ -85,6 +90,8 @@ impl Default for RuntimeConfig {
             sandbox: SandboxConfig::default(),
             action_budget: None,
             wave_event_limit: 256,
+            metering: true,
+            ledger_window_ms: crate::accounting::DEFAULT_WINDOW_MS,
         }
     }
 }
@@ -118,9 +125,20 @@ pub struct WaveReport {
     pub failed_events: Vec<String>,
     /// Events consumed without running their handler (the caller asked).
     pub skipped_events: Vec<String>,
+    /// What the wave's meter booked to the ledger (None when metering is
+    /// off or the wave ran nothing).
+    pub metered: Option<crate::store::LedgerDelta>,
     pub handler_runs: u64,
     pub derivation_runs: u64,
     pub failures: Vec<ActionFailure>,
+}
+
+/// The compute of the wave in progress, until it commits.
+struct Meter {
+    cpu_start_us: u64,
+    wall_start: std::time::Instant,
+    /// action id -> (piece, kind, wall ns, runs)
+    actions: BTreeMap<String, (String, &'static str, u64, u64)>,
 }
 
 struct Node {
@@ -174,6 +192,8 @@ pub struct SpaceRuntime {
     report: WaveReport,
     counters: SpaceCounters,
     failures: Vec<ActionFailure>,
+    bucket: crate::store::Bucket,
+    meter: Option<Meter>,
 }
 
 impl SpaceRuntime {
@@ -225,6 +245,8 @@ impl SpaceRuntime {
             report: WaveReport::default(),
             counters,
             failures: Vec::new(),
+            bucket: crate::store::Bucket::Session,
+            meter: None,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
@@ -693,10 +715,18 @@ impl SpaceRuntime {
             other => vec![other],
         };
         let call_args = [json!(fn_index), Value::Array(args)];
-        match self
+        self.meter_begin();
+        let started = std::time::Instant::now();
+        let ran = self
             .sandbox
-            .call(self.entry.run_node, &call_args, &self.options_reactive())
-        {
+            .call(self.entry.run_node, &call_args, &self.options_reactive());
+        let piece = self
+            .nodes
+            .get(id)
+            .map(|n| n.piece.clone())
+            .unwrap_or_default();
+        self.meter_action(id, &piece, "derivation", started.elapsed());
+        match ran {
             Ok(out) => {
                 if let Some(n) = self.nodes.get_mut(id) {
                     n.runs += 1;
@@ -797,7 +827,11 @@ impl SpaceRuntime {
         ];
         self.counters.inc(Counter::HandlerRuns);
         self.report.handler_runs += 1;
-        match self.sandbox.call(self.entry.run_handler, &args, &opts) {
+        self.meter_begin();
+        let started = std::time::Instant::now();
+        let ran = self.sandbox.call(self.entry.run_handler, &args, &opts);
+        self.meter_action(&ev.stream, &binding_piece, "handler", started.elapsed());
+        match ran {
             Ok(out) => {
                 let writes = match self.check_writes(&out.value["writes"]) {
                     Ok(w) => w,
@@ -908,6 +942,7 @@ impl SpaceRuntime {
     /// running their handlers (a wake whose earlier delivery died with the
     /// process is retried later rather than re-run at once).
     pub fn run_wave_skipping(&mut self, skip: &HashSet<String>) -> RuntimeResult<WaveReport> {
+        self.meter_begin();
         let events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
         for ev in &events {
             if skip.contains(&ev.event_id) {
@@ -957,6 +992,24 @@ impl SpaceRuntime {
             && self.watermarks.is_empty()
             && self.hashes_to_store.is_empty()
         {
+            // Nothing to commit: the compute (if any) is booked plane-only.
+            let window =
+                crate::accounting::window_start_ms(self.clock.now_ms(), self.cfg.ledger_window_ms);
+            let bucket = self.bucket;
+            if let Some((delta, costs)) = self.meter_close(false) {
+                report.metered = Some(delta);
+                if delta.actions > 0 {
+                    self.space.plane(|p| {
+                        p.add_ledger(bucket, window, &delta)?;
+                        for (piece, action, kind, pattern, cpu, wall, runs) in &costs {
+                            p.add_action_cost(
+                                window, piece, action, kind, pattern, *cpu, *wall, *runs,
+                            )?;
+                        }
+                        Ok(())
+                    })?;
+                }
+            }
             return Ok(report);
         }
         self.ensure_lease()?;
@@ -975,11 +1028,27 @@ impl SpaceRuntime {
         req.watermarks = std::mem::take(&mut self.watermarks).into_iter().collect();
         req.lease = Some(self.lease.clone());
         let hashes = std::mem::take(&mut self.hashes_to_store);
+        let window =
+            crate::accounting::window_start_ms(self.clock.now_ms(), self.cfg.ledger_window_ms);
+        let bucket = self.bucket;
+        let metered = self.meter_close(true);
+        report.metered = metered.as_ref().map(|(d, _)| *d);
         let result = self.space.commit_with(req, |view, plane| {
             for (node, hash) in &hashes {
                 plane
                     .set_action_state(node, hash, view.seq)
                     .map_err(|e| e.to_string())?;
+            }
+            // The ledger rides in the wave's own transaction.
+            if let Some((delta, costs)) = &metered {
+                plane
+                    .add_ledger(bucket, window, delta)
+                    .map_err(|e| e.to_string())?;
+                for (piece, action, kind, pattern, cpu, wall, runs) in costs {
+                    plane
+                        .add_action_cost(window, piece, action, kind, pattern, *cpu, *wall, *runs)
+                        .map_err(|e| e.to_string())?;
+                }
             }
             Ok(())
         });
@@ -1019,6 +1088,92 @@ impl SpaceRuntime {
             }
             None => Err(RuntimeError::LeaseHeld(self.space.id().to_string())),
         }
+    }
+
+    /// Which ledger bucket this tenure's waves bill: `Scheduled` for a tenure
+    /// started by a scheduled wake, `Session` otherwise.
+    pub fn set_bucket(&mut self, bucket: crate::store::Bucket) {
+        self.bucket = bucket;
+    }
+
+    fn meter_begin(&mut self) {
+        if self.cfg.metering && self.meter.is_none() {
+            self.meter = Some(Meter {
+                cpu_start_us: crate::accounting::thread_cpu_us(),
+                wall_start: std::time::Instant::now(),
+                actions: BTreeMap::new(),
+            });
+        }
+    }
+
+    fn meter_action(
+        &mut self,
+        action: &str,
+        piece: &str,
+        kind: &'static str,
+        took: std::time::Duration,
+    ) {
+        if let Some(m) = self.meter.as_mut() {
+            let e = m
+                .actions
+                .entry(action.to_string())
+                .or_insert_with(|| (piece.to_string(), kind, 0, 0));
+            e.2 += took.as_nanos() as u64;
+            e.3 += 1;
+        }
+    }
+
+    /// Closes the meter: the ledger delta and each action's attributed cost.
+    #[allow(clippy::type_complexity)]
+    fn meter_close(
+        &mut self,
+        committed: bool,
+    ) -> Option<(
+        crate::store::LedgerDelta,
+        Vec<(String, String, &'static str, String, u64, u64, u64)>,
+    )> {
+        let m = self.meter.take()?;
+        let cpu_us = crate::accounting::thread_cpu_us().saturating_sub(m.cpu_start_us);
+        let wall_us = m.wall_start.elapsed().as_micros() as u64;
+        let total_action_ns: u64 = m.actions.values().map(|a| a.2).sum::<u64>().max(1);
+        let runs: u64 = m.actions.values().map(|a| a.3).sum();
+        if runs == 0 && !committed {
+            return None; // an idle wave costs nothing worth booking
+        }
+        let costs = m
+            .actions
+            .into_iter()
+            .map(|(action, (piece, kind, ns, n))| {
+                let pattern = self
+                    .pieces
+                    .get(&piece)
+                    .map(|(hash, export)| format!("{export}@{}", &hash[..hash.len().min(12)]))
+                    .unwrap_or_default();
+                // The wave's CPU split by each action's share of action time.
+                let share = (cpu_us as u128 * ns as u128 / total_action_ns as u128) as u64;
+                (piece, action, kind, pattern, share, ns / 1_000, n)
+            })
+            .collect();
+        let delta = crate::store::LedgerDelta {
+            cpu_us,
+            wall_us,
+            waves: 1,
+            actions: runs,
+            commits: committed as u64,
+            budget_skips: 0,
+        };
+        let c = &self.counters;
+        c.add(
+            match self.bucket {
+                crate::store::Bucket::Scheduled => Counter::LedgerCpuUsScheduled,
+                crate::store::Bucket::Session => Counter::LedgerCpuUsSession,
+            },
+            cpu_us as i64,
+        );
+        c.add(Counter::LedgerWallUs, wall_us as i64);
+        c.inc(Counter::LedgerWaves);
+        c.add(Counter::LedgerActions, runs as i64);
+        Some((delta, costs))
     }
 
     /// Renews the tenure's lease now; `LeaseLost` ends the tenure.

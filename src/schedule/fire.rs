@@ -168,6 +168,45 @@ pub fn fire_due(
     jitter: &Jitter,
     enabled: bool,
 ) -> StoreResult<FireReport> {
+    let mode = if enabled { Mode::Fire } else { Mode::Suppress };
+    fire_due_as(space, now_ms, jitter, mode)
+}
+
+/// Declines a space's due wakes because its scheduled budget is spent: the
+/// entries advance as usual, nothing is appended, the skip is recorded in
+/// the fire history and the ledger.
+pub fn skip_due_for_budget(
+    space: &mut Space,
+    now_ms: u64,
+    jitter: &Jitter,
+    window_ms: u64,
+) -> StoreResult<FireReport> {
+    let report = fire_due_as(space, now_ms, jitter, Mode::SkipBudget)?;
+    if report.suppressed > 0 {
+        let window = crate::accounting::window_start_ms(now_ms, window_ms);
+        let delta = crate::store::LedgerDelta {
+            budget_skips: report.suppressed as u64,
+            ..Default::default()
+        };
+        space.plane(|p| p.add_ledger(crate::store::Bucket::Scheduled, window, &delta))?;
+    }
+    Ok(report)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Fire,
+    Suppress,
+    SkipBudget,
+}
+
+fn fire_due_as(
+    space: &mut Space,
+    now_ms: u64,
+    jitter: &Jitter,
+    mode: Mode,
+) -> StoreResult<FireReport> {
+    let enabled = mode == Mode::Fire;
     let id = space.id().to_string();
     let due: Vec<ScheduleRow> = space
         .schedule(None)?
@@ -181,10 +220,16 @@ pub fn fire_due(
     if due.is_empty() {
         return Ok(report);
     }
-    let decisions: Vec<Decision> = due
+    let mut decisions: Vec<Decision> = due
         .iter()
         .map(|r| decide(&id, r, now_ms, jitter, enabled))
         .collect();
+    if mode == Mode::SkipBudget {
+        for d in &mut decisions {
+            d.outcome = "skippedBudget";
+            d.row.skipped_count += 1;
+        }
+    }
     let mut req = CommitRequest::new(CommitClass::System, Author::server());
     req.events = decisions.iter().filter_map(|d| d.event.clone()).collect();
     let outcome = space.commit_with(req, |_, plane| {

@@ -24,7 +24,11 @@ fn with_row(
 
 /// Stops an entry from firing; it stays indexed.
 pub fn pause(space: &mut Space, piece: &str, entry: u32) -> StoreResult<crate::store::ScheduleRow> {
-    with_row(space, piece, entry, |r| r.status = ScheduleStatus::Paused)
+    with_row(space, piece, entry, |r| {
+        r.status = ScheduleStatus::Paused;
+        // A pending retry would otherwise keep waking the space.
+        r.retry_due_ms = None;
+    })
 }
 
 /// Lets a paused (or dead) entry fire again. If its due time passed while

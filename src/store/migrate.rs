@@ -37,6 +37,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0004_schedule_delivery",
         sql: include_str!("../../schema/space/0004_schedule_delivery.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_action_costs",
+        sql: include_str!("../../schema/space/0005_action_costs.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

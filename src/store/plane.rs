@@ -271,6 +271,50 @@ pub(crate) fn action_states(
     Ok(rows)
 }
 
+/// One action's attributed compute in one window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionCost {
+    pub window_start_ms: u64,
+    pub piece: String,
+    pub action: String,
+    pub kind: String,
+    pub pattern: String,
+    pub cpu_us: u64,
+    pub wall_us: u64,
+    pub runs: u64,
+}
+
+pub(crate) fn list_action_costs(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    limit: usize,
+) -> StoreResult<Vec<ActionCost>> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
+             FROM action_costs ORDER BY cpu_us DESC, piece, action LIMIT ?1",
+        )
+        .at(path)?;
+    let rows = st
+        .query_map([limit as i64], |r| {
+            Ok(ActionCost {
+                window_start_ms: r.get::<_, i64>(0)? as u64,
+                piece: r.get(1)?,
+                action: r.get(2)?,
+                kind: r.get(3)?,
+                pattern: r.get(4)?,
+                cpu_us: r.get::<_, i64>(5)? as u64,
+                wall_us: r.get::<_, i64>(6)? as u64,
+                runs: r.get::<_, i64>(7)? as u64,
+            })
+        })
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)?;
+    Ok(rows)
+}
+
 /// One recorded fire of a schedule entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -321,7 +365,8 @@ pub(crate) fn earliest_due(conn: &rusqlite::Connection, path: &Path) -> StoreRes
     conn.prepare_cached(
         "SELECT MIN(t) FROM ( \
            SELECT MIN(next_due_ms) AS t FROM schedule_index WHERE status = 'active' \
-           UNION ALL SELECT MIN(retry_due_ms) FROM schedule_index WHERE retry_due_ms IS NOT NULL)",
+           UNION ALL SELECT MIN(retry_due_ms) FROM schedule_index \
+             WHERE retry_due_ms IS NOT NULL AND status = 'active')",
     )
     .at(path)?
     .query_row([], |r| r.get::<_, Option<i64>>(0))
@@ -468,6 +513,42 @@ impl<'a> PlaneTx<'a> {
             )
             .at(self.path)?
             .execute(params![piece, entry, keep as i64])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    /// Adds one action's metered cost to its per-window attribution row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_action_cost(
+        &mut self,
+        window_start_ms: u64,
+        piece: &str,
+        action: &str,
+        kind: &str,
+        pattern: &str,
+        cpu_us: u64,
+        wall_us: u64,
+        runs: u64,
+    ) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO action_costs (window_start_ms, piece, action, kind, pattern, cpu_us, \
+                 wall_us, runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (window_start_ms, piece, action) DO UPDATE SET \
+                 cpu_us = cpu_us + excluded.cpu_us, wall_us = wall_us + excluded.wall_us, \
+                 runs = runs + excluded.runs",
+            )
+            .at(self.path)?
+            .execute(params![
+                window_start_ms as i64,
+                piece,
+                action,
+                kind,
+                pattern,
+                cpu_us as i64,
+                wall_us as i64,
+                runs as i64
+            ])
             .at(self.path)?;
         Ok(())
     }

@@ -441,7 +441,11 @@ impl Space {
             hook: "commit extension".into(),
             reason,
         })?;
-        let schedule_touched = plane.schedule_touched;
+        // Always recompute the next wake: another process (an operator's CLI,
+        // a second host) may have changed entries since this handle cached it,
+        // and a stale value written back could make the directory late.
+        let schedule_touched = true;
+        let _ = plane.schedule_touched;
         // Appending events to a space already known to have undelivered
         // events cannot change that; only watermark moves can clear it.
         let streams_touched =
@@ -731,6 +735,13 @@ impl Space {
     pub fn fires(&mut self, piece: &str, entry: u32) -> StoreResult<Vec<plane::FireRecord>> {
         self.check_open()?;
         let r = plane::list_fires(&self.conn, &self.path, piece, entry);
+        self.guard(r)
+    }
+
+    /// The most expensive actions by attributed CPU, across windows.
+    pub fn action_costs(&mut self, limit: usize) -> StoreResult<Vec<plane::ActionCost>> {
+        self.check_open()?;
+        let r = plane::list_action_costs(&self.conn, &self.path, limit);
         self.guard(r)
     }
 

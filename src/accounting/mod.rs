@@ -1,0 +1,114 @@
+//! Compute accounting: waves metered by the executor thread's CPU clock into
+//! a durable per-space ledger, with budgets enforced at activation.
+//!
+//! # What is measured
+//! Each wave's CPU time is read from the thread's own CPU clock
+//! (`CLOCK_THREAD_CPUTIME_ID`) at its start and at its commit. A space runs
+//! on its own thread, so work done for another space is never billed here —
+//! unlike wall time, which includes whatever else the machine was doing.
+//! Within a wave, each action's share is its share of the wave's measured
+//! action wall time (cheap to take per action; the wave's CPU total is the
+//! bill, the split is for diagnosis).
+//!
+//! # Invariants
+//! - The ledger row is written in the same transaction as the wave's commit
+//!   (or as plane-only bookkeeping when the wave has nothing to commit): it
+//!   is never ahead of or behind the work, and it survives restarts.
+//! - Budgets are checked before activation only; a wave in flight is never
+//!   cut short by them.
+
+use crate::store::{Bucket, Space, StoreResult};
+
+/// Ledger windows: one UTC day by default.
+pub const DEFAULT_WINDOW_MS: u64 = 86_400_000;
+
+/// The per-space override of the scheduled CPU budget (µs per window), kept
+/// in the space's `space_policy` table.
+pub const POLICY_SCHEDULED_BUDGET_US: &str = "scheduledCpuBudgetUs";
+
+/// CPU time consumed by the calling thread so far, in microseconds.
+pub fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
+/// The start of the window holding `now_ms` (windows are aligned to the
+/// epoch, so a one-day window is a UTC day).
+pub fn window_start_ms(now_ms: u64, window_ms: u64) -> u64 {
+    let w = window_ms.max(1);
+    now_ms - now_ms % w
+}
+
+/// Whether a space that has spent `spent_us` of `budget_us` may be woken for
+/// scheduled work. No budget: always.
+pub fn may_activate_scheduled(spent_us: u64, budget_us: Option<u64>) -> bool {
+    budget_us.is_none_or(|b| spent_us < b)
+}
+
+/// The scheduled budget that applies to `space`: its override if set
+/// (`none` lifts the host default), else the host's.
+pub fn scheduled_budget_us(
+    space: &mut Space,
+    host_default: Option<u64>,
+) -> StoreResult<Option<u64>> {
+    let over = space.plane(|p| p.policy(POLICY_SCHEDULED_BUDGET_US))?;
+    Ok(match over.as_deref() {
+        Some("none") => None,
+        Some(v) => v.parse().ok().or(host_default),
+        None => host_default,
+    })
+}
+
+/// CPU µs the space's `scheduled` bucket has spent in the window at `now_ms`.
+pub fn scheduled_spent_us(space: &mut Space, now_ms: u64, window_ms: u64) -> StoreResult<u64> {
+    let start = window_start_ms(now_ms, window_ms);
+    Ok(space
+        .ledger()?
+        .iter()
+        .filter(|r| r.bucket == Bucket::Scheduled && r.window_start_ms == start)
+        .map(|r| r.totals.cpu_us)
+        .sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_utc_days_by_default() {
+        let day = DEFAULT_WINDOW_MS;
+        assert_eq!(window_start_ms(3 * day + 5, day), 3 * day);
+        assert_eq!(window_start_ms(3 * day, day), 3 * day);
+        assert_eq!(
+            window_start_ms(17, 0),
+            17,
+            "a zero window degenerates to 1 ms"
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_refuses_scheduled_activation() {
+        assert!(may_activate_scheduled(10, None));
+        assert!(may_activate_scheduled(999, Some(1_000)));
+        assert!(!may_activate_scheduled(1_000, Some(1_000)));
+    }
+
+    #[test]
+    fn the_thread_cpu_clock_moves_with_work_on_this_thread() {
+        let a = thread_cpu_us();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_us() > a);
+    }
+}

@@ -1,0 +1,251 @@
+//! Compute accounting on real files: the ledger equals the sum of its waves
+//! and survives a restart; per-action attribution tells instances apart;
+//! a space over its scheduled budget is not activated for a scheduled wake
+//! while its sessions are served as usual.
+
+mod common;
+
+use serde_json::json;
+use spacewake::clock::{Clock, ManualClock};
+use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
+use spacewake::metrics::{Counter, Counters};
+use spacewake::runtime::{RuntimeConfig, SpaceRuntime};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::{Author, Bucket, LedgerDelta, Store, StoreConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn program(name: &str) -> spacewake::compiler::CompiledProgram {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/runtime")
+        .join(name);
+    spacewake::check::compile_file(&path).unwrap()
+}
+
+#[test]
+fn the_ledger_equals_the_sum_of_its_waves_and_survives_a_restart() {
+    let t = common::store();
+    t.store.create_space("s", "did:key:o").unwrap();
+    let sp = t.store.open_space("s").unwrap();
+    let mut rt = SpaceRuntime::start(
+        sp,
+        t.clock.clone(),
+        t.store.config().lease_ttl_ms,
+        RuntimeConfig::default(),
+    )
+    .unwrap();
+    let piece = rt
+        .create_piece(&program("lazy.tsx"), None, &json!({}))
+        .unwrap();
+    rt.demand(&piece, &parse_dotted("doubled"));
+    rt.demand(&piece, &parse_dotted("$UI"));
+    let mut sum = LedgerDelta::default();
+    let mut add = |d: Option<LedgerDelta>| {
+        if let Some(d) = d {
+            sum.cpu_us += d.cpu_us;
+            sum.wall_us += d.wall_us;
+            sum.waves += d.waves;
+            sum.actions += d.actions;
+            sum.commits += d.commits;
+        }
+    };
+    add(rt.flush().unwrap().metered);
+    for i in 0..20 {
+        rt.send(
+            &piece,
+            &parse_dotted("bump"),
+            &format!("e{i}"),
+            json!({}),
+            &Author::principal("p"),
+        )
+        .unwrap();
+        add(rt.run_wave().unwrap().metered);
+    }
+    rt.stop().unwrap();
+    assert!(sum.waves >= 20 && sum.actions >= 60, "{sum:?}");
+    assert!(sum.wall_us > 0);
+
+    // Reopen from disk, as after a restart.
+    let again = t.reopen_with(|_| {});
+    let mut sp = again.open_space("s").unwrap();
+    let rows = sp.ledger().unwrap();
+    assert_eq!(rows.len(), 1, "one bucket, one window: {rows:?}");
+    assert_eq!(rows[0].bucket, Bucket::Session);
+    assert_eq!(
+        rows[0].window_start_ms,
+        t.clock.now_ms() - t.clock.now_ms() % 86_400_000
+    );
+    let mut on_disk = rows[0].totals;
+    on_disk.budget_skips = 0;
+    assert_eq!(on_disk, sum, "the ledger is exactly the sum of the waves");
+}
+
+#[test]
+fn two_instances_of_one_pattern_are_attributed_separately() {
+    let t = common::store();
+    t.store.create_space("s", "did:key:o").unwrap();
+    let sp = t.store.open_space("s").unwrap();
+    let mut rt = SpaceRuntime::start(
+        sp,
+        t.clock.clone(),
+        t.store.config().lease_ttl_ms,
+        RuntimeConfig::default(),
+    )
+    .unwrap();
+    let prog = program("lazy.tsx");
+    let a = rt.create_piece(&prog, None, &json!({"value": 1})).unwrap();
+    let b = rt.create_piece(&prog, None, &json!({"value": 2})).unwrap();
+    rt.demand(&a, &parse_dotted("$UI"));
+    rt.demand(&b, &parse_dotted("$UI"));
+    rt.run_wave().unwrap();
+    for i in 0..5 {
+        rt.send(
+            &b,
+            &parse_dotted("bump"),
+            &format!("b{i}"),
+            json!({}),
+            &Author::principal("p"),
+        )
+        .unwrap();
+        rt.run_wave().unwrap();
+    }
+    let costs = rt.space().action_costs(100).unwrap();
+    let runs = |piece: &str, kind: &str| -> u64 {
+        costs
+            .iter()
+            .filter(|c| c.piece == piece && c.kind == kind)
+            .map(|c| c.runs)
+            .sum()
+    };
+    assert_eq!(runs(&a, "handler"), 0);
+    assert_eq!(runs(&b, "handler"), 5);
+    assert_eq!(runs(&a, "derivation"), 1, "a's label ran once");
+    assert_eq!(
+        runs(&b, "derivation"),
+        6,
+        "b's label ran once plus once per bump"
+    );
+    let patterns: std::collections::BTreeSet<&str> =
+        costs.iter().map(|c| c.pattern.as_str()).collect();
+    assert_eq!(
+        patterns.len(),
+        1,
+        "same pattern, told apart by instance: {patterns:?}"
+    );
+}
+
+const SCHEDULED: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+const work = handler<{}, { count: Cell<number> }>((_e, { count }) => {
+  let x = 0;
+  for (let i = 0; i < 200000; i++) x += i % 3;
+  count.set(count.get() + 1 + (x > 0 ? 0 : 1));
+});
+const poke = handler<{}, { pokes: Cell<number> }>((_e, { pokes }) => { pokes.set(pokes.get() + 1); });
+export default pattern<{ count: Default<number, 0>; pokes: Default<number, 0> }>(({ count, pokes }) => ({
+  [SCHEDULE]: [{ intervalMinutes: 60, callback: work({ count }) }],
+  count, pokes, poke: poke({ pokes }),
+}));
+"#;
+
+fn wait(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
+    let mut cfg = HostConfig {
+        idle_park_ms: 10,
+        ..HostConfig::default()
+    };
+    cfg.schedule.jitter_window_ms = 0;
+    let h = Host::new(store, cfg);
+    h.start_waker();
+    h.store().create_space("s", "did:key:o").unwrap();
+    let files = BTreeMap::from([("p.tsx".to_string(), SCHEDULED.to_string())]);
+    let piece = match h
+        .request_blocking(
+            "s",
+            Trigger::Session,
+            Request::Deploy {
+                entry: "p.tsx".into(),
+                files,
+                export: None,
+                argument: json!({}),
+            },
+        )
+        .unwrap()
+    {
+        Reply::Deployed { piece } => piece,
+        other => panic!("{other:?}"),
+    };
+    let c = |k: Counter| h.counters().space_value("s", k);
+    let parked =
+        || !h.active_spaces().iter().any(|s| s == "s") && c(Counter::ScheduledInFlight) == 0;
+    wait("park", parked);
+    // First wake runs and bills the scheduled bucket.
+    clock.advance_ms(60 * 60_000);
+    wait("first wake", || c(Counter::ScheduleDelivered) == 1);
+    wait("park", parked);
+    let spent = c(Counter::LedgerCpuUsScheduled);
+    assert!(spent > 0, "the scheduled wave was metered");
+    // Give the space a budget it has already spent.
+    {
+        let mut sp = h.store().open_space("s").unwrap();
+        sp.plane(|p| p.set_policy(spacewake::accounting::POLICY_SCHEDULED_BUDGET_US, Some("1")))
+            .unwrap();
+    }
+    let activations = c(Counter::ActivationsSchedule);
+    let due_before = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].next_due_ms;
+    clock.set_ms(due_before);
+    wait("budget skip", || c(Counter::LedgerBudgetSkips) == 1);
+    assert_eq!(
+        c(Counter::ActivationsSchedule),
+        activations,
+        "not activated"
+    );
+    let row = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    assert!(row.next_due_ms > due_before, "next due advanced as usual");
+    assert_eq!(row.skipped_count, 1);
+    let ledger = h.store().open_space("s").unwrap().ledger().unwrap();
+    assert_eq!(ledger.iter().map(|r| r.totals.budget_skips).sum::<u64>(), 1);
+    // A session on the same space is served at full speed.
+    for i in 0..20 {
+        h.request_blocking(
+            "s",
+            Trigger::Session,
+            Request::Send {
+                author: Author::principal("did:key:o"),
+                piece: piece.clone(),
+                path: parse_dotted("poke"),
+                event_id: Some(format!("p{i}")),
+                payload: json!({}),
+            },
+        )
+        .unwrap();
+    }
+    wait("session events", || {
+        matches!(
+            h.request_blocking("s", Trigger::Session, Request::Read { piece: Some(piece.clone()), doc: None, path: parse_dotted("pokes") }),
+            Ok(Reply::Value { value, .. }) if value == json!(20)
+        )
+    });
+    assert!(
+        c(Counter::LedgerCpuUsSession) > 0,
+        "session work bills the session bucket"
+    );
+    assert_eq!(
+        c(Counter::LedgerCpuUsScheduled),
+        spent,
+        "and never the scheduled one"
+    );
+    let _ = clock.now_ms();
+}
