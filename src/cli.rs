@@ -43,6 +43,20 @@ pub enum Command {
         #[command(subcommand)]
         which: crate::schedule_cli::SchedulesCommand,
     },
+    /// Show a space's compute ledger and top actions, or set its scheduled budget.
+    Ledger {
+        #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
+        data: PathBuf,
+        #[arg(long)]
+        space: String,
+        /// How many of the most expensive actions to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Set the space's scheduled CPU budget per window: milliseconds,
+        /// `none` (unlimited) or `default` (the host's).
+        #[arg(long)]
+        set_budget_ms: Option<String>,
+    },
     /// Grant a principal read or write access to a space (data directory).
     Grant {
         #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
@@ -191,6 +205,11 @@ pub struct SpacesArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// Wave time with compute metering on vs off.
+    Accounting {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Scheduled wakes: index-hook overhead, wakes/s, lateness, memory.
     Schedule {
         #[arg(long, default_value_t = 1.0)]

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
             BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
             BenchCommand::Patterns { scale } => spacewake::bench::patterns::run(scale),
             BenchCommand::Serve { scale } => spacewake::bench::serve::run(scale),
+            BenchCommand::Accounting { scale } => spacewake::bench::accounting::run(scale),
             BenchCommand::Schedule { scale } => spacewake::bench::schedule::run(scale),
         },
         Command::Spaces(args) => spacewake::serve::list_spaces(&args.data),
@@ -34,6 +35,12 @@ fn main() -> ExitCode {
             access,
         } => spacewake::client_cli::grant(&data, &space, &did, &access),
         Command::Identity(c) => spacewake::client_cli::identity(&c),
+        Command::Ledger {
+            data,
+            space,
+            top,
+            set_budget_ms,
+        } => spacewake::accounting::cli::run(&data, &space, top, set_budget_ms),
         Command::Schedules { which } => spacewake::schedule_cli::run(which),
         Command::Deploy {
             client,

@@ -110,7 +110,9 @@ fn two_instances_of_one_pattern_are_attributed_separately() {
         .unwrap();
         rt.run_wave().unwrap();
     }
-    let costs = rt.space().action_costs(100).unwrap();
+    // Attribution is buffered and written with later commits or at park.
+    let mut sp = rt.stop().unwrap();
+    let costs = sp.action_costs(100).unwrap();
     let runs = |piece: &str, kind: &str| -> u64 {
         costs
             .iter()
@@ -248,4 +250,56 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
         "and never the scheduled one"
     );
     let _ = clock.now_ms();
+}
+
+#[test]
+fn the_ledger_cli_shows_the_ledger_and_sets_a_budget_override() {
+    let t = common::store();
+    t.store.create_space("s", "did:key:o").unwrap();
+    {
+        let sp = t.store.open_space("s").unwrap();
+        let mut rt = SpaceRuntime::start(
+            sp,
+            t.clock.clone(),
+            t.store.config().lease_ttl_ms,
+            RuntimeConfig::default(),
+        )
+        .unwrap();
+        let piece = rt
+            .create_piece(&program("lazy.tsx"), None, &json!({}))
+            .unwrap();
+        rt.demand(&piece, &parse_dotted("doubled"));
+        rt.run_wave().unwrap();
+        rt.stop().unwrap();
+    }
+    let bin = env!("CARGO_BIN_EXE_spacewake");
+    let out = std::process::Command::new(bin)
+        .args(["ledger", "--space", "s", "--data"])
+        .arg(t.dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("session"), "{text}");
+    assert!(text.contains("top 1 actions by CPU"), "{text}");
+    let out = std::process::Command::new(bin)
+        .args(["ledger", "--space", "s", "--set-budget-ms", "5", "--data"])
+        .arg(t.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut sp = t.store.open_space("s").unwrap();
+    assert_eq!(
+        sp.plane(|p| p.policy(spacewake::accounting::POLICY_SCHEDULED_BUDGET_US))
+            .unwrap()
+            .as_deref(),
+        Some("5000")
+    );
+    let out = std::process::Command::new(bin)
+        .args(["ledger", "--space", "nope", "--data"])
+        .arg(t.dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no space \"nope\""));
 }

@@ -17,6 +17,8 @@
 //! - Budgets are checked before activation only; a wave in flight is never
 //!   cut short by them.
 
+pub mod cli;
+
 use crate::store::{Bucket, Space, StoreResult};
 
 /// Ledger windows: one UTC day by default.

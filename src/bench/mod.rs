@@ -1,3 +1,4 @@
+pub mod accounting;
 pub mod patterns;
 pub mod schedule;
 pub mod serve;

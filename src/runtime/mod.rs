@@ -194,7 +194,18 @@ pub struct SpaceRuntime {
     failures: Vec<ActionFailure>,
     bucket: crate::store::Bucket,
     meter: Option<Meter>,
+    /// Per-action attribution not yet written: it rides along with every
+    /// [`COST_FLUSH_WAVES`]th commit (and at stop), so diagnosis costs a
+    /// write per many waves, not per wave. The ledger itself is never
+    /// buffered.
+    pending_costs: BTreeMap<(u64, String, String), (&'static str, String, u64, u64, u64)>,
+    waves_since_costs: u32,
 }
+
+/// Waves between writes of the per-action attribution.
+const COST_FLUSH_WAVES: u32 = 32;
+
+type CostRow = (String, String, &'static str, String, u64, u64, u64);
 
 impl SpaceRuntime {
     /// Takes the space's lease for a tenure and rebuilds every piece's graph.
@@ -247,6 +258,8 @@ impl SpaceRuntime {
             failures: Vec::new(),
             bucket: crate::store::Bucket::Session,
             meter: None,
+            pending_costs: BTreeMap::new(),
+            waves_since_costs: 0,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
@@ -272,6 +285,10 @@ impl SpaceRuntime {
     /// Ends the tenure: releases the lease. Pending work is dropped; call
     /// [`SpaceRuntime::flush`] first to keep it.
     pub fn stop(mut self) -> RuntimeResult<Space> {
+        let costs = self.take_costs(true);
+        if !costs.is_empty() {
+            self.space.plane(|p| write_costs(p, &costs))?;
+        }
         let lease = self.lease.clone();
         self.space.release_lease(&lease)?;
         Ok(self.space)
@@ -998,17 +1015,12 @@ impl SpaceRuntime {
             let bucket = self.bucket;
             if let Some((delta, costs)) = self.meter_close(false) {
                 report.metered = Some(delta);
-                if delta.actions > 0 {
-                    self.space.plane(|p| {
-                        p.add_ledger(bucket, window, &delta)?;
-                        for (piece, action, kind, pattern, cpu, wall, runs) in &costs {
-                            p.add_action_cost(
-                                window, piece, action, kind, pattern, *cpu, *wall, *runs,
-                            )?;
-                        }
-                        Ok(())
-                    })?;
-                }
+                self.buffer_costs(window, costs);
+                let costs = self.take_costs(false);
+                self.space.plane(|p| {
+                    p.add_ledger(bucket, window, &delta)?;
+                    write_costs(p, &costs)
+                })?;
             }
             return Ok(report);
         }
@@ -1031,8 +1043,12 @@ impl SpaceRuntime {
         let window =
             crate::accounting::window_start_ms(self.clock.now_ms(), self.cfg.ledger_window_ms);
         let bucket = self.bucket;
-        let metered = self.meter_close(true);
-        report.metered = metered.as_ref().map(|(d, _)| *d);
+        let metered = self.meter_close(true).map(|(d, costs)| {
+            self.buffer_costs(window, costs);
+            d
+        });
+        report.metered = metered;
+        let costs = self.take_costs(false);
         let result = self.space.commit_with(req, |view, plane| {
             for (node, hash) in &hashes {
                 plane
@@ -1040,16 +1056,12 @@ impl SpaceRuntime {
                     .map_err(|e| e.to_string())?;
             }
             // The ledger rides in the wave's own transaction.
-            if let Some((delta, costs)) = &metered {
+            if let Some(delta) = &metered {
                 plane
                     .add_ledger(bucket, window, delta)
                     .map_err(|e| e.to_string())?;
-                for (piece, action, kind, pattern, cpu, wall, runs) in costs {
-                    plane
-                        .add_action_cost(window, piece, action, kind, pattern, *cpu, *wall, *runs)
-                        .map_err(|e| e.to_string())?;
-                }
             }
+            write_costs(plane, &costs).map_err(|e| e.to_string())?;
             Ok(())
         });
         match result {
@@ -1114,24 +1126,21 @@ impl SpaceRuntime {
         took: std::time::Duration,
     ) {
         if let Some(m) = self.meter.as_mut() {
-            let e = m
-                .actions
-                .entry(action.to_string())
-                .or_insert_with(|| (piece.to_string(), kind, 0, 0));
+            if !m.actions.contains_key(action) {
+                m.actions
+                    .insert(action.to_string(), (piece.to_string(), kind, 0, 0));
+            }
+            let e = m.actions.get_mut(action).expect("inserted above");
             e.2 += took.as_nanos() as u64;
             e.3 += 1;
         }
     }
 
     /// Closes the meter: the ledger delta and each action's attributed cost.
-    #[allow(clippy::type_complexity)]
     fn meter_close(
         &mut self,
         committed: bool,
-    ) -> Option<(
-        crate::store::LedgerDelta,
-        Vec<(String, String, &'static str, String, u64, u64, u64)>,
-    )> {
+    ) -> Option<(crate::store::LedgerDelta, Vec<CostRow>)> {
         let m = self.meter.take()?;
         let cpu_us = crate::accounting::thread_cpu_us().saturating_sub(m.cpu_start_us);
         let wall_us = m.wall_start.elapsed().as_micros() as u64;
@@ -1174,6 +1183,35 @@ impl SpaceRuntime {
         c.inc(Counter::LedgerWaves);
         c.add(Counter::LedgerActions, runs as i64);
         Some((delta, costs))
+    }
+
+    /// Adds a wave's attribution to the buffer.
+    fn buffer_costs(&mut self, window: u64, costs: Vec<CostRow>) {
+        for (piece, action, kind, pattern, cpu, wall, runs) in costs {
+            let e = self
+                .pending_costs
+                .entry((window, piece, action))
+                .or_insert((kind, pattern, 0, 0, 0));
+            e.2 += cpu;
+            e.3 += wall;
+            e.4 += runs;
+        }
+        self.waves_since_costs += 1;
+    }
+
+    /// The buffered attribution, if it is due to be written (every
+    /// [`COST_FLUSH_WAVES`] waves, or everything when `all`).
+    fn take_costs(&mut self, all: bool) -> Vec<(u64, CostRow)> {
+        if !all && self.waves_since_costs < COST_FLUSH_WAVES {
+            return Vec::new();
+        }
+        self.waves_since_costs = 0;
+        std::mem::take(&mut self.pending_costs)
+            .into_iter()
+            .map(|((w, piece, action), (kind, pattern, cpu, wall, runs))| {
+                (w, (piece, action, kind, pattern, cpu, wall, runs))
+            })
+            .collect()
     }
 
     /// Renews the tenure's lease now; `LeaseLost` ends the tenure.
@@ -1254,6 +1292,16 @@ impl SpaceRuntime {
         )?;
         Ok(out.seq.unwrap_or(0))
     }
+}
+
+fn write_costs(
+    p: &mut crate::store::PlaneTx<'_>,
+    costs: &[(u64, CostRow)],
+) -> crate::store::StoreResult<()> {
+    for (w, (piece, action, kind, pattern, cpu, wall, runs)) in costs {
+        p.add_action_cost(*w, piece, action, kind, pattern, *cpu, *wall, *runs)?;
+    }
+    Ok(())
 }
 
 fn as_stream_target(s: &Value) -> Option<String> {
