@@ -198,14 +198,19 @@ pub struct SpaceRuntime {
     /// [`COST_FLUSH_WAVES`]th commit (and at stop), so diagnosis costs a
     /// write per many waves, not per wave. The ledger itself is never
     /// buffered.
-    pending_costs: BTreeMap<(u64, String, String), (&'static str, String, u64, u64, u64)>,
+    pending_costs: BTreeMap<CostKey, CostTally>,
     waves_since_costs: u32,
 }
 
 /// Waves between writes of the per-action attribution.
 const COST_FLUSH_WAVES: u32 = 32;
 
+/// (piece, action, kind, pattern, cpu µs, wall µs, runs) of one action.
 type CostRow = (String, String, &'static str, String, u64, u64, u64);
+/// (window start, piece, action)
+type CostKey = (u64, String, String);
+/// (kind, pattern, cpu µs, wall µs, runs)
+type CostTally = (&'static str, String, u64, u64, u64);
 
 impl SpaceRuntime {
     /// Takes the space's lease for a tenure and rebuilds every piece's graph.
