@@ -159,6 +159,15 @@ pub struct ServeArgs {
     /// spend before its scheduled wakes are skipped (unlimited when omitted).
     #[arg(long, env = "SPACEWAKE_SCHEDULED_CPU_BUDGET_MS")]
     pub scheduled_cpu_budget_ms: Option<u64>,
+    /// Back off schedules whose output no session reads (`off` to disable).
+    #[arg(long, env = "SPACEWAKE_BACKOFF", value_enum, default_value_t = OnOff::On)]
+    pub backoff: OnOff,
+    /// Consecutive unread fires per doubling of the effective interval.
+    #[arg(long, env = "SPACEWAKE_BACKOFF_UNREAD_FIRES", default_value_t = 3)]
+    pub backoff_unread_fires: u32,
+    /// Largest back-off factor.
+    #[arg(long, env = "SPACEWAKE_BACKOFF_CAP", default_value_t = 16)]
+    pub backoff_cap: u32,
     /// Ledger window in hours (24: one UTC day).
     #[arg(long, env = "SPACEWAKE_LEDGER_WINDOW_HOURS", default_value_t = 24)]
     pub ledger_window_hours: u64,

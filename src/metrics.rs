@@ -80,6 +80,8 @@ counters! {
     LedgerCpuUsSession => ("ledger", "sessionCpuUs", Counter, "Thread CPU µs of waves billed to the session bucket"),
     LedgerWallUs => ("ledger", "wallUs", Counter, "Wall µs of metered waves"),
     LedgerActions => ("ledger", "actions", Counter, "Actions run in metered waves"),
+    ScheduleBackedOff => ("ledger", "backedOffEntries", Counter, "Times an entry's effective interval doubled because nothing read its output"),
+    ScheduleBackoffRestored => ("ledger", "backoffRestored", Counter, "Backed-off entries restored to their declared interval by a session read"),
     LedgerBudgetSkips => ("ledger", "budgetSkips", Counter, "Scheduled wakes not activated because the space's scheduled budget was spent"),
     DemandPasses => ("demand", "passes", Counter, "Demand passes run"),
     EventsProcessed => ("events", "processed", Counter, "Events consumed by a wave"),

@@ -248,8 +248,13 @@ pub fn advance(
         crate::schedule::fire::fire_due(rt.space(), now, jitter, true)
             .map_err(|e| e.to_string())?;
         for _ in 0..1_000 {
-            let (wave, _) =
-                crate::schedule::delivery::run_wave(rt, now, 256).map_err(|e| e.to_string())?;
+            let (wave, _) = crate::schedule::delivery::run_wave_with(
+                rt,
+                now,
+                256,
+                &crate::accounting::backoff::BackoffPolicy::disabled(),
+            )
+            .map_err(|e| e.to_string())?;
             if wave.events == 0 && !rt.space().has_undelivered().map_err(|e| e.to_string())? {
                 break;
             }

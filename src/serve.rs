@@ -49,6 +49,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             jitter_window_ms: args.jitter_window_minutes * 60_000,
             max_scheduled: args.max_scheduled,
             scheduled_budget_us: args.scheduled_cpu_budget_ms.map(|ms| ms * 1_000),
+            backoff: crate::accounting::backoff::BackoffPolicy {
+                enabled: args.backoff == crate::cli::OnOff::On,
+                unread_threshold: args.backoff_unread_fires.max(1),
+                cap: args.backoff_cap.max(1),
+            },
         },
         runtime: crate::runtime::RuntimeConfig {
             ledger_window_ms: args.ledger_window_hours.max(1) * 3_600_000,

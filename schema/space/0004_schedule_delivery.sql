@@ -8,6 +8,11 @@ ALTER TABLE schedule_index ADD COLUMN retry_due_ms INTEGER;
 -- handler runs, so a process that dies mid-wave is seen as a failed attempt
 -- at the next activation instead of a crash loop.
 ALTER TABLE schedule_index ADD COLUMN inflight_event TEXT;
+-- What the entry's last delivered wave wrote (a JSON array of document ids)
+-- and whether a session has read any of it since: unread output backs the
+-- entry off.
+ALTER TABLE schedule_index ADD COLUMN output_docs TEXT;
+ALTER TABLE schedule_index ADD COLUMN output_read INTEGER NOT NULL DEFAULT 1;
 DROP INDEX schedule_index_due;
 CREATE INDEX schedule_index_due ON schedule_index (next_due_ms) WHERE status = 'active';
 CREATE INDEX schedule_index_retry ON schedule_index (retry_due_ms) WHERE retry_due_ms IS NOT NULL;

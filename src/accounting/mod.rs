@@ -17,6 +17,7 @@
 //! - Budgets are checked before activation only; a wave in flight is never
 //!   cut short by them.
 
+pub mod backoff;
 pub mod cli;
 
 use crate::store::{Bucket, Space, StoreResult};

@@ -195,6 +195,8 @@ pub struct ScheduleConfig {
     /// before its scheduled wakes are skipped (per-space overrides live in
     /// the space's policy table). `None`: unlimited.
     pub scheduled_budget_us: Option<u64>,
+    /// Back-off of schedules whose output no session reads.
+    pub backoff: crate::accounting::backoff::BackoffPolicy,
 }
 
 impl Default for ScheduleConfig {
@@ -207,6 +209,7 @@ impl Default for ScheduleConfig {
             // spaces' callbacks, small enough that sessions stay responsive.
             max_scheduled: 32,
             scheduled_budget_us: None,
+            backoff: crate::accounting::backoff::BackoffPolicy::default(),
         }
     }
 }

@@ -414,6 +414,7 @@ impl Server {
         };
         // A read may have pulled derivations: keep what they computed.
         self.rt.flush().map_err(internal)?;
+        self.note_session_reads();
         Ok(Reply::Value { value, seq })
     }
 
@@ -469,11 +470,14 @@ impl Server {
             let _entered = span.enter();
             let now = self.inner.clock.now_ms();
             let limit = self.inner.cfg.runtime.wave_event_limit;
-            let (report, delivery) = crate::schedule::delivery::run_wave(&mut self.rt, now, limit)?;
+            let backoff = self.inner.cfg.schedule.backoff;
+            let (report, delivery) =
+                crate::schedule::delivery::run_wave_with(&mut self.rt, now, limit, &backoff)?;
             let c = self.counters();
             c.add(Counter::ScheduleDelivered, delivery.delivered as i64);
             c.add(Counter::ScheduleRetried, delivery.retried as i64);
             c.add(Counter::ScheduleDeadLettered, delivery.dead_lettered as i64);
+            c.add(Counter::ScheduleBackedOff, delivery.backed_off as i64);
             tracing::debug!(events = report.events, seq = ?report.seq, handlers = report.handler_runs, derivations = report.derivation_runs, "wave committed");
             if report.events > 0 {
                 self.last_activity = Instant::now();
@@ -487,6 +491,19 @@ impl Server {
         self.work = self.rt.space().has_undelivered()?;
         self.report_memory();
         Ok(())
+    }
+
+    /// What sessions read may be a schedule's output: mark it read, and
+    /// restore any backed-off entry to its declared interval.
+    fn note_session_reads(&mut self) {
+        let read = self.rt.take_session_reads();
+        let now = self.inner.clock.now_ms();
+        match crate::accounting::backoff::note_session_reads(self.rt.space(), &read, now) {
+            Ok(n) => self
+                .counters()
+                .add(Counter::ScheduleBackoffRestored, n as i64),
+            Err(e) => tracing::warn!(space = %self.id, error = %e, "cannot record session reads"),
+        }
     }
 
     /// Keeps the runtime-memory gauge equal to this space's JS heap.
@@ -561,6 +578,7 @@ impl Server {
         }
         self.counters().add(Counter::UpdatesSent, sent);
         self.rt.flush()?;
+        self.note_session_reads();
         Ok(())
     }
 }

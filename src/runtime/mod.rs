@@ -128,6 +128,8 @@ pub struct WaveReport {
     /// What the wave's meter booked to the ledger (None when metering is
     /// off or the wave ran nothing).
     pub metered: Option<crate::store::LedgerDelta>,
+    /// Documents the wave wrote.
+    pub written: Vec<String>,
     pub handler_runs: u64,
     pub derivation_runs: u64,
     pub failures: Vec<ActionFailure>,
@@ -179,6 +181,12 @@ pub struct SpaceRuntime {
     doc_seq: HashMap<String, u64>,
     /// While `Some`, every document read raises it to that document's seq.
     read_seq: Option<u64>,
+    /// Documents read since the last [`SpaceRuntime::take_session_reads`]
+    /// by reads made on behalf of sessions (for the back-off of unread
+    /// scheduled output).
+    session_reads: HashSet<String>,
+    /// Documents written by the pending wave (reported with the wave).
+    wave_writes: BTreeSet<String>,
     fresh: HashSet<String>,
     action_hash: HashMap<String, String>,
     demand: BTreeSet<(String, Vec<PathSeg>)>,
@@ -250,6 +258,8 @@ impl SpaceRuntime {
             docs: HashMap::new(),
             doc_seq: HashMap::new(),
             read_seq: None,
+            session_reads: HashSet::new(),
+            wave_writes: BTreeSet::new(),
             fresh: HashSet::new(),
             action_hash,
             demand: BTreeSet::new(),
@@ -533,6 +543,7 @@ impl SpaceRuntime {
         };
         if let Some(seen) = self.read_seq.as_mut() {
             *seen = (*seen).max(self.doc_seq.get(id).copied().unwrap_or(0));
+            self.session_reads.insert(id.to_string());
         }
         Ok(v)
     }
@@ -545,6 +556,11 @@ impl SpaceRuntime {
         let r = self.read(piece, path);
         let seq = self.read_seq.take().unwrap_or(0);
         Ok((r?, seq))
+    }
+
+    /// The documents sessions have read since the last call.
+    pub fn take_session_reads(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.session_reads)
     }
 
     /// Writes into the pending wave and makes every reader stale.
@@ -562,6 +578,7 @@ impl SpaceRuntime {
         if self.touched_set.insert(doc.to_string()) {
             self.touched.push(doc.to_string());
         }
+        self.wave_writes.insert(doc.to_string());
         self.invalidate(doc);
         Ok(())
     }
@@ -1009,6 +1026,7 @@ impl SpaceRuntime {
     /// Commits what the pending wave wrote, once, with this tenure's lease.
     pub fn flush(&mut self) -> RuntimeResult<WaveReport> {
         let mut report = std::mem::take(&mut self.report);
+        report.written = std::mem::take(&mut self.wave_writes).into_iter().collect();
         if self.touched.is_empty()
             && self.sends.is_empty()
             && self.watermarks.is_empty()

@@ -24,6 +24,8 @@ pub const RETRY_BACKOFF_MINUTES: [u64; 3] = [1, 5, 30];
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeliveryReport {
     pub delivered: usize,
+    /// Entries whose effective interval doubled (unread output).
+    pub backed_off: usize,
     pub retried: usize,
     pub dead_lettered: usize,
 }
@@ -79,6 +81,21 @@ pub fn after_wave(
     wave: &WaveReport,
     now_ms: u64,
 ) -> StoreResult<DeliveryReport> {
+    after_wave_with(
+        space,
+        wave,
+        now_ms,
+        &crate::accounting::backoff::BackoffPolicy::default(),
+    )
+}
+
+/// [`after_wave`] under an explicit back-off policy.
+pub fn after_wave_with(
+    space: &mut Space,
+    wave: &WaveReport,
+    now_ms: u64,
+    backoff: &crate::accounting::backoff::BackoffPolicy,
+) -> StoreResult<DeliveryReport> {
     let mut report = DeliveryReport::default();
     for id in &wave.delivered {
         let Some((piece, entry)) = wake_target(id) else {
@@ -90,8 +107,11 @@ pub fn after_wave(
         if row.inflight_event.as_deref() == Some(id.as_str()) {
             row.inflight_event = None;
             row.attempts = 0;
-            space.plane(|p| p.upsert_schedule(&row))?;
         }
+        if crate::accounting::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
+            report.backed_off += 1;
+        }
+        space.plane(|p| p.upsert_schedule(&row))?;
         report.delivered += 1;
     }
     for id in wave.failed_events.iter().chain(&wave.skipped_events) {
@@ -141,6 +161,21 @@ pub fn run_wave(
     now_ms: u64,
     limit: usize,
 ) -> RuntimeResult<(WaveReport, DeliveryReport)> {
+    run_wave_with(
+        rt,
+        now_ms,
+        limit,
+        &crate::accounting::backoff::BackoffPolicy::default(),
+    )
+}
+
+/// [`run_wave`] under an explicit back-off policy.
+pub fn run_wave_with(
+    rt: &mut SpaceRuntime,
+    now_ms: u64,
+    limit: usize,
+    backoff: &crate::accounting::backoff::BackoffPolicy,
+) -> RuntimeResult<(WaveReport, DeliveryReport)> {
     let crashed = before_wave(rt.space(), limit)?;
     let delivering = rt
         .space()
@@ -154,7 +189,7 @@ pub fn run_wave(
     if wave.delivered.iter().any(|id| wake_target(id).is_some()) {
         crash_point(CrashPoint::AfterWave);
     }
-    let delivery = after_wave(rt.space(), &wave, now_ms)?;
+    let delivery = after_wave_with(rt.space(), &wave, now_ms, backoff)?;
     Ok((wave, delivery))
 }
 

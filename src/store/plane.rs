@@ -65,6 +65,10 @@ pub struct ScheduleRow {
     pub retry_due_ms: Option<u64>,
     /// The wake event being delivered (set before its handler runs).
     pub inflight_event: Option<String>,
+    /// Documents the last delivered wave of this entry wrote (JSON array).
+    pub output_docs: Option<String>,
+    /// Whether a session read any of `output_docs` since they were written.
+    pub output_read: bool,
 }
 
 impl ScheduleRow {
@@ -103,6 +107,8 @@ impl ScheduleRow {
             unread_fires: 0,
             retry_due_ms: None,
             inflight_event: None,
+            output_docs: None,
+            output_read: true,
         }
     }
 }
@@ -178,7 +184,8 @@ pub struct PlaneTx<'a> {
 
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
      nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event";
+     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event, output_docs, \
+     output_read";
 
 fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
     Ok(ScheduleRow {
@@ -199,6 +206,8 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
         unread_fires: r.get(14)?,
         retry_due_ms: r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
         inflight_event: r.get(16)?,
+        output_docs: r.get(17)?,
+        output_read: r.get::<_, i64>(18)? != 0,
     })
 }
 
@@ -399,7 +408,7 @@ impl<'a> PlaneTx<'a> {
         self.schedule_touched = true;
         let sql = format!(
             "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
         );
         self.tx
             .prepare_cached(&sql)
@@ -423,6 +432,8 @@ impl<'a> PlaneTx<'a> {
                 row.unread_fires,
                 row.retry_due_ms.map(|v| v as i64),
                 row.inflight_event,
+                row.output_docs,
+                row.output_read as i64,
             ])
             .at(self.path)?;
         Ok(())
