@@ -303,3 +303,74 @@ fn the_ledger_cli_shows_the_ledger_and_sets_a_budget_override() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no space \"nope\""));
 }
+
+const HEAVY: &str = r#"
+import { pattern, handler, Cell, Default } from "commonfabric";
+const work = handler<{}, { count: Cell<number> }>((_e, { count }) => {
+  let x = 0;
+  for (let i = 0; i < 300000; i++) x = (x + i * 7) % 1000003;
+  count.set(count.get() + (x >= 0 ? 1 : 0));
+});
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({ count, work: work({ count }) }));
+"#;
+
+const TRIVIAL: &str = r#"
+import { pattern, handler, Cell, Default } from "commonfabric";
+const work = handler<{}, { count: Cell<number> }>((_e, { count }) => { count.set(count.get() + 1); });
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({ count, work: work({ count }) }));
+"#;
+
+/// Runs `events` events through one piece of `source` in a fresh space on
+/// the calling thread; returns the CPU µs its ledger recorded.
+fn ledger_cpu_of(store: &Store, clock: &Arc<ManualClock>, space: &str, source: &str, events: usize) -> u64 {
+    use spacewake::compiler::{compile, MemorySource};
+    store.create_space(space, "did:key:o").unwrap();
+    let program = compile("p.tsx", &MemorySource::new().with("p.tsx", source)).unwrap();
+    let sp = store.open_space(space).unwrap();
+    let mut rt = SpaceRuntime::start(sp, clock.clone(), store.config().lease_ttl_ms, RuntimeConfig::default()).unwrap();
+    let piece = rt.create_piece(&program, None, &json!({})).unwrap();
+    rt.flush().unwrap();
+    let before: u64 = rt.space().ledger().unwrap().iter().map(|r| r.totals.cpu_us).sum();
+    for i in 0..events {
+        rt.send(&piece, &parse_dotted("work"), &format!("e{i}"), json!({}), &Author::principal("p")).unwrap();
+        rt.run_wave().unwrap();
+    }
+    let mut sp = rt.stop().unwrap();
+    let after: u64 = sp.ledger().unwrap().iter().map(|r| r.totals.cpu_us).sum();
+    after - before
+}
+
+#[test]
+fn each_space_is_billed_its_own_cpu_under_contention() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
+    let (heavy_n, trivial_n) = (40, 400);
+    // Alone, one after the other.
+    let heavy_alone = ledger_cpu_of(&store, &clock, "heavy-alone", HEAVY, heavy_n);
+    let trivial_alone = ledger_cpu_of(&store, &clock, "trivial-alone", TRIVIAL, trivial_n);
+    // Together, on two threads, with a third thread burning CPU so the two
+    // spaces are also preempted on this 2-core machine.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let burner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+        })
+    };
+    let (heavy_busy, trivial_busy) = std::thread::scope(|s| {
+        let h = s.spawn(|| ledger_cpu_of(&store, &clock, "heavy-busy", HEAVY, heavy_n));
+        let t = s.spawn(|| ledger_cpu_of(&store, &clock, "trivial-busy", TRIVIAL, trivial_n));
+        (h.join().unwrap(), t.join().unwrap())
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    burner.join().unwrap();
+    let off = |busy: u64, alone: u64| (busy as f64 - alone as f64).abs() / alone as f64;
+    assert!(heavy_alone > 20 * trivial_alone / 10, "the heavy work is heavy: {heavy_alone} vs {trivial_alone}");
+    assert!(off(heavy_busy, heavy_alone) < 0.10, "heavy: alone {heavy_alone} µs, contended {heavy_busy} µs");
+    assert!(off(trivial_busy, trivial_alone) < 0.10, "trivial: alone {trivial_alone} µs, contended {trivial_busy} µs");
+}
