@@ -534,7 +534,8 @@ fn profile(
     let stack = rcfg.sandbox.max_stack_bytes + 4 * 1024 * 1024;
     let ttl = store.config().lease_ttl_ms;
     let clock = store.clock().clone();
-    const STEPS: [&str; 11] = [
+    const STEPS: [&str; 12] = [
+        "waker budget check",
         "thread spawn",
         "open file",
         "runtime start",
@@ -555,25 +556,31 @@ fn profile(
     };
     for id in prof {
         let mut at = Instant::now();
+        // What the waker does per due space before dispatching it.
+        {
+            let mut space = store.open_space(id)?;
+            crate::accounting::scheduled_budget_us(&mut space, None)?;
+        }
+        sum[0] += lap(&mut at);
         std::thread::Builder::new()
             .stack_size(stack)
             .spawn(|| ())?
             .join()
             .expect("empty thread");
-        sum[0] += lap(&mut at);
-        let space = store.open_space(id)?;
         sum[1] += lap(&mut at);
+        let space = store.open_space(id)?;
+        sum[2] += lap(&mut at);
         {
             let sb = Sandbox::new(rcfg.sandbox.clone(), COMMONFABRIC_JS)?;
             let ns = sb.import(COMMONFABRIC, &CallOptions::reactive())?.value;
             sb.release(ns);
         }
-        sum[3] += lap(&mut at);
+        sum[4] += lap(&mut at);
         let mut rt = SpaceRuntime::start(space, clock.clone(), ttl, rcfg.clone())?;
-        sum[2] += lap(&mut at);
+        sum[3] += lap(&mut at);
         rt.space().schedule(None)?;
         rt.space().defer_checkpoints(10_000)?;
-        sum[4] += lap(&mut at);
+        sum[5] += lap(&mut at);
         let now = clock.now_ms();
         let report = crate::schedule::fire::fire_due(rt.space(), now, &jitter, true)?;
         ensure!(
@@ -582,24 +589,24 @@ fn profile(
             report.fired.len()
         );
         rt.space().schedule(None)?;
-        sum[5] += lap(&mut at);
+        sum[6] += lap(&mut at);
         let (_, d) = crate::schedule::delivery::run_wave(&mut rt, now, 256)?;
         ensure!(d.delivered == 1, "{id}: {} delivered", d.delivered);
         rt.flush()?;
         rt.space().has_undelivered()?;
-        sum[6] += lap(&mut at);
-        rt.space().checkpoint()?;
         sum[7] += lap(&mut at);
+        rt.space().checkpoint()?;
+        sum[8] += lap(&mut at);
         rt.flush()?;
         let mut space = rt.stop()?;
-        sum[8] += lap(&mut at);
+        sum[9] += lap(&mut at);
         // Not part of a wake: keeps this space out of the herd's later rounds.
         crate::schedule::ops::pause(&mut space, &t.piece, 0)?;
         at = Instant::now();
         drop(space);
-        sum[9] += lap(&mut at);
-        release_freed_memory();
         sum[10] += lap(&mut at);
+        release_freed_memory();
+        sum[11] += lap(&mut at);
     }
     let v = count_of(store, &prof[0], &t.piece)?;
     ensure!(v == json!(1), "profiled wake did not count: {v}");
@@ -608,7 +615,7 @@ fn profile(
     let total: f64 = sum
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i != 3)
+        .filter(|(i, _)| *i != 4)
         .map(|(_, s)| s)
         .sum::<f64>();
     let parts: Vec<String> = STEPS
