@@ -1202,7 +1202,12 @@ impl SpaceRuntime {
             },
             cpu_us as i64,
         );
-        c.add(Counter::LedgerWallUs, wall_us as i64);
+        let (wall, waves) = match self.bucket {
+            crate::store::Bucket::Scheduled => (Counter::LedgerWallUsScheduled, Counter::LedgerWavesScheduled),
+            crate::store::Bucket::Session => (Counter::LedgerWallUsSession, Counter::LedgerWavesSession),
+        };
+        c.add(wall, wall_us as i64);
+        c.inc(waves);
         c.inc(Counter::LedgerWaves);
         c.add(Counter::LedgerActions, runs as i64);
         Some((delta, costs))
