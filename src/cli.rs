@@ -171,6 +171,11 @@ pub struct ServeArgs {
     /// Ledger window in hours (24: one UTC day).
     #[arg(long, env = "SPACEWAKE_LEDGER_WINDOW_HOURS", default_value_t = 24)]
     pub ledger_window_hours: u64,
+    /// Export tracing spans (one per wave) as OTLP/HTTP protobuf to this
+    /// collector base URL (`/v1/traces` is appended). Plain `http://` only;
+    /// terminate TLS in a collector sidecar. No export when omitted.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Testing only: run the host's clock this far ahead of the system clock.
     #[arg(long, hide = true, default_value_t = 0)]
     pub clock_offset_ms: u64,

@@ -24,3 +24,4 @@ pub mod schedule_cli;
 pub mod serve;
 pub mod session;
 pub mod store;
+pub mod telemetry;

@@ -5,17 +5,18 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The host logs at info; one-shot commands keep their output to results.
-    let default_filter = match cli.command {
-        Command::Serve(_) => "info",
-        _ => "error",
+    let (default_filter, otlp_endpoint) = match &cli.command {
+        Command::Serve(args) => ("info", args.otlp_endpoint.as_deref()),
+        _ => ("error", None),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SPACEWAKE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Spans are exported over OTLP only when serve has an endpoint.
+    let telemetry = match spacewake::telemetry::init(default_filter, otlp_endpoint) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Serve(args) => spacewake::serve::run(args),
         Command::Check { files } => Ok(spacewake::check::run(&files)),
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
             } => spacewake::debug::lease_contender(&data, &space, millis, ttl_ms),
         },
     };
+    telemetry.shutdown();
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -322,17 +322,42 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({ count, w
 
 /// Runs `events` events through one piece of `source` in a fresh space on
 /// the calling thread; returns the CPU µs its ledger recorded.
-fn ledger_cpu_of(store: &Store, clock: &Arc<ManualClock>, space: &str, source: &str, events: usize) -> u64 {
+fn ledger_cpu_of(
+    store: &Store,
+    clock: &Arc<ManualClock>,
+    space: &str,
+    source: &str,
+    events: usize,
+) -> u64 {
     use spacewake::compiler::{compile, MemorySource};
     store.create_space(space, "did:key:o").unwrap();
     let program = compile("p.tsx", &MemorySource::new().with("p.tsx", source)).unwrap();
     let sp = store.open_space(space).unwrap();
-    let mut rt = SpaceRuntime::start(sp, clock.clone(), store.config().lease_ttl_ms, RuntimeConfig::default()).unwrap();
+    let mut rt = SpaceRuntime::start(
+        sp,
+        clock.clone(),
+        store.config().lease_ttl_ms,
+        RuntimeConfig::default(),
+    )
+    .unwrap();
     let piece = rt.create_piece(&program, None, &json!({})).unwrap();
     rt.flush().unwrap();
-    let before: u64 = rt.space().ledger().unwrap().iter().map(|r| r.totals.cpu_us).sum();
+    let before: u64 = rt
+        .space()
+        .ledger()
+        .unwrap()
+        .iter()
+        .map(|r| r.totals.cpu_us)
+        .sum();
     for i in 0..events {
-        rt.send(&piece, &parse_dotted("work"), &format!("e{i}"), json!({}), &Author::principal("p")).unwrap();
+        rt.send(
+            &piece,
+            &parse_dotted("work"),
+            &format!("e{i}"),
+            json!({}),
+            &Author::principal("p"),
+        )
+        .unwrap();
         rt.run_wave().unwrap();
     }
     let mut sp = rt.stop().unwrap();
@@ -370,7 +395,16 @@ fn each_space_is_billed_its_own_cpu_under_contention() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     burner.join().unwrap();
     let off = |busy: u64, alone: u64| (busy as f64 - alone as f64).abs() / alone as f64;
-    assert!(heavy_alone > 20 * trivial_alone / 10, "the heavy work is heavy: {heavy_alone} vs {trivial_alone}");
-    assert!(off(heavy_busy, heavy_alone) < 0.10, "heavy: alone {heavy_alone} µs, contended {heavy_busy} µs");
-    assert!(off(trivial_busy, trivial_alone) < 0.10, "trivial: alone {trivial_alone} µs, contended {trivial_busy} µs");
+    assert!(
+        heavy_alone > 20 * trivial_alone / 10,
+        "the heavy work is heavy: {heavy_alone} vs {trivial_alone}"
+    );
+    assert!(
+        off(heavy_busy, heavy_alone) < 0.10,
+        "heavy: alone {heavy_alone} µs, contended {heavy_busy} µs"
+    );
+    assert!(
+        off(trivial_busy, trivial_alone) < 0.10,
+        "trivial: alone {trivial_alone} µs, contended {trivial_busy} µs"
+    );
 }

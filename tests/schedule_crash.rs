@@ -102,6 +102,8 @@ fn spawn(dir: &Path, offset_ms: u64, crash: Option<&str>) -> Child {
         "300",
         "--lease-renew-ms",
         "100",
+        "--backoff",
+        "off",
         "--jitter-window-minutes",
         "0",
     ])

@@ -1203,8 +1203,13 @@ impl SpaceRuntime {
             cpu_us as i64,
         );
         let (wall, waves) = match self.bucket {
-            crate::store::Bucket::Scheduled => (Counter::LedgerWallUsScheduled, Counter::LedgerWavesScheduled),
-            crate::store::Bucket::Session => (Counter::LedgerWallUsSession, Counter::LedgerWavesSession),
+            crate::store::Bucket::Scheduled => (
+                Counter::LedgerWallUsScheduled,
+                Counter::LedgerWavesScheduled,
+            ),
+            crate::store::Bucket::Session => {
+                (Counter::LedgerWallUsSession, Counter::LedgerWavesSession)
+            }
         };
         c.add(wall, wall_us as i64);
         c.inc(waves);
