@@ -7,14 +7,20 @@ mod common;
 
 use serde_json::json;
 use spacewake::clock::{Clock, ManualClock};
-use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
+use spacewake::host::{Reply, Request, Trigger};
 use spacewake::metrics::{Counter, Counters};
 use spacewake::runtime::{RuntimeConfig, SpaceRuntime};
 use spacewake::store::path::parse_dotted;
 use spacewake::store::{Author, Bucket, LedgerDelta, Store, StoreConfig};
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+
+/// These tests compare CPU figures; running them one at a time keeps the
+/// others' threads from skewing the contention test's baseline.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn program(name: &str) -> spacewake::compiler::CompiledProgram {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,6 +31,7 @@ fn program(name: &str) -> spacewake::compiler::CompiledProgram {
 
 #[test]
 fn the_ledger_equals_the_sum_of_its_waves_and_survives_a_restart() {
+    let _serial = serial();
     let t = common::store();
     t.store.create_space("s", "did:key:o").unwrap();
     let sp = t.store.open_space("s").unwrap();
@@ -83,6 +90,7 @@ fn the_ledger_equals_the_sum_of_its_waves_and_survives_a_restart() {
 
 #[test]
 fn two_instances_of_one_pattern_are_attributed_separately() {
+    let _serial = serial();
     let t = common::store();
     t.store.create_space("s", "did:key:o").unwrap();
     let sp = t.store.open_space("s").unwrap();
@@ -151,52 +159,23 @@ export default pattern<{ count: Default<number, 0>; pokes: Default<number, 0> }>
 }));
 "#;
 
-fn wait(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 #[test]
 fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::default());
-    let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
-    let mut cfg = HostConfig {
-        idle_park_ms: 10,
-        ..HostConfig::default()
-    };
-    cfg.schedule.jitter_window_ms = 0;
-    let h = Host::new(store, cfg);
-    h.start_waker();
-    h.store().create_space("s", "did:key:o").unwrap();
-    let files = BTreeMap::from([("p.tsx".to_string(), SCHEDULED.to_string())]);
-    let piece = match h
-        .request_blocking(
-            "s",
-            Trigger::Session,
-            Request::Deploy {
-                entry: "p.tsx".into(),
-                files,
-                export: None,
-                argument: json!({}),
-            },
-        )
-        .unwrap()
-    {
-        Reply::Deployed { piece } => piece,
-        other => panic!("{other:?}"),
-    };
+    let h = common::manual_host(dir.path(), clock.clone(), |cfg| {
+        cfg.schedule.jitter_window_ms = 0
+    });
+    let piece = common::deploy_source(&h, "s", SCHEDULED);
     let c = |k: Counter| h.counters().space_value("s", k);
     let parked =
         || !h.active_spaces().iter().any(|s| s == "s") && c(Counter::ScheduledInFlight) == 0;
-    wait("park", parked);
+    common::wait("park", parked);
     // First wake runs and bills the scheduled bucket.
     clock.advance_ms(60 * 60_000);
-    wait("first wake", || c(Counter::ScheduleDelivered) == 1);
-    wait("park", parked);
+    common::wait("first wake", || c(Counter::ScheduleDelivered) == 1);
+    common::wait("park", parked);
     let spent = c(Counter::LedgerCpuUsScheduled);
     assert!(spent > 0, "the scheduled wave was metered");
     // Give the space a budget it has already spent.
@@ -208,7 +187,7 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
     let activations = c(Counter::ActivationsSchedule);
     let due_before = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].next_due_ms;
     clock.set_ms(due_before);
-    wait("budget skip", || c(Counter::LedgerBudgetSkips) == 1);
+    common::wait("budget skip", || c(Counter::LedgerBudgetSkips) == 1);
     assert_eq!(
         c(Counter::ActivationsSchedule),
         activations,
@@ -234,7 +213,7 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
         )
         .unwrap();
     }
-    wait("session events", || {
+    common::wait("session events", || {
         matches!(
             h.request_blocking("s", Trigger::Session, Request::Read { piece: Some(piece.clone()), doc: None, path: parse_dotted("pokes") }),
             Ok(Reply::Value { value, .. }) if value == json!(20)
@@ -254,6 +233,7 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
 
 #[test]
 fn the_ledger_cli_shows_the_ledger_and_sets_a_budget_override() {
+    let _serial = serial();
     let t = common::store();
     t.store.create_space("s", "did:key:o").unwrap();
     {
@@ -367,6 +347,7 @@ fn ledger_cpu_of(
 
 #[test]
 fn each_space_is_billed_its_own_cpu_under_contention() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::default());
     let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();

@@ -2,15 +2,14 @@
 //! output nobody reads doubles its effective interval every 3 unread fires
 //! (2x, then 4x, ... up to 16x), and the first session read restores 1x.
 
+mod common;
+
 use serde_json::json;
 use spacewake::clock::ManualClock;
-use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
-use spacewake::metrics::{Counter, Counters};
+use spacewake::host::{Reply, Request, Trigger};
+use spacewake::metrics::Counter;
 use spacewake::store::path::parse_dotted;
-use spacewake::store::{Store, StoreConfig};
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 const PATTERN: &str = r#"
 import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
@@ -21,56 +20,25 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
 }));
 "#;
 
-fn wait(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 #[test]
 fn unread_output_backs_the_entry_off_and_a_session_read_restores_it() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::default());
-    let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
-    let mut cfg = HostConfig {
-        idle_park_ms: 10,
-        ..HostConfig::default()
-    };
-    cfg.schedule.jitter_window_ms = 0;
-    let h = Host::new(store, cfg);
-    h.start_waker();
-    h.store().create_space("s", "did:key:o").unwrap();
-    let files = BTreeMap::from([("p.tsx".to_string(), PATTERN.to_string())]);
-    let piece = match h
-        .request_blocking(
-            "s",
-            Trigger::Session,
-            Request::Deploy {
-                entry: "p.tsx".into(),
-                files,
-                export: None,
-                argument: json!({}),
-            },
-        )
-        .unwrap()
-    {
-        Reply::Deployed { piece } => piece,
-        other => panic!("{other:?}"),
-    };
+    let h = common::manual_host(dir.path(), clock.clone(), |cfg| {
+        cfg.schedule.jitter_window_ms = 0
+    });
+    let piece = common::deploy_source(&h, "s", PATTERN);
     let c = |k: Counter| h.counters().space_value("s", k);
-    let parked =
-        || !h.active_spaces().iter().any(|s| s == "s") && c(Counter::ScheduledInFlight) == 0;
-    wait("park", parked);
+    let parked = || common::settled(&h, "s");
+    common::wait("park", parked);
     let row = || h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
 
     let mut factors = Vec::new();
     for i in 1..=15 {
         let due = row().next_due_ms;
         clock.set_ms(due);
-        wait("delivery", || c(Counter::ScheduleDelivered) == i);
-        wait("park", parked);
+        common::wait("delivery", || c(Counter::ScheduleDelivered) == i);
+        common::wait("park", parked);
         let r = row();
         factors.push(r.backoff_factor);
         // The next due is one effective interval away.

@@ -761,6 +761,14 @@ fn measure_lateness(
         for entry in 0..4 {
             for f in s.fires(piece, entry)? {
                 if f.outcome == "fired" && f.due_ms >= base {
+                    if std::env::var("DUMP").is_ok() {
+                        eprintln!(
+                            "DUMP {} {} {}",
+                            id,
+                            f.due_ms - base,
+                            f.fired_ms as i64 - f.due_ms as i64
+                        );
+                    }
                     late.push(f.fired_ms.saturating_sub(f.due_ms) as f64);
                 }
             }

@@ -40,3 +40,65 @@ impl TestStore {
         Store::open(cfg, self.clock.clone(), Counters::new()).unwrap()
     }
 }
+
+/// Polls `f` until it holds, failing the test after 20 s.
+pub fn wait(what: &str, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// A host on a manual clock with a short idle time and its waker running;
+/// `f` adjusts the configuration first.
+pub fn manual_host(
+    dir: &std::path::Path,
+    clock: Arc<ManualClock>,
+    f: impl FnOnce(&mut spacewake::host::HostConfig),
+) -> spacewake::host::Host {
+    let store = Store::open(StoreConfig::new(dir), clock, Counters::new()).unwrap();
+    let mut cfg = spacewake::host::HostConfig {
+        idle_park_ms: 10,
+        ..Default::default()
+    };
+    f(&mut cfg);
+    let host = spacewake::host::Host::new(store, cfg);
+    host.start_waker();
+    host
+}
+
+/// Creates `space` and deploys `source` (one file, `p.tsx`) into it.
+pub fn deploy_source(host: &spacewake::host::Host, space: &str, source: &str) -> String {
+    use spacewake::host::{Reply, Request, Trigger};
+    host.store().create_space(space, "did:key:owner").unwrap();
+    let files = std::collections::BTreeMap::from([("p.tsx".to_string(), source.to_string())]);
+    match host
+        .request_blocking(
+            space,
+            Trigger::Session,
+            Request::Deploy {
+                entry: "p.tsx".into(),
+                files,
+                export: None,
+                argument: serde_json::json!({}),
+            },
+        )
+        .unwrap()
+    {
+        Reply::Deployed { piece } => piece,
+        other => panic!("deploy: {other:?}"),
+    }
+}
+
+/// True once `space` has no space server and no scheduled activation in flight.
+pub fn settled(host: &spacewake::host::Host, space: &str) -> bool {
+    !host.active_spaces().iter().any(|s| s == space)
+        && host
+            .counters()
+            .space_value(space, spacewake::metrics::Counter::ScheduledInFlight)
+            == 0
+}
