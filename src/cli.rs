@@ -229,6 +229,14 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },
+    /// One probe of `bench serve`'s memory figure (run by it in a fresh process).
+    #[command(hide = true)]
+    ServeMemory {
+        #[arg(long)]
+        spaces: usize,
+        #[arg(long)]
+        parked: bool,
+    },
     /// Load generator against the real server on loopback.
     Serve {
         #[arg(long, default_value_t = 1.0)]

@@ -25,6 +25,9 @@ fn main() -> ExitCode {
             BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
             BenchCommand::Patterns { scale } => spacewake::bench::patterns::run(scale),
             BenchCommand::Serve { scale } => spacewake::bench::serve::run(scale),
+            BenchCommand::ServeMemory { spaces, parked } => {
+                spacewake::bench::serve::memory_probe(spaces, parked)
+            }
             BenchCommand::Accounting { scale } => spacewake::bench::accounting::run(scale),
             BenchCommand::Schedule { scale } => spacewake::bench::schedule::run(scale),
         },

@@ -120,67 +120,23 @@ counters! {
 
 #[derive(Debug)]
 pub struct CounterSet {
-    /// One lazily allocated slab per block: a space that never touches a
-    /// block (most parked spaces never see `schedule` or `ledger` traffic)
-    /// costs nothing for it, which keeps the per-space residue of parked
-    /// spaces small.
-    blocks: Vec<std::sync::OnceLock<Box<[AtomicI64]>>>,
-}
-
-/// Where each counter lives: (block slab, index in it), and each slab's size.
-struct Layout {
-    slot: Vec<(usize, usize)>,
-    sizes: Vec<usize>,
-}
-
-fn layout() -> &'static Layout {
-    static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
-    LAYOUT.get_or_init(|| {
-        let mut names: Vec<&str> = Vec::new();
-        let mut sizes: Vec<usize> = Vec::new();
-        let mut slot = Vec::with_capacity(Counter::ALL.len());
-        for &c in Counter::ALL {
-            let b = match names.iter().position(|n| *n == c.block()) {
-                Some(b) => b,
-                None => {
-                    names.push(c.block());
-                    sizes.push(0);
-                    names.len() - 1
-                }
-            };
-            slot.push((b, sizes[b]));
-            sizes[b] += 1;
-        }
-        Layout { slot, sizes }
-    })
+    values: Vec<AtomicI64>,
 }
 
 impl Default for CounterSet {
     fn default() -> Self {
         Self {
-            blocks: (0..layout().sizes.len())
-                .map(|_| std::sync::OnceLock::new())
-                .collect(),
+            values: Counter::ALL.iter().map(|_| AtomicI64::new(0)).collect(),
         }
     }
 }
 
 impl CounterSet {
     pub fn get(&self, c: Counter) -> i64 {
-        let (b, i) = layout().slot[c as usize];
-        self.blocks[b]
-            .get()
-            .map_or(0, |slab| slab[i].load(Ordering::Relaxed))
+        self.values[c as usize].load(Ordering::Relaxed)
     }
     fn add(&self, c: Counter, n: i64) {
-        if n == 0 {
-            return; // never allocate a block for nothing
-        }
-        let l = layout();
-        let (b, i) = l.slot[c as usize];
-        let slab = self.blocks[b]
-            .get_or_init(|| (0..l.sizes[b]).map(|_| AtomicI64::new(0)).collect());
-        slab[i].fetch_add(n, Ordering::Relaxed);
+        self.values[c as usize].fetch_add(n, Ordering::Relaxed);
     }
     /// This set as `{block: {name: value}}`.
     pub fn to_json(&self) -> Value {

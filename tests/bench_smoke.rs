@@ -41,3 +41,29 @@ fn bench_patterns_prints_its_side_by_side_figures() {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
 }
+
+#[test]
+fn bench_schedule_prints_its_side_by_side_figures() {
+    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args(["bench", "schedule", "--scale", "0.01"])
+        .env("SPACEWAKE_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "memory: ",
+        "indexed entries, RSS",
+        "index hook, re-commit, declaration unchanged: with [SCHEDULE]",
+        "index hook, first declaration, result only",
+        "index hook, first declaration, piece created",
+        "wake breakdown (one thread",
+        "wakes: 100 parked spaces due at once",
+        "(max_scheduled 32;",
+        "(max_scheduled 8;",
+        "lateness: 20 entries due within 1 s, 20 parked spaces: p50",
+        "lateness: 20 entries due within 1 s, 5 active spaces x 4 entries: p50",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}

@@ -1,23 +1,28 @@
 //! `spacewake bench schedule`: scheduled wakes, each figure measured side by
-//! side in one run:
+//! side in one run (printed in the order run):
 //!
+//! 4. Resident memory with 100,000 indexed entries (25,000 parked spaces ×
+//!    4 entries) with the host and its waker running and idle. Run first so
+//!    the activations below do not inflate its absolute figure.
 //! 1. Index-hook overhead: commits whose piece result carries `[SCHEDULE]`
 //!    vs the same commits without it, on a real store with the
-//!    [`ScheduleIndexHook`] registered, in alternating rounds (medians).
-//!    Two cases: re-committing a result whose declaration is unchanged (a
-//!    result rewritten by a wave) and first declarations (each commit
-//!    creates a new piece). A store without the hook is timed alongside for
-//!    reference.
+//!    [`ScheduleIndexHook`] registered, in alternating rounds (medians),
+//!    checkpoints between legs as an active space's server does. Three
+//!    cases: re-committing a result whose declaration is unchanged (a result
+//!    rewritten by a wave), a first declaration (a new result document),
+//!    and a piece creation (argument, cell and result). Alongside: the WAL
+//!    pages each commit wrote, a same-size document declaring nothing, and a
+//!    store without the hook.
 //! 2. End-to-end scheduled wakes per second: 10,000 parked spaces, each one
 //!    piece with a 60-minute schedule whose callback increments a cell, all
 //!    due at once on a manual clock; from starting the waker until
 //!    `schedule.delivered` reaches 10,000. Repeated for several
-//!    `max_scheduled` caps, plus a single-thread breakdown of one wake.
-//! 3. Wake lateness (fire time - due time) on the system clock with 1,000
-//!    entries due within one second, their due times placed directly in the
-//!    index (bench-only path): in parked spaces, and in active spaces.
-//! 4. Resident memory with 100,000 indexed entries (25,000 parked spaces ×
-//!    4 entries), host and waker running and idle.
+//!    `max_scheduled` caps, after a single-thread breakdown of one wake
+//!    step by step.
+//! 3. Wake lateness (fire time - due time, from the fire history) on the
+//!    system clock with 1,000 entries due within one second, their due times
+//!    placed directly in the index (bench-only path): in parked spaces, and
+//!    in active spaces.
 //!
 //! Spaces are provisioned fast but really: a piece is deployed once through
 //! the runtime in a template space, and its documents are then written into
@@ -76,44 +81,40 @@ pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
     let one = template(&root.join("template-1"), TICKER)?;
     let four = template(&root.join("template-4"), TICKER4)?;
 
-    let only = std::env::var("ONLY").unwrap_or_default();
-    let want = |k: &str| only.is_empty() || only.contains(k);
-    // 4 first, so its absolute RSS is not inflated by the activations of 2-3.
-    let mem_spaces = n(25_000, 20);
-    let mem = if want("4") {
-        memory(&root.join("memory"), &four, mem_spaces)?
-    } else {
-        String::new()
-    };
-    if want("1") {
-        // 1. Index-hook overhead.
-        let per_round = n(3_000, 50);
-        let rounds = 7;
-        let hook = hook_overhead(&root.join("hook"), &one, per_round, rounds)?;
-        for (case, r) in HOOK_CASES.iter().zip(&hook) {
-            println!(
+    // 4. Memory, first: its absolute RSS is then not inflated by what the
+    // activations of 2 and 3 leave in the allocator.
+    memory(&root.join("memory"), &four, n(25_000, 20))?;
+
+    // 1. Index-hook overhead.
+    let per_round = n(3_000, 50);
+    let rounds = 7;
+    let hook = hook_overhead(&root.join("hook"), &one, per_round, rounds)?;
+    for (case, r) in HOOK_CASES.iter().zip(&hook) {
+        println!(
             "index hook, {case}: with [SCHEDULE] {:.0} commits/s, without {:.0} commits/s, ratio {:.3}x (target <= 1.05x; WAL pages per commit {:.2} vs {:.2}; same-size doc declaring nothing {:.0}/s, ratio {:.3}x; no hook at all {:.0}/s; median of {rounds} alternating rounds of {per_round})",
-            r.with, r.without, r.without / r.with, r.pages_with, r.pages_without, r.same_size, r.same_size / r.with, r.no_hook
+            r.with,
+            r.without,
+            r.without / r.with,
+            r.pages_with,
+            r.pages_without,
+            r.same_size,
+            r.same_size / r.with,
+            r.no_hook
         );
-        }
     }
-    if want("2") {
-        // 2. End-to-end wakes per second.
-        let herd = n(10_000, 40);
-        let caps: &[usize] = if scale >= 0.5 {
-            &[32, 8, 128]
-        } else {
-            &[32, 8]
-        };
-        wakes(&root.join("wakes"), &one, herd, caps, n(200, 10))?;
-    }
-    if want("3") {
-        // 3. Lateness on the system clock.
-        let entries = n(1_000, 20);
-        lateness_parked(&root.join("late-parked"), &one, entries)?;
-        lateness_active(&root.join("late-active"), &one, entries)?;
-    }
-    println!("{mem}");
+
+    // 2. End-to-end wakes per second, for several caps on the herd.
+    let caps: &[usize] = if scale >= 0.5 {
+        &[32, 8, 128]
+    } else {
+        &[32, 8]
+    };
+    wakes(&root.join("wakes"), &one, n(10_000, 40), caps, n(200, 10))?;
+
+    // 3. Lateness on the system clock.
+    let entries = n(1_000, 20);
+    lateness_parked(&root.join("late-parked"), &one, entries)?;
+    lateness_active(&root.join("late-active"), &one, entries)?;
     let _ = std::fs::remove_dir_all(&root);
     Ok(ExitCode::SUCCESS)
 }
@@ -351,7 +352,7 @@ fn hook_overhead(
         space.commit(req)
     };
     let mut out = Vec::new();
-    for case in 0..HOOK_CASES.len() {
+    for (case, case_name) in HOOK_CASES.iter().enumerate() {
         let name = format!("case-{case}");
         hooked.create_space(&name, OWNER)?;
         bare.create_space(&name, OWNER)?;
@@ -421,8 +422,7 @@ fn hook_overhead(
         let expected = if case == 0 { 1 } else { rounds * per_round + 1 };
         ensure!(
             rows == expected,
-            "{}: {rows} schedule rows, expected {expected}",
-            HOOK_CASES[case]
+            "{case_name}: {rows} schedule rows, expected {expected}"
         );
         let [with, without, same_size, no_hook] = samples.map(median);
         let per_commit = |leg: usize| frames[leg] as f64 / (rounds * per_round) as f64;
@@ -844,37 +844,41 @@ fn lateness_active(dir: &Path, t: &Template, entries: usize) -> anyhow::Result<(
 
 // ----- 4. memory -----------------------------------------------------------------
 
-fn memory(dir: &Path, t: &Template, spaces: usize) -> anyhow::Result<String> {
+fn memory(dir: &Path, t: &Template, spaces: usize) -> anyhow::Result<()> {
     let clock = Arc::new(ManualClock::default());
     let store = Store::open(StoreConfig::new(dir), clock, Counters::new())?;
     let host = Host::new(store, HostConfig::default());
-    host.start_waker();
-    std::thread::sleep(Duration::from_millis(100));
     release_freed_memory();
     let before = rss_kib();
     let ids = names("mem", spaces);
     let t0 = Instant::now();
+    // Provisioned before the waker starts: with it running, every commit
+    // that moves a wake earlier pokes it into a directory pass, which
+    // doubles the time to create the spaces (the figure is the same).
     provision(host.store(), &ids, t)?;
     let made = t0.elapsed().as_secs_f64();
+    // Its first pass reads the directory at once, then it sleeps.
+    host.start_waker();
     let mut entries = 0;
     for id in [&ids[0], &ids[spaces - 1]] {
         entries = host.store().open_space(id)?.schedule(None)?.len();
         ensure!(entries == 4, "{id} has {entries} schedule rows");
     }
     ensure!(host.active_spaces().is_empty(), "a space is active");
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(500));
     release_freed_memory();
     let after = rss_kib();
-    let passes = host.counters().host().get(Counter::WakerPasses);
     host.shutdown();
-    Ok(format!(
-        "memory: {spaces} parked spaces x {entries} = {} indexed entries, RSS {:.1} MiB before creating them, {:.1} MiB after ({:.0} bytes per space; host and waker running, {passes} waker passes; created in {:.0} s; target < 100 MB)",
+    println!(
+        "memory: {spaces} parked spaces x {entries} = {} indexed entries, RSS {:.1} MiB before creating them, {:.1} MiB after with the host and its waker running and idle ({:.0} bytes per space, a per-space counter set being {} counters x 8 bytes; created in {:.0} s; target < 100 MB)",
         spaces * entries,
         before as f64 / 1024.0,
         after as f64 / 1024.0,
         (after as f64 - before as f64) * 1024.0 / spaces as f64,
+        Counter::ALL.len(),
         made
-    ))
+    );
+    Ok(())
 }
 
 fn rss_kib() -> u64 {

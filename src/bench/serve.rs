@@ -66,7 +66,7 @@ pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
     });
     drop(rt);
     result?;
-    memory(&store, &host, n(1_000))?;
+    memory(n(1_000))?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(ExitCode::SUCCESS)
 }
@@ -224,38 +224,82 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn memory(store: &Store, host: &Host, spaces: usize) -> anyhow::Result<()> {
-    for i in 0..spaces {
-        store.create_space(&format!("idle-{i}"), "did:key:bench")?;
-    }
-    crate::host::release_freed_memory();
-    let never_opened = rss_kib();
-    let parks_before = host.counters().host().get(Counter::Parks);
-    // Activate in waves of 100, as a host under steady load would, each
-    // wave parking before the next starts.
-    let t = Instant::now();
-    for start in (0..spaces).step_by(100) {
-        let end = (start + 100).min(spaces);
-        for i in start..end {
-            host.notify(&format!("idle-{i}"), Trigger::Warm, Request::Wake)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-        }
-        while host.counters().host().get(Counter::Parks) < parks_before + end as i64 {
-            if t.elapsed() > Duration::from_secs(120) {
-                bail!("spaces did not park");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    // Let the last space threads finish exiting, then measure steady state.
-    std::thread::sleep(Duration::from_millis(200));
-    crate::host::release_freed_memory();
-    let parked = rss_kib();
+/// Resident memory of a host with `spaces` parked spaces vs the same host
+/// whose spaces were never opened. Each figure comes from its own fresh
+/// process (this binary, `bench serve-memory`), so neither inherits the
+/// other phases' allocator state.
+fn memory(spaces: usize) -> anyhow::Result<()> {
+    let measure = |parked: bool| -> anyhow::Result<u64> {
+        let out = std::process::Command::new(std::env::current_exe()?)
+            .args(["bench", "serve-memory", "--spaces"])
+            .arg(spaces.to_string())
+            .args(if parked { &["--parked"][..] } else { &[][..] })
+            .env("SPACEWAKE_LOG", "error")
+            .output()?;
+        anyhow::ensure!(out.status.success(), "memory probe failed: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("rss_kib ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .context("the memory probe printed no rss_kib line")
+    };
+    let never_opened = measure(false)?;
+    let parked = measure(true)?;
     println!(
-        "memory: {spaces} spaces never opened {:.1} MiB RSS, after activating and parking all {:.1} MiB RSS, ratio {:.3} (target within 5%)",
+        "memory: {spaces} spaces never opened {:.1} MiB RSS, after activating and parking all {:.1} MiB RSS, ratio {:.3} (target within 5%; each figure from a fresh process)",
         never_opened as f64 / 1024.0,
         parked as f64 / 1024.0,
         parked as f64 / never_opened.max(1) as f64
     );
     Ok(())
+}
+
+/// `bench serve-memory`: one probe of [`memory`]. Registers `spaces` spaces
+/// on a fresh host; with `parked`, activates them (in waves of 100, as a host
+/// under steady load would) and waits until all have parked; prints
+/// `rss_kib N`.
+pub fn memory_probe(spaces: usize, parked: bool) -> anyhow::Result<ExitCode> {
+    let dir = std::env::temp_dir().join(format!("spacewake-bench-mem-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(
+        StoreConfig::new(&dir),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )?;
+    let host = Host::new(
+        store.clone(),
+        HostConfig {
+            idle_park_ms: 50,
+            ..HostConfig::default()
+        },
+    );
+    host.start_waker();
+    for i in 0..spaces {
+        store.create_space(&format!("idle-{i}"), "did:key:bench")?;
+    }
+    if parked {
+        let t = Instant::now();
+        for start in (0..spaces).step_by(100) {
+            let end = (start + 100).min(spaces);
+            for i in start..end {
+                host.notify(&format!("idle-{i}"), Trigger::Warm, Request::Wake)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+            while host.counters().host().get(Counter::Parks) < end as i64 {
+                if t.elapsed() > Duration::from_secs(120) {
+                    bail!("spaces did not park");
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    // Let the last space threads finish exiting, then measure steady state.
+    std::thread::sleep(Duration::from_millis(200));
+    crate::host::release_freed_memory();
+    println!("rss_kib {}", rss_kib());
+    host.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(ExitCode::SUCCESS)
 }
