@@ -445,7 +445,6 @@ impl Space {
         // a second host) may have changed entries since this handle cached it,
         // and a stale value written back could make the directory late.
         let schedule_touched = true;
-        let _ = plane.schedule_touched;
         // Appending events to a space already known to have undelivered
         // events cannot change that; only watermark moves can clear it.
         let streams_touched =
