@@ -557,6 +557,11 @@ fn jitter_secret(store: &Store) -> [u8; 32] {
 }
 
 impl HostInner {
+    /// How many space servers are registered right now.
+    pub(crate) fn active_count(&self) -> usize {
+        self.active.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     pub(crate) fn poke_waker(&self) {
         if let Some(tx) = self
             .waker

@@ -110,8 +110,11 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         } else {
             s.next_renew.min(park_at).saturating_duration_since(now)
         };
-        if !s.work && s.dirty_wal {
-            // Nothing to do right now: a good moment to checkpoint.
+        // Nothing to do right now: a good moment to checkpoint — unless no
+        // session is attached, in which case the space is about to park and
+        // closing the file checkpoints anyway (doing both doubled the cost
+        // of a scheduled wake).
+        if !s.work && s.dirty_wal && !s.sessions.is_empty() {
             if let Err(e) = s.rt.space().checkpoint() {
                 tracing::warn!(space = %id, error = %e, "checkpoint failed");
             }
@@ -156,7 +159,12 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
                 -counters.get(Counter::RuntimeMemoryBytes),
             );
             counters.add(Counter::ActiveSpaces, -1);
-            release_freed_memory();
+            // Trimming walks every arena: do it when the host goes quiet or
+            // every 32nd park, not on each park of a herd.
+            let parks = counters.get(Counter::Parks);
+            if inner.active_count() == 0 || parks % 32 == 31 {
+                release_freed_memory();
+            }
             counters.inc(Counter::Parks);
         }
         Some(e) => {
