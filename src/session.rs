@@ -7,9 +7,7 @@
 
 use crate::host::{Host, HostError, Reply, Request, SessionId, Trigger};
 use crate::metrics::Counter;
-use crate::protocol::messages::{
-    Ack, Deployed, ErrorReply, Opened, Pong, Update as WireUpdate, ValueReply,
-};
+use crate::protocol::messages::{Ack, Deployed, Opened, Pong, Update as WireUpdate, ValueReply};
 use crate::protocol::{
     check_access, check_phase, new_nonce, parse_client_frame, verify_open, Access, ClientMessage,
     ErrorCode, Frame, PathSegment, ProtocolError, ServerMessage,
@@ -276,15 +274,5 @@ fn to_wire_seg(s: PathSeg) -> PathSegment {
     match s {
         PathSeg::Key(k) => PathSegment::Key(k),
         PathSeg::Index(i) => PathSegment::Index(i as u64),
-    }
-}
-
-/// An error frame for the HTTP edge to reuse.
-pub fn error_reply(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
-    ErrorReply {
-        id: None,
-        code,
-        message: message.into(),
-        details: None,
     }
 }

@@ -33,15 +33,7 @@ fn program(name: &str) -> spacewake::compiler::CompiledProgram {
 fn the_ledger_equals_the_sum_of_its_waves_and_survives_a_restart() {
     let _serial = serial();
     let t = common::store();
-    t.store.create_space("s", "did:key:o").unwrap();
-    let sp = t.store.open_space("s").unwrap();
-    let mut rt = SpaceRuntime::start(
-        sp,
-        t.clock.clone(),
-        t.store.config().lease_ttl_ms,
-        RuntimeConfig::default(),
-    )
-    .unwrap();
+    let mut rt = t.runtime("s");
     let piece = rt
         .create_piece(&program("lazy.tsx"), None, &json!({}))
         .unwrap();
@@ -92,15 +84,7 @@ fn the_ledger_equals_the_sum_of_its_waves_and_survives_a_restart() {
 fn two_instances_of_one_pattern_are_attributed_separately() {
     let _serial = serial();
     let t = common::store();
-    t.store.create_space("s", "did:key:o").unwrap();
-    let sp = t.store.open_space("s").unwrap();
-    let mut rt = SpaceRuntime::start(
-        sp,
-        t.clock.clone(),
-        t.store.config().lease_ttl_ms,
-        RuntimeConfig::default(),
-    )
-    .unwrap();
+    let mut rt = t.runtime("s");
     let prog = program("lazy.tsx");
     let a = rt.create_piece(&prog, None, &json!({"value": 1})).unwrap();
     let b = rt.create_piece(&prog, None, &json!({"value": 2})).unwrap();
@@ -235,16 +219,8 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
 fn the_ledger_cli_shows_the_ledger_and_sets_a_budget_override() {
     let _serial = serial();
     let t = common::store();
-    t.store.create_space("s", "did:key:o").unwrap();
     {
-        let sp = t.store.open_space("s").unwrap();
-        let mut rt = SpaceRuntime::start(
-            sp,
-            t.clock.clone(),
-            t.store.config().lease_ttl_ms,
-            RuntimeConfig::default(),
-        )
-        .unwrap();
+        let mut rt = t.runtime("s");
         let piece = rt
             .create_piece(&program("lazy.tsx"), None, &json!({}))
             .unwrap();

@@ -7,7 +7,7 @@ mod common;
 use serde_json::json;
 use spacewake::clock::Clock;
 use spacewake::metrics::Counter;
-use spacewake::runtime::{RuntimeConfig, SpaceRuntime};
+use spacewake::runtime::SpaceRuntime;
 use spacewake::store::path::parse_dotted;
 use spacewake::store::Author;
 use std::path::Path;
@@ -21,17 +21,7 @@ fn program(name: &str) -> spacewake::compiler::CompiledProgram {
 }
 
 fn start(t: &common::TestStore, space: &str) -> SpaceRuntime {
-    if t.store.directory().get(space).unwrap().is_none() {
-        t.store.create_space(space, "did:key:owner").unwrap();
-    }
-    let sp = t.store.open_space(space).unwrap();
-    SpaceRuntime::start(
-        sp,
-        t.clock.clone(),
-        t.store.config().lease_ttl_ms,
-        RuntimeConfig::default(),
-    )
-    .unwrap()
+    t.runtime(space)
 }
 
 fn runs(rt: &SpaceRuntime, piece: &str, label: &str) -> u64 {

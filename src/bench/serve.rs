@@ -28,20 +28,7 @@ export default pattern<{ value: Default<number, 0> }>(({ value }) => ({ value, i
 
 pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
     let n = |full: usize| ((full as f64 * scale) as usize).max(2);
-    let dir = std::env::temp_dir().join(format!("spacewake-bench-serve-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(
-        StoreConfig::new(&dir),
-        Arc::new(SystemClock),
-        Counters::new(),
-    )?;
-    let host = Host::new(
-        store.clone(),
-        HostConfig {
-            idle_park_ms: 200,
-            ..HostConfig::default()
-        },
-    );
+    let (dir, _store, host) = fresh_host("serve", 200)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -224,6 +211,25 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// A host on the system clock in a fresh temporary data directory.
+fn fresh_host(tag: &str, idle_park_ms: u64) -> anyhow::Result<(std::path::PathBuf, Store, Host)> {
+    let dir = std::env::temp_dir().join(format!("spacewake-bench-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(
+        StoreConfig::new(&dir),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )?;
+    let host = Host::new(
+        store.clone(),
+        HostConfig {
+            idle_park_ms,
+            ..HostConfig::default()
+        },
+    );
+    Ok((dir, store, host))
+}
+
 /// Resident memory of a host with `spaces` parked spaces vs the same host
 /// whose spaces were never opened. Each figure comes from its own fresh
 /// process (this binary, `bench serve-memory`), so neither inherits the
@@ -261,20 +267,7 @@ fn memory(spaces: usize) -> anyhow::Result<()> {
 /// under steady load would) and waits until all have parked; prints
 /// `rss_kib N`.
 pub fn memory_probe(spaces: usize, parked: bool) -> anyhow::Result<ExitCode> {
-    let dir = std::env::temp_dir().join(format!("spacewake-bench-mem-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(
-        StoreConfig::new(&dir),
-        Arc::new(SystemClock),
-        Counters::new(),
-    )?;
-    let host = Host::new(
-        store.clone(),
-        HostConfig {
-            idle_park_ms: 50,
-            ..HostConfig::default()
-        },
-    );
+    let (dir, store, host) = fresh_host("mem", 50)?;
     host.start_waker();
     for i in 0..spaces {
         store.create_space(&format!("idle-{i}"), "did:key:bench")?;

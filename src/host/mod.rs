@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-pub use server::{release_freed_memory, SpaceServerState};
+pub use server::release_freed_memory;
 
 /// Why a space was activated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,21 +363,9 @@ impl Host {
         trigger: Trigger,
         req: Request,
     ) -> Result<Reply, HostError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.dispatch(
-            space,
-            trigger,
-            Cmd {
-                req,
-                reply: Some(tx),
-            },
-        )?;
-        rx.await.unwrap_or_else(|_| {
-            Err(HostError::Unavailable {
-                space: space.to_string(),
-                reason: "the space server stopped before replying".into(),
-            })
-        })
+        let rx = self.send_for_reply(space, trigger, req)?;
+        rx.await
+            .unwrap_or_else(|_| Err(stopped_before_reply(space)))
     }
 
     /// Blocking form of [`Host::request`], for CLI tools and tests.
@@ -387,6 +375,17 @@ impl Host {
         trigger: Trigger,
         req: Request,
     ) -> Result<Reply, HostError> {
+        let rx = self.send_for_reply(space, trigger, req)?;
+        rx.blocking_recv()
+            .unwrap_or_else(|_| Err(stopped_before_reply(space)))
+    }
+
+    fn send_for_reply(
+        &self,
+        space: &str,
+        trigger: Trigger,
+        req: Request,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Reply, HostError>>, HostError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.dispatch(
             space,
@@ -396,12 +395,7 @@ impl Host {
                 reply: Some(tx),
             },
         )?;
-        rx.blocking_recv().unwrap_or_else(|_| {
-            Err(HostError::Unavailable {
-                space: space.to_string(),
-                reason: "the space server stopped before replying".into(),
-            })
-        })
+        Ok(rx)
     }
 
     /// Sends a request without waiting for a reply.
@@ -519,8 +513,8 @@ impl Host {
         Ok(n)
     }
 
-    /// Asks every active space to park as soon as it is idle, and waits up
-    /// to `timeout_ms` for them to go.
+    /// Waits up to `timeout_ms` for every active space to park on its own;
+    /// returns how many are still active.
     pub fn park_all_idle(&self, timeout_ms: u64) -> usize {
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
         loop {
@@ -530,6 +524,13 @@ impl Host {
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+}
+
+fn stopped_before_reply(space: &str) -> HostError {
+    HostError::Unavailable {
+        space: space.to_string(),
+        reason: "the space server stopped before replying".into(),
     }
 }
 
@@ -557,11 +558,6 @@ fn jitter_secret(store: &Store) -> [u8; 32] {
 }
 
 impl HostInner {
-    /// How many space servers are registered right now.
-    pub(crate) fn active_count(&self) -> usize {
-        self.active.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
     pub(crate) fn poke_waker(&self) {
         if let Some(tx) = self
             .waker

@@ -50,8 +50,9 @@ fn row_of(space: &mut Space, piece: &str, entry: u32) -> StoreResult<Option<Sche
 
 /// Marks pending wake events as in flight (durably) and returns the ones
 /// whose previous attempt died with the process: to be consumed unrun.
-pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<HashSet<String>> {
+pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes> {
     let mut crashed = HashSet::new();
+    let mut marked = 0;
     let pending: Vec<String> = space
         .undelivered_events(limit)?
         .into_iter()
@@ -70,8 +71,18 @@ pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<HashSet<Strin
         row.inflight_event = Some(id.clone());
         row.attempts += 1;
         space.plane(|p| p.upsert_schedule(&row))?;
+        marked += 1;
     }
-    Ok(crashed)
+    Ok(PendingWakes { crashed, marked })
+}
+
+/// What [`before_wave`] found among the undelivered events.
+#[derive(Debug, Default)]
+pub struct PendingWakes {
+    /// Wakes whose previous attempt died with the process: consume unrun.
+    pub crashed: HashSet<String>,
+    /// Wakes marked in flight for this wave.
+    pub marked: usize,
 }
 
 /// Settles wake entries after a wave: resets delivered ones, plans retries
@@ -176,16 +187,11 @@ pub fn run_wave_with(
     limit: usize,
     backoff: &crate::accounting::backoff::BackoffPolicy,
 ) -> RuntimeResult<(WaveReport, DeliveryReport)> {
-    let crashed = before_wave(rt.space(), limit)?;
-    let delivering = rt
-        .space()
-        .undelivered_events(limit)?
-        .iter()
-        .any(|e| wake_target(&e.event_id).is_some() && !crashed.contains(&e.event_id));
-    if delivering {
+    let pending = before_wave(rt.space(), limit)?;
+    if pending.marked > 0 {
         crash_point(CrashPoint::MidWave);
     }
-    let wave = rt.run_wave_skipping(&crashed)?;
+    let wave = rt.run_wave_skipping(&pending.crashed)?;
     if wave.delivered.iter().any(|id| wake_target(id).is_some()) {
         crash_point(CrashPoint::AfterWave);
     }

@@ -102,3 +102,20 @@ pub fn settled(host: &spacewake::host::Host, space: &str) -> bool {
             .space_value(space, spacewake::metrics::Counter::ScheduledInFlight)
             == 0
 }
+
+impl TestStore {
+    /// Starts a runtime (a tenure) on `space`, creating the space if needed.
+    pub fn runtime(&self, space: &str) -> spacewake::runtime::SpaceRuntime {
+        if self.store.directory().get(space).unwrap().is_none() {
+            self.store.create_space(space, "did:key:owner").unwrap();
+        }
+        let sp = self.store.open_space(space).unwrap();
+        spacewake::runtime::SpaceRuntime::start(
+            sp,
+            self.clock.clone(),
+            self.store.config().lease_ttl_ms,
+            spacewake::runtime::RuntimeConfig::default(),
+        )
+        .unwrap()
+    }
+}
