@@ -228,6 +228,9 @@ pub enum BenchCommand {
     Schedule {
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Run only these figures (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<crate::bench::schedule::Figure>,
     },
     /// One probe of `bench serve`'s memory figure (run by it in a fresh process).
     #[command(hide = true)]

@@ -29,7 +29,7 @@ fn main() -> ExitCode {
                 spacewake::bench::serve::memory_probe(spaces, parked)
             }
             BenchCommand::Accounting { scale } => spacewake::bench::accounting::run(scale),
-            BenchCommand::Schedule { scale } => spacewake::bench::schedule::run(scale),
+            BenchCommand::Schedule { scale, only } => spacewake::bench::schedule::run(scale, &only),
         },
         Command::Spaces(args) => spacewake::serve::list_spaces(&args.data),
         Command::Grant {

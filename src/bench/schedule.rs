@@ -71,7 +71,17 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
 }));
 "#;
 
-pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
+/// One figure of the bench, for `--only`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Figure {
+    Memory,
+    Hook,
+    Wakes,
+    Lateness,
+}
+
+pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
+    let want = |f: Figure| only.is_empty() || only.contains(&f);
     let n = |full: usize, min: usize| ((full as f64 * scale) as usize).max(min);
     let root =
         std::env::temp_dir().join(format!("spacewake-bench-schedule-{}", std::process::id()));
@@ -83,14 +93,17 @@ pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
 
     // 4. Memory, first: its absolute RSS is then not inflated by what the
     // activations of 2 and 3 leave in the allocator.
-    memory(&root.join("memory"), &four, n(25_000, 20))?;
+    if want(Figure::Memory) {
+        memory(&root.join("memory"), &four, n(25_000, 20))?;
+    }
 
     // 1. Index-hook overhead.
-    let per_round = n(3_000, 50);
-    let rounds = 7;
-    let hook = hook_overhead(&root.join("hook"), &one, per_round, rounds)?;
-    for (case, r) in HOOK_CASES.iter().zip(&hook) {
-        println!(
+    if want(Figure::Hook) {
+        let per_round = n(3_000, 50);
+        let rounds = 7;
+        let hook = hook_overhead(&root.join("hook"), &one, per_round, rounds)?;
+        for (case, r) in HOOK_CASES.iter().zip(&hook) {
+            println!(
             "index hook, {case}: with [SCHEDULE] {:.0} commits/s, without {:.0} commits/s, ratio {:.3}x (target <= 1.05x; WAL pages per commit {:.2} vs {:.2}; same-size doc declaring nothing {:.0}/s, ratio {:.3}x; no hook at all {:.0}/s; median of {rounds} alternating rounds of {per_round})",
             r.with,
             r.without,
@@ -101,20 +114,25 @@ pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
             r.same_size / r.with,
             r.no_hook
         );
+        }
     }
 
     // 2. End-to-end wakes per second, for several caps on the herd.
-    let caps: &[usize] = if scale >= 0.5 {
-        &[32, 8, 128]
-    } else {
-        &[32, 8]
-    };
-    wakes(&root.join("wakes"), &one, n(10_000, 40), caps, n(200, 10))?;
+    if want(Figure::Wakes) {
+        let caps: &[usize] = if scale >= 0.5 {
+            &[32, 8, 128]
+        } else {
+            &[32, 8]
+        };
+        wakes(&root.join("wakes"), &one, n(10_000, 40), caps, n(200, 10))?;
+    }
 
     // 3. Lateness on the system clock.
-    let entries = n(1_000, 20);
-    lateness_parked(&root.join("late-parked"), &one, entries)?;
-    lateness_active(&root.join("late-active"), &one, entries)?;
+    if want(Figure::Lateness) {
+        let entries = n(1_000, 20);
+        lateness_parked(&root.join("late-parked"), &one, entries)?;
+        lateness_active(&root.join("late-active"), &one, entries)?;
+    }
     let _ = std::fs::remove_dir_all(&root);
     Ok(ExitCode::SUCCESS)
 }
@@ -537,7 +555,7 @@ fn profile(
     let stack = rcfg.sandbox.max_stack_bytes + 4 * 1024 * 1024;
     let ttl = store.config().lease_ttl_ms;
     let clock = store.clock().clone();
-    const STEPS: [&str; 12] = [
+    const STEPS: [&str; 11] = [
         "waker budget check",
         "thread spawn",
         "open file",
@@ -546,7 +564,6 @@ fn profile(
         "bookkeeping",
         "firing txn",
         "wave",
-        "checkpoint",
         "release lease",
         "close file",
         "malloc_trim",
@@ -560,10 +577,7 @@ fn profile(
     for id in prof {
         let mut at = Instant::now();
         // What the waker does per due space before dispatching it.
-        {
-            let mut space = store.open_space(id)?;
-            crate::accounting::scheduled_budget_us(&mut space, None)?;
-        }
+        ensure!(!host.bench_waker_check(id), "{id}: skipped for budget");
         sum[0] += lap(&mut at);
         std::thread::Builder::new()
             .stack_size(stack)
@@ -598,18 +612,16 @@ fn profile(
         rt.flush()?;
         rt.space().has_undelivered()?;
         sum[7] += lap(&mut at);
-        rt.space().checkpoint()?;
-        sum[8] += lap(&mut at);
         rt.flush()?;
         let mut space = rt.stop()?;
-        sum[9] += lap(&mut at);
+        sum[8] += lap(&mut at);
         // Not part of a wake: keeps this space out of the herd's later rounds.
         crate::schedule::ops::pause(&mut space, &t.piece, 0)?;
         at = Instant::now();
         drop(space);
-        sum[10] += lap(&mut at);
+        sum[9] += lap(&mut at);
         release_freed_memory();
-        sum[11] += lap(&mut at);
+        sum[10] += lap(&mut at);
     }
     let v = count_of(store, &prof[0], &t.piece)?;
     ensure!(v == json!(1), "profiled wake did not count: {v}");

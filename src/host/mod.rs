@@ -275,6 +275,21 @@ pub struct Host {
 }
 
 impl Host {
+    /// What the waker does for one due space before dispatching it (the
+    /// budget check), for the schedule bench's step-by-step breakdown.
+    #[doc(hidden)]
+    pub fn bench_waker_check(&self, space: &str) -> bool {
+        let policy = self
+            .inner
+            .store
+            .directory()
+            .get(space)
+            .ok()
+            .flatten()
+            .and_then(|e| e.budget_policy);
+        self.inner.skip_for_budget(space, policy)
+    }
+
     /// A host on `store`. Registers the schedule index hook (with the jitter
     /// secret kept in the host directory) so every later commit is indexed.
     pub fn new(store: Store, cfg: HostConfig) -> Host {
@@ -617,16 +632,23 @@ impl HostInner {
 
     /// Enforcement at activation: if the space's scheduled budget is spent,
     /// its due wakes advance and are recorded as skipped, and it is not
-    /// activated. Returns true when the wake was skipped.
-    pub(crate) fn skip_for_budget(&self, space_id: &str) -> bool {
+    /// activated. Returns true when the wake was skipped. Without a host
+    /// default, a space the directory knows has no policy of its own has no
+    /// budget, and its file is not opened here (`policy`, from the waker's
+    /// window: `None` when unknown).
+    pub(crate) fn skip_for_budget(&self, space_id: &str, policy: Option<bool>) -> bool {
+        let host_default = self.cfg.schedule.scheduled_budget_us;
+        if host_default.is_none() && policy == Some(false) {
+            return false;
+        }
         let now = self.clock.now_ms();
         let window = self.cfg.runtime.ledger_window_ms;
         let result = (|| -> crate::store::StoreResult<bool> {
             let mut space = self.store.open_space(space_id)?;
-            let budget = crate::accounting::scheduled_budget_us(
-                &mut space,
-                self.cfg.schedule.scheduled_budget_us,
-            )?;
+            let budget = crate::accounting::scheduled_budget_us(&mut space, host_default)?;
+            if policy.is_none() && !space.plane(|p| p.has_policies())? {
+                self.store.directory().settle_no_budget_policy(space_id)?;
+            }
             if budget.is_none() {
                 return Ok(false);
             }

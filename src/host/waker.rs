@@ -50,7 +50,8 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
         let mut next: Option<u64> = deferred.values().copied().min();
         let in_flight: HashSet<String> = inner.scheduled_in_flight();
         let mut dispatched = in_flight.len();
-        for (space, at) in upcoming {
+        for wake in upcoming {
+            let (space, at) = (wake.space, wake.at_ms);
             if at > now {
                 next = Some(next.map_or(at, |n| n.min(at)));
                 break;
@@ -61,7 +62,7 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
             if dispatched >= inner.cfg.schedule.max_scheduled.max(1) {
                 break; // a finishing firing pokes us
             }
-            if inner.skip_for_budget(&space) {
+            if inner.skip_for_budget(&space, wake.budget_policy) {
                 continue; // advanced and counted; never activated
             }
             if inner.begin_scheduled(&space) {

@@ -25,6 +25,21 @@ pub(crate) struct MeteredAllocator {
     pub state: Rc<State>,
 }
 
+impl MeteredAllocator {
+    /// Adds the usable size of `ptr` (when non-null) times `sign` to the
+    /// live-bytes gauge.
+    #[inline]
+    fn track(&self, ptr: *mut u8, sign: i64) {
+        if !ptr.is_null() {
+            // SAFETY: `ptr` came from `RustAllocator` and is still live.
+            let n = unsafe { RustAllocator::usable_size(ptr) } as i64;
+            self.state
+                .live_bytes
+                .set(self.state.live_bytes.get() + sign * n);
+        }
+    }
+}
+
 // SAFETY: every method delegates to `RustAllocator`, which upholds the
 // trait's contract; the meter only decides whether to return null first,
 // which the contract permits (QuickJS treats null as out of memory).
@@ -33,7 +48,9 @@ unsafe impl Allocator for MeteredAllocator {
         if !self.state.charge(size) {
             return std::ptr::null_mut();
         }
-        RustAllocator.alloc(size)
+        let p = RustAllocator.alloc(size);
+        self.track(p, 1);
+        p
     }
 
     fn calloc(&mut self, count: usize, size: usize) -> *mut u8 {
@@ -43,10 +60,13 @@ unsafe impl Allocator for MeteredAllocator {
         if total == 0 || !self.state.charge(total) {
             return std::ptr::null_mut();
         }
-        RustAllocator.calloc(count, size)
+        let p = RustAllocator.calloc(count, size);
+        self.track(p, 1);
+        p
     }
 
     unsafe fn dealloc(&mut self, ptr: *mut u8) {
+        self.track(ptr, -1);
         RustAllocator.dealloc(ptr)
     }
 
@@ -57,14 +77,21 @@ unsafe impl Allocator for MeteredAllocator {
             return self.alloc(new_size);
         }
         if new_size == 0 {
-            RustAllocator.dealloc(ptr);
+            self.dealloc(ptr);
             return std::ptr::null_mut();
         }
         let old = RustAllocator::usable_size(ptr);
         if new_size > old && !self.state.charge(new_size - old) {
             return std::ptr::null_mut();
         }
-        RustAllocator.realloc(ptr, new_size)
+        let p = RustAllocator.realloc(ptr, new_size);
+        if !p.is_null() {
+            self.state
+                .live_bytes
+                .set(self.state.live_bytes.get() - old as i64);
+            self.track(p, 1);
+        }
+        p
     }
 
     unsafe fn usable_size(ptr: *mut u8) -> usize {

@@ -22,6 +22,7 @@
 //! - Host functions must not call back into the same `Sandbox` (such a call
 //!   is refused with `SandboxError::Internal`), and must not panic.
 
+mod bytecode;
 mod convert;
 mod error;
 mod lockdown;
@@ -331,7 +332,7 @@ impl Sandbox {
 
     /// Bytes the engine currently has allocated (what the memory limit bounds).
     pub fn memory_used_bytes(&self) -> u64 {
-        self.runtime.memory_usage().malloc_size.max(0) as u64
+        self.state.live_bytes.get().max(0) as u64
     }
 
     /// Number of live `JsHandle`s.

@@ -109,6 +109,9 @@ pub(crate) struct State {
     /// Bytes allocated by the current call, and the most it may allocate.
     pub allocated: Cell<u64>,
     pub alloc_budget: Cell<u64>,
+    /// Bytes the engine holds right now (usable sizes), kept by the
+    /// allocator so reading it never walks the heap.
+    pub live_bytes: Cell<i64>,
     pub preempted: Cell<Option<PreemptCause>>,
     /// Set once a call has failed: every further poll interrupts and host
     /// calls are refused, so leftover microtasks of a failed call are flushed
@@ -124,6 +127,7 @@ impl State {
     pub fn new() -> Self {
         State {
             mode: Cell::new(Mode::Reactive),
+            live_bytes: Cell::new(0),
             rng: Cell::new(1),
             in_call: Cell::new(false),
             polls: Cell::new(0),

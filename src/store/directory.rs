@@ -28,6 +28,8 @@ pub struct SpaceEntry {
     pub next_wake_ms: Option<u64>,
     pub undelivered: bool,
     pub quarantined: Option<String>,
+    /// See [`UpcomingWake::budget_policy`].
+    pub budget_policy: Option<bool>,
 }
 
 /// What the directory believes a space needs: the projection it stores.
@@ -118,7 +120,8 @@ impl Directory {
     pub fn insert_space(&self, id: &str, owner: &str, created_ms: u64) -> StoreResult<()> {
         let n = self.with(|c| {
             c.execute(
-                "INSERT OR IGNORE INTO spaces (id, owner, created_ms) VALUES (?1, ?2, ?3)",
+                "INSERT OR IGNORE INTO spaces (id, owner, created_ms, budget_policy) \
+                 VALUES (?1, ?2, ?3, 0)",
                 params![id, owner, created_ms as i64],
             )
         })?;
@@ -131,7 +134,7 @@ impl Directory {
     pub fn get(&self, id: &str) -> StoreResult<Option<SpaceEntry>> {
         self.with(|c| {
             c.prepare_cached(
-                "SELECT id, owner, created_ms, next_wake_ms, undelivered, quarantined \
+                "SELECT id, owner, created_ms, next_wake_ms, undelivered, quarantined, budget_policy \
                  FROM spaces WHERE id = ?1",
             )?
             .query_row([id], entry_from_row)
@@ -143,7 +146,7 @@ impl Directory {
     pub fn list(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<SpaceEntry>> {
         self.with(|c| {
             c.prepare_cached(
-                "SELECT id, owner, created_ms, next_wake_ms, undelivered, quarantined \
+                "SELECT id, owner, created_ms, next_wake_ms, undelivered, quarantined, budget_policy \
                  FROM spaces WHERE id > ?1 ORDER BY id LIMIT ?2",
             )?
             .query_map(params![after.unwrap_or(""), limit as i64], entry_from_row)?
@@ -191,18 +194,44 @@ impl Directory {
     }
 
     /// The next `limit` wakes in time order (the waker's bounded window).
-    pub fn upcoming_wakes(&self, limit: usize) -> StoreResult<Vec<(String, u64)>> {
+    pub fn upcoming_wakes(&self, limit: usize) -> StoreResult<Vec<UpcomingWake>> {
         self.with(|c| {
             c.prepare_cached(
-                "SELECT id, next_wake_ms FROM spaces \
+                "SELECT id, next_wake_ms, budget_policy FROM spaces \
                  WHERE next_wake_ms IS NOT NULL AND quarantined IS NULL \
                  ORDER BY next_wake_ms LIMIT ?1",
             )?
             .query_map([limit as i64], |r| {
-                Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+                Ok(UpcomingWake {
+                    space: r.get(0)?,
+                    at_ms: r.get::<_, i64>(1)? as u64,
+                    budget_policy: r.get::<_, Option<i64>>(2)?.map(|v| v != 0),
+                })
             })?
             .collect()
         })
+    }
+
+    /// Marks a space as possibly carrying a budget policy. Called before the
+    /// policy is committed, never undone (see `0003_budget_flag.sql`).
+    pub fn mark_budget_policy(&self, id: &str) -> StoreResult<()> {
+        self.with(|c| {
+            c.prepare_cached("UPDATE spaces SET budget_policy = 1 WHERE id = ?1")?
+                .execute([id])
+        })?;
+        Ok(())
+    }
+
+    /// Records that a space was found without a budget policy, unless it has
+    /// been marked meanwhile (only an unknown flag is settled).
+    pub fn settle_no_budget_policy(&self, id: &str) -> StoreResult<()> {
+        self.with(|c| {
+            c.prepare_cached(
+                "UPDATE spaces SET budget_policy = 0 WHERE id = ?1 AND budget_policy IS NULL",
+            )?
+            .execute([id])
+        })?;
+        Ok(())
     }
 
     pub fn projection(&self, id: &str) -> StoreResult<Option<Projection>> {
@@ -288,8 +317,8 @@ impl Directory {
         {
             let mut st = tx
                 .prepare_cached(
-                    "INSERT OR IGNORE INTO spaces (id, owner, created_ms, next_wake_ms) \
-                     VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT OR IGNORE INTO spaces (id, owner, created_ms, next_wake_ms, budget_policy) \
+                     VALUES (?1, ?2, ?3, ?4, 0)",
                 )
                 .at(&self.path)?;
             for (id, owner, created, wake) in rows {
@@ -301,6 +330,16 @@ impl Directory {
     }
 }
 
+/// One row of the waker's window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpcomingWake {
+    pub space: String,
+    pub at_ms: u64,
+    /// `Some(false)`: the space has no budget policy of its own; `None`:
+    /// unknown.
+    pub budget_policy: Option<bool>,
+}
+
 fn entry_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceEntry> {
     Ok(SpaceEntry {
         id: r.get(0)?,
@@ -309,6 +348,7 @@ fn entry_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceEntry> {
         next_wake_ms: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
         undelivered: r.get::<_, i64>(4)? != 0,
         quarantined: r.get(5)?,
+        budget_policy: r.get::<_, Option<i64>>(6)?.map(|v| v != 0),
     })
 }
 

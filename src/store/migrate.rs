@@ -55,6 +55,11 @@ pub const HOST_MIGRATIONS: &[Migration] = &[
         name: "0002_grants",
         sql: include_str!("../../schema/host/0002_grants.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_budget_flag",
+        sql: include_str!("../../schema/host/0003_budget_flag.sql"),
+    },
 ];
 
 /// Switches a connection to WAL mode. Changing the journal mode needs an

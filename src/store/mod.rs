@@ -30,7 +30,7 @@ pub mod path;
 mod plane;
 mod space;
 
-pub use directory::{Directory, Discovered, Projection, SpaceEntry};
+pub use directory::{Directory, Discovered, Projection, SpaceEntry, UpcomingWake};
 pub use error::{StoreError, StoreResult};
 pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
 pub use path::PathSeg;
@@ -159,6 +159,7 @@ impl Store {
         clock: Arc<dyn Clock>,
         counters: Arc<Counters>,
     ) -> StoreResult<Store> {
+        configure_sqlite();
         for dir in [
             cfg.data_dir.clone(),
             cfg.data_dir.join("spaces"),
@@ -335,6 +336,7 @@ impl Store {
             Synchronous::Full => "FULL",
         };
         migrate::enable_wal(&conn, path, sync)?;
+        keep_wal_files(&conn, path)?;
         conn.set_prepared_statement_cache_capacity(64);
         Ok(conn)
     }
@@ -392,6 +394,63 @@ impl StoreShared {
         tracing::error!(space = id, path = %dest.display(), reason, "space file quarantined");
         dest
     }
+}
+
+/// Process-wide SQLite settings, applied once before the first connection.
+/// Memory statistics are off: with them on, every SQLite allocation takes
+/// one global mutex, which space threads contended for in a herd of
+/// scheduled wakes. Nothing here reads SQLite's memory statistics.
+fn configure_sqlite() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sqlite3_config is called before this process opens any
+        // connection through the store; if SQLite was initialised already
+        // (another user in the process), it returns SQLITE_MISUSE and
+        // changes nothing, which is harmless.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::ffi::c_int,
+            );
+        }
+    });
+}
+
+/// Keeps a space's `-wal` and `-shm` files across closes instead of
+/// deleting them at the last close and creating them at the next open.
+/// Creating and unlinking two files per activation was about a third of a
+/// scheduled wake's CPU (inode allocation on ext4). A parked space keeps a
+/// WAL of at most `space::CLOSE_CHECKPOINT_BYTES` and a 32 KiB index.
+fn keep_wal_files(conn: &Connection, path: &Path) -> StoreResult<()> {
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: the handle is live for the call; PERSIST_WAL reads and writes
+    // one int through the pointer, which outlives the call.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&mut on as *mut std::ffi::c_int).cast(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK {
+        return Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(format!("cannot keep the WAL file (SQLite code {rc})")),
+        });
+    }
+    // During a tenure the WAL may grow to 4 MiB between resets before it is
+    // cut back.
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
+        .at(path)?;
+    // Closing does not checkpoint by itself: `Space`'s drop decides, by the
+    // WAL's size (see `space::CLOSE_CHECKPOINT_BYTES`).
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )
+    .at(path)?;
+    Ok(())
 }
 
 /// Space ids name files, so they are restricted to a safe alphabet.

@@ -180,6 +180,8 @@ pub struct PlaneTx<'a> {
     /// Set when `schedule_index` changed, so the directory's next wake is
     /// recomputed before the transaction commits.
     pub(crate) schedule_touched: bool,
+    /// A policy was written: the directory must know before the commit.
+    pub(crate) policy_touched: bool,
 }
 
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
@@ -585,7 +587,17 @@ impl<'a> PlaneTx<'a> {
             .at(self.path)
     }
 
+    /// Whether the space has any policy row of its own.
+    pub fn has_policies(&self) -> StoreResult<bool> {
+        self.tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM space_policy)")
+            .at(self.path)?
+            .query_row([], |r| r.get(0))
+            .at(self.path)
+    }
+
     pub fn set_policy(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
+        self.policy_touched |= value.is_some();
         match value {
             Some(v) => self
                 .tx

@@ -222,9 +222,16 @@ impl std::fmt::Debug for Space {
 
 impl Drop for Space {
     fn drop(&mut self) {
+        self.checkpoint_if_large();
         self.counters.add(Counter::SpacesOpen, -1);
     }
 }
+
+/// A closing space checkpoints (and truncates) its WAL only past this size.
+/// Below it the WAL stays beside the file for the next activation, which
+/// saves each short tenure (a scheduled wake) the checkpoint's three
+/// fsyncs; a parked space keeps at most this much WAL on disk.
+pub const CLOSE_CHECKPOINT_BYTES: u64 = 256 * 1024;
 
 impl Space {
     pub(crate) fn new(
@@ -411,6 +418,7 @@ impl Space {
             path: &path,
             space: &space_id,
             schedule_touched: false,
+            policy_touched: false,
         };
         let view = CommitView {
             space: &space_id,
@@ -441,6 +449,9 @@ impl Space {
             hook: "commit extension".into(),
             reason,
         })?;
+        if plane.policy_touched {
+            self.shared.directory.mark_budget_policy(&space_id)?;
+        }
         // Always recompute the next wake: another process (an operator's CLI,
         // a second host) may have changed entries since this handle cached it,
         // and a stale value written back could make the directory late.
@@ -572,9 +583,13 @@ impl Space {
             path: &path,
             space: &space_id,
             schedule_touched: false,
+            policy_touched: false,
         };
         let out = f(&mut plane)?;
         let touched = plane.schedule_touched;
+        if plane.policy_touched {
+            self.shared.directory.mark_budget_policy(&space_id)?;
+        }
         let after = Self::projection_in(&tx, &path, self.projection, touched, false)?;
         let early = self.projection.earliest_of(after);
         let before = self.projection;
@@ -606,6 +621,23 @@ impl Space {
             .execute_batch(&format!("PRAGMA wal_autocheckpoint = {safety_pages};"))
             .at(&self.path);
         self.guard(r)
+    }
+
+    /// At close: checkpoint and truncate the WAL if it has grown past
+    /// [`CLOSE_CHECKPOINT_BYTES`] (connections never checkpoint on close by
+    /// themselves; see `Store::connect`). Best effort: a busy or failed
+    /// checkpoint leaves the WAL for the next one, which is always safe.
+    fn checkpoint_if_large(&mut self) {
+        if self.quarantined.is_some() {
+            return;
+        }
+        let wal = PathBuf::from(format!("{}-wal", self.path.display()));
+        let len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        if len > CLOSE_CHECKPOINT_BYTES {
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
     }
 
     /// A passive checkpoint: copies what it can without waiting on readers.
