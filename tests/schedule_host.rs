@@ -144,11 +144,17 @@ fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(c(&h, "s", Counter::ScheduleFired), 0);
     // At the due time the waker fires and the callback runs, with nobody connected.
+    let opened = c(&h, "s", Counter::SpacesOpened);
     clock.set_ms(row.next_due_ms);
     wait("fire and deliver", || {
         c(&h, "s", Counter::ScheduleDelivered) == 1
     });
     parked(&h, "s");
+    assert_eq!(
+        c(&h, "s", Counter::SpacesOpened) - opened,
+        1,
+        "the file is opened once per wake: the waker's budget check reads the directory's flag"
+    );
     assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
     assert_eq!(
         c(&h, "s", Counter::ActivationsSession),

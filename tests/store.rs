@@ -612,3 +612,98 @@ fn plane_only_bookkeeping_never_creates_a_commit() {
         Some("5000")
     );
 }
+
+#[test]
+fn a_closed_space_keeps_a_small_wal_and_truncates_a_large_one() {
+    let t = store();
+    t.store.create_space("s1", "did:key:alice").unwrap();
+    let path = t.store.space_path("s1");
+    let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
+    let shm = std::path::PathBuf::from(format!("{}-shm", path.display()));
+    {
+        let mut s = t.store.open_space("s1").unwrap();
+        s.commit(authored().op(set("a", json!(1)))).unwrap();
+    }
+    // Small: the WAL and its index stay for the next open (no file churn).
+    let small = std::fs::metadata(&wal).unwrap().len();
+    assert!(
+        small > 0 && small <= CLOSE_CHECKPOINT_BYTES,
+        "WAL {small} bytes"
+    );
+    assert!(shm.exists());
+    // A second process reads the commit through the kept WAL.
+    let other = t.reopen_with(|_| {});
+    assert_eq!(
+        other
+            .open_space("s1")
+            .unwrap()
+            .read("a")
+            .unwrap()
+            .unwrap()
+            .value,
+        json!(1)
+    );
+    // Large: checkpointed into the main file and truncated at close.
+    {
+        let mut s = t.store.open_space("s1").unwrap();
+        let blob = "x".repeat(64 * 1024);
+        for i in 0..8 {
+            s.commit(authored().op(set(&format!("big{i}"), json!(blob))))
+                .unwrap();
+        }
+    }
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+    let mut s = t.store.open_space("s1").unwrap();
+    assert_eq!(s.read("a").unwrap().unwrap().value, json!(1));
+    assert_eq!(
+        s.read("big7")
+            .unwrap()
+            .unwrap()
+            .value
+            .as_str()
+            .unwrap()
+            .len(),
+        64 * 1024
+    );
+}
+
+#[test]
+fn the_directory_knows_which_spaces_may_carry_a_budget_policy() {
+    let t = store();
+    t.store.create_space("s1", "did:key:alice").unwrap();
+    let flag = || {
+        t.store
+            .directory()
+            .get("s1")
+            .unwrap()
+            .unwrap()
+            .budget_policy
+    };
+    assert_eq!(flag(), Some(false), "a new space has no policy");
+    let mut s = t.store.open_space("s1").unwrap();
+    s.plane(|p| p.set_policy("scheduled_budget_us", Some("5")))
+        .unwrap();
+    assert_eq!(flag(), Some(true));
+    // Removing it never clears the mark: over-inclusive is safe.
+    s.plane(|p| p.set_policy("scheduled_budget_us", None))
+        .unwrap();
+    assert_eq!(flag(), Some(true));
+    // A failed plane transaction that wrote a policy still leaves the mark.
+    t.store.create_space("s2", "did:key:alice").unwrap();
+    let mut s2 = t.store.open_space("s2").unwrap();
+    let r: StoreResult<()> = s2.plane(|p| {
+        p.set_policy("scheduled_budget_us", Some("5"))?;
+        Err(StoreError::InvalidCommit("abort".into()))
+    });
+    assert!(r.is_err());
+    assert_eq!(
+        t.store
+            .directory()
+            .get("s2")
+            .unwrap()
+            .unwrap()
+            .budget_policy,
+        Some(false),
+        "the mark is written after the closure succeeds, before the commit"
+    );
+}

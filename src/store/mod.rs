@@ -40,7 +40,7 @@ pub use plane::{
 };
 pub use space::{
     AppliedOp, Author, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord,
-    Lease, LoggedOp, NewEvent, Space, StreamState,
+    Lease, LoggedOp, NewEvent, Space, StreamState, CLOSE_CHECKPOINT_BYTES,
 };
 
 use crate::clock::Clock;
