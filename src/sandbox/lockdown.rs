@@ -27,12 +27,16 @@
 
 use std::rc::Rc;
 
-use rquickjs::{Ctx, Exception, Function, Object};
+use rquickjs::module::WriteOptions;
+use rquickjs::{Ctx, Exception, Function, Module, Object};
 
 use super::state::{Capability, State};
 
+/// A module whose default export installs the lockdown. A module rather than
+/// a script so its bytecode can be cached (see `bytecode.rs`): parsing it
+/// anew was a fifth of a sandbox's start-up.
 const LOCKDOWN_JS: &str = r#"
-(function (dateNow, nowFor, mathRandom, deny) {
+export default (function (dateNow, nowFor, mathRandom, deny) {
   "use strict";
   const g = globalThis;
   const OrigDate = g.Date;
@@ -144,7 +148,26 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Resul
         },
     )?;
 
-    let installer: Function = ctx.eval(LOCKDOWN_JS)?;
+    // The name resolves for nobody: pattern imports of it are refused.
+    const NAME: &str = "spacewake:lockdown";
+    let key = super::bytecode::key(NAME, LOCKDOWN_JS);
+    // SAFETY: cached bytes were written by `Module::write` in this process
+    // from exactly this name and source.
+    let cached = super::bytecode::get(&key)
+        .and_then(|code| unsafe { Module::load(ctx.clone(), &code) }.ok());
+    let declared = match cached {
+        Some(m) => m,
+        None => {
+            let m = Module::declare(ctx.clone(), NAME, LOCKDOWN_JS)?;
+            if let Ok(code) = m.write(WriteOptions::default()) {
+                super::bytecode::put(key, code);
+            }
+            m
+        }
+    };
+    let (module, done) = declared.eval()?;
+    done.finish::<()>()?;
+    let installer: Function = module.namespace()?.get("default")?;
     installer.call::<_, ()>((date_now, now_for, math_random, deny))?;
     Ok(())
 }

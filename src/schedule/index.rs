@@ -37,7 +37,7 @@
 
 use super::grid;
 use super::jitter::{Jitter, JitterMode};
-use crate::store::{AppliedOp, CommitView, IndexHook, PathSeg, PlaneTx, ScheduleRow};
+use crate::store::{AppliedOp, CommitView, DeclaredRow, IndexHook, PathSeg, PlaneTx, ScheduleRow};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -187,7 +187,7 @@ impl ScheduleIndexHook {
         plane: &mut PlaneTx<'_>,
         piece: &str,
         doc_after: Option<&Value>,
-        existing: &[ScheduleRow],
+        existing: &[DeclaredRow],
     ) -> Result<(), String> {
         let declared = doc_after.and_then(parse_declaration).unwrap_or_default();
         if declared.iter().all(Option::is_none) {
@@ -260,10 +260,10 @@ impl IndexHook for ScheduleIndexHook {
         if pending.is_empty() {
             return Ok(());
         }
-        let mut bulk: Option<HashMap<String, Vec<ScheduleRow>>> = None;
+        let mut bulk: Option<HashMap<String, Vec<DeclaredRow>>> = None;
         if pending.len() > BULK_LOOKUP_PIECES {
-            let mut by_piece: HashMap<String, Vec<ScheduleRow>> = HashMap::new();
-            for r in plane.schedule(None).map_err(|e| e.to_string())? {
+            let mut by_piece: HashMap<String, Vec<DeclaredRow>> = HashMap::new();
+            for r in plane.declared(None).map_err(|e| e.to_string())? {
                 if pending.contains(r.piece.as_str()) {
                     by_piece.entry(r.piece.clone()).or_default().push(r);
                 }
@@ -280,7 +280,7 @@ impl IndexHook for ScheduleIndexHook {
             let piece = op.doc_id.as_str();
             let existing = match bulk.as_mut() {
                 Some(by_piece) => by_piece.remove(piece).unwrap_or_default(),
-                None => plane.schedule(Some(piece)).map_err(|e| e.to_string())?,
+                None => plane.declared(Some(piece)).map_err(|e| e.to_string())?,
             };
             self.reconcile(commit, plane, piece, op.doc_after.as_ref(), &existing)?;
             if pending.is_empty() {

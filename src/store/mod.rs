@@ -35,8 +35,8 @@ pub use error::{StoreError, StoreResult};
 pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
 pub use path::PathSeg;
 pub use plane::{
-    ActionCost, Bucket, CommitView, FireRecord, IndexHook, LedgerDelta, LedgerRow, PlaneTx,
-    ScheduleRow, ScheduleStatus,
+    ActionCost, Bucket, CommitView, DeclaredRow, FireRecord, IndexHook, LedgerDelta, LedgerRow,
+    PlaneTx, ScheduleRow, ScheduleStatus,
 };
 pub use space::{
     AppliedOp, Author, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord,

@@ -213,6 +213,15 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
     })
 }
 
+/// The declared part of a schedule row (see [`PlaneTx::declared`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeclaredRow {
+    pub piece: String,
+    pub entry: u32,
+    pub interval_minutes: u32,
+    pub callback_stream: String,
+}
+
 pub(crate) fn list_schedule(
     conn: &rusqlite::Connection,
     path: &Path,
@@ -404,6 +413,37 @@ impl<'a> PlaneTx<'a> {
 
     pub fn schedule(&self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
         list_schedule(self.tx, self.path, piece)
+    }
+
+    /// Only what the index hook compares to decide whether a declaration
+    /// changed: (piece, entry, interval, callback stream), by primary key
+    /// when `piece` is given. Cheaper than [`PlaneTx::schedule`]'s full rows
+    /// on the path every re-commit of a result takes.
+    pub fn declared(&self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
+        let mut st = match piece {
+            Some(_) => self.tx.prepare_cached(
+                "SELECT piece, entry, interval_minutes, callback_stream \
+                 FROM schedule_index WHERE piece = ?1",
+            ),
+            None => self.tx.prepare_cached(
+                "SELECT piece, entry, interval_minutes, callback_stream FROM schedule_index",
+            ),
+        }
+        .at(self.path)?;
+        let params: Vec<&str> = piece.into_iter().collect();
+        let rows = st
+            .query_map(rusqlite::params_from_iter(params), |r| {
+                Ok(DeclaredRow {
+                    piece: r.get(0)?,
+                    entry: r.get(1)?,
+                    interval_minutes: r.get(2)?,
+                    callback_stream: r.get(3)?,
+                })
+            })
+            .at(self.path)?
+            .collect::<Result<Vec<_>, _>>()
+            .at(self.path)?;
+        Ok(rows)
     }
 
     pub fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {

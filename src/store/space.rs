@@ -762,6 +762,18 @@ impl Space {
         self.guard(r)
     }
 
+    /// How many schedule entries the space has indexed.
+    pub fn schedule_count(&mut self) -> StoreResult<u64> {
+        self.check_open()?;
+        let r = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM schedule_index")
+            .and_then(|mut st| st.query_row([], |r| r.get::<_, i64>(0)))
+            .map(|n| n as u64)
+            .at(&self.path);
+        self.guard(r)
+    }
+
     /// The recorded fires of one schedule entry, oldest first.
     pub fn fires(&mut self, piece: &str, entry: u32) -> StoreResult<Vec<plane::FireRecord>> {
         self.check_open()?;
