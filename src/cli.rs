@@ -239,6 +239,10 @@ pub enum BenchCommand {
         spaces: usize,
         #[arg(long)]
         parked: bool,
+        /// Activate and park this many other spaces first (warms code and
+        /// caches the same way in both probes).
+        #[arg(long, default_value_t = 0)]
+        warm: usize,
     },
     /// Load generator against the real server on loopback.
     Serve {

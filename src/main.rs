@@ -25,9 +25,11 @@ fn main() -> ExitCode {
             BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
             BenchCommand::Patterns { scale } => spacewake::bench::patterns::run(scale),
             BenchCommand::Serve { scale } => spacewake::bench::serve::run(scale),
-            BenchCommand::ServeMemory { spaces, parked } => {
-                spacewake::bench::serve::memory_probe(spaces, parked)
-            }
+            BenchCommand::ServeMemory {
+                spaces,
+                parked,
+                warm,
+            } => spacewake::bench::serve::memory_probe(spaces, parked, warm),
             BenchCommand::Accounting { scale } => spacewake::bench::accounting::run(scale),
             BenchCommand::Schedule { scale, only } => spacewake::bench::schedule::run(scale, &only),
         },

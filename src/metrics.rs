@@ -156,11 +156,20 @@ impl CounterSet {
     }
 }
 
-/// Host-wide counters plus one set per space.
+/// How many parked spaces keep their per-space counter set (the most
+/// recently parked). Older ones are dropped, so a host that has served a
+/// million spaces does not hold a million sets; host-wide totals are kept
+/// separately and never drop.
+pub const RETAINED_PARKED_SPACES: usize = 256;
+
+/// Host-wide counters plus one set per space (active spaces and the most
+/// recently parked ones).
 #[derive(Debug, Default)]
 pub struct Counters {
     host: CounterSet,
     spaces: RwLock<HashMap<String, Arc<CounterSet>>>,
+    /// Parked spaces, oldest first (may repeat; see `retire_space`).
+    retired: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
 /// A handle that increments one space's set and the host set together.
@@ -232,6 +241,39 @@ impl Counters {
             counters: self.clone(),
             space: set,
         }
+    }
+
+    /// A space parked: its set is kept while it is among the
+    /// [`RETAINED_PARKED_SPACES`] most recently parked. A set is dropped only
+    /// when no handle to it is live (the space is not active again) and
+    /// every gauge in it is zero, so host totals stay exact.
+    pub fn retire_space(&self, id: &str) {
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        retired.push_back(id.to_string());
+        if retired.len() <= RETAINED_PARKED_SPACES {
+            return;
+        }
+        let Some(old) = retired.pop_front() else {
+            return;
+        };
+        if retired.contains(&old) {
+            return; // parked again since: a later entry keeps it
+        }
+        let mut map = self.spaces.write().unwrap_or_else(|p| p.into_inner());
+        let idle = map.get(&old).is_some_and(|set| {
+            Arc::strong_count(set) == 1
+                && Counter::ALL
+                    .iter()
+                    .all(|c| c.kind() != Kind::Gauge || set.get(*c) == 0)
+        });
+        if idle {
+            map.remove(&old);
+        }
+    }
+
+    /// Spaces with a counter set right now.
+    pub fn space_count(&self) -> usize {
+        self.spaces.read().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     pub fn space_value(&self, id: &str, c: Counter) -> i64 {
@@ -347,6 +389,39 @@ mod tests {
         let j = c.serving_loop_json();
         assert_eq!(j["events"]["appended"], 3);
         assert_eq!(j["spaces"]["b"]["events"]["appended"], 2);
+    }
+
+    #[test]
+    fn parked_spaces_keep_their_sets_only_while_recent_and_host_totals_stay() {
+        let c = Counters::new();
+        let n = RETAINED_PARKED_SPACES + 50;
+        for i in 0..n {
+            c.space(&format!("s{i}")).inc(Counter::Parks);
+            c.retire_space(&format!("s{i}"));
+        }
+        assert_eq!(c.space_count(), RETAINED_PARKED_SPACES);
+        assert_eq!(
+            c.space_value("s0", Counter::Parks),
+            0,
+            "the oldest set was dropped"
+        );
+        assert_eq!(c.space_value(&format!("s{}", n - 1), Counter::Parks), 1);
+        assert_eq!(
+            c.host().get(Counter::Parks),
+            n as i64,
+            "host totals never drop"
+        );
+        // A set with a gauge still up (entries indexed) or a live handle stays.
+        let held = c.space("held");
+        c.space("indexed").add(Counter::ScheduleIndexed, 4);
+        c.retire_space("held");
+        c.retire_space("indexed");
+        for i in 0..RETAINED_PARKED_SPACES {
+            c.retire_space(&format!("later{i}"));
+        }
+        assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
+        held.inc(Counter::Parks);
+        assert_eq!(c.space_value("held", Counter::Parks), 1);
     }
 
     #[test]

@@ -235,40 +235,86 @@ fn fresh_host(tag: &str, idle_park_ms: u64) -> anyhow::Result<(std::path::PathBu
 /// process (this binary, `bench serve-memory`), so neither inherits the
 /// other phases' allocator state.
 fn memory(spaces: usize) -> anyhow::Result<()> {
-    let measure = |parked: bool| -> anyhow::Result<u64> {
+    let measure = |parked: bool, warm: usize| -> anyhow::Result<Probe> {
         let out = std::process::Command::new(std::env::current_exe()?)
             .args(["bench", "serve-memory", "--spaces"])
             .arg(spaces.to_string())
             .args(if parked { &["--parked"][..] } else { &[][..] })
+            .args(["--warm", &warm.to_string()])
             .env("SPACEWAKE_LOG", "error")
             .output()?;
         anyhow::ensure!(out.status.success(), "memory probe failed: {out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix("rss_kib ")
-                    .and_then(|v| v.trim().parse().ok())
-            })
-            .context("the memory probe printed no rss_kib line")
+        let field = |name: &str| -> anyhow::Result<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+                .with_context(|| format!("the memory probe printed no {name} line"))
+        };
+        Ok(Probe {
+            rss: field("rss_kib ")?,
+            anon: field("rss_anon_kib ")?,
+        })
     };
-    let never_opened = measure(false)?;
-    let parked = measure(true)?;
-    println!(
-        "memory: {spaces} spaces never opened {:.1} MiB RSS, after activating and parking all {:.1} MiB RSS, ratio {:.3} (target within 5%; each figure from a fresh process)",
-        never_opened as f64 / 1024.0,
-        parked as f64 / 1024.0,
-        parked as f64 / never_opened.max(1) as f64
-    );
+    let mib = |k: u64| k as f64 / 1024.0;
+    for warm in [0, 10] {
+        let never_opened = measure(false, warm)?;
+        let parked = measure(true, warm)?;
+        let label = if warm == 0 {
+            "fresh processes".to_string()
+        } else {
+            format!("both after {warm} warm-up spaces were activated and parked")
+        };
+        println!(
+            "memory: {spaces} spaces never opened {:.1} MiB RSS ({:.1} anonymous), after activating and parking all {:.1} MiB RSS ({:.1} anonymous), ratio {:.3} (target within 5%; {label})",
+            mib(never_opened.rss),
+            mib(never_opened.anon),
+            mib(parked.rss),
+            mib(parked.anon),
+            parked.rss as f64 / never_opened.rss.max(1) as f64
+        );
+    }
     Ok(())
+}
+
+struct Probe {
+    rss: u64,
+    anon: u64,
+}
+
+/// A `kB` field of `/proc/self/status` (0 where unavailable).
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix(field)
+                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            })
+        })
+        .unwrap_or(0)
 }
 
 /// `bench serve-memory`: one probe of [`memory`]. Registers `spaces` spaces
 /// on a fresh host; with `parked`, activates them (in waves of 100, as a host
 /// under steady load would) and waits until all have parked; prints
 /// `rss_kib N`.
-pub fn memory_probe(spaces: usize, parked: bool) -> anyhow::Result<ExitCode> {
+pub fn memory_probe(spaces: usize, parked: bool, warm: usize) -> anyhow::Result<ExitCode> {
     let (dir, store, host) = fresh_host("mem", 50)?;
     host.start_waker();
+    for i in 0..warm {
+        let id = format!("warm-{i}");
+        store.create_space(&id, "did:key:bench")?;
+        host.notify(&id, Trigger::Warm, Request::Wake)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let t = Instant::now();
+    while host.counters().host().get(Counter::Parks) < warm as i64 {
+        if t.elapsed() > Duration::from_secs(60) {
+            bail!("warm-up spaces did not park");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let base = warm;
     for i in 0..spaces {
         store.create_space(&format!("idle-{i}"), "did:key:bench")?;
     }
@@ -280,7 +326,7 @@ pub fn memory_probe(spaces: usize, parked: bool) -> anyhow::Result<ExitCode> {
                 host.notify(&format!("idle-{i}"), Trigger::Warm, Request::Wake)
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
-            while host.counters().host().get(Counter::Parks) < end as i64 {
+            while host.counters().host().get(Counter::Parks) < (base + end) as i64 {
                 if t.elapsed() > Duration::from_secs(120) {
                     bail!("spaces did not park");
                 }
@@ -292,6 +338,15 @@ pub fn memory_probe(spaces: usize, parked: bool) -> anyhow::Result<ExitCode> {
     std::thread::sleep(Duration::from_millis(200));
     crate::host::release_freed_memory();
     println!("rss_kib {}", rss_kib());
+    println!("rss_anon_kib {}", status_kib("RssAnon:"));
+    println!("counter_sets {}", host.counters().space_count());
+    if std::env::var("SPACEWAKE_MALLOC_STATS").is_ok() {
+        // SAFETY: malloc_stats only prints the allocator's own statistics.
+        unsafe { libc::malloc_stats() };
+    }
+    if let Ok(to) = std::env::var("SPACEWAKE_SMAPS_TO") {
+        let _ = std::fs::copy("/proc/self/smaps", to);
+    }
     host.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
     Ok(ExitCode::SUCCESS)

@@ -151,7 +151,12 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
                 Counter::RuntimeMemoryBytes,
                 -counters.get(Counter::RuntimeMemoryBytes),
             );
+            counters.add(
+                Counter::DemandedInstances,
+                -counters.get(Counter::DemandedInstances),
+            );
             counters.add(Counter::ActiveSpaces, -1);
+            inner.counters.retire_space(&id);
             // Trimming walks every arena (~10% of a scheduled wake's CPU in
             // a herd): skip it while scheduled activations are in flight,
             // except every 32nd park, and trim on every other park so a
@@ -173,7 +178,12 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
                 Counter::RuntimeMemoryBytes,
                 -counters.get(Counter::RuntimeMemoryBytes),
             );
+            counters.add(
+                Counter::DemandedInstances,
+                -counters.get(Counter::DemandedInstances),
+            );
             counters.add(Counter::ActiveSpaces, -1);
+            inner.counters.retire_space(&id);
         }
     }
 }

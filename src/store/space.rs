@@ -224,6 +224,8 @@ impl Drop for Space {
     fn drop(&mut self) {
         self.checkpoint_if_large();
         self.counters.add(Counter::SpacesOpen, -1);
+        // Closed: its counter set may go once it is no longer recent.
+        self.shared.counters.retire_space(&self.id);
     }
 }
 
