@@ -636,6 +636,10 @@ impl Space {
         let wal = PathBuf::from(format!("{}-wal", self.path.display()));
         let len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
         if len > CLOSE_CHECKPOINT_BYTES {
+            // A TRUNCATE checkpoint waits for readers through the busy
+            // handler; a closing space must not wait on another process's
+            // reader, so it gives up at once and leaves it for next time.
+            let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
             let _ = self
                 .conn
                 .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
