@@ -168,7 +168,7 @@ pub const RETAINED_PARKED_SPACES: usize = 256;
 pub struct Counters {
     host: CounterSet,
     spaces: RwLock<HashMap<String, Arc<CounterSet>>>,
-    /// Parked spaces, oldest first (may repeat; see `retire_space`).
+    /// Parked spaces, oldest first, each once.
     retired: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
@@ -249,6 +249,11 @@ impl Counters {
     /// every gauge in it is zero, so host totals stay exact.
     pub fn retire_space(&self, id: &str) {
         let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        // Most recent last, each space once (a tenure's end and its file's
+        // close both report it).
+        if let Some(at) = retired.iter().position(|r| r == id) {
+            retired.remove(at);
+        }
         retired.push_back(id.to_string());
         if retired.len() <= RETAINED_PARKED_SPACES {
             return;
@@ -256,9 +261,6 @@ impl Counters {
         let Some(old) = retired.pop_front() else {
             return;
         };
-        if retired.contains(&old) {
-            return; // parked again since: a later entry keeps it
-        }
         let mut map = self.spaces.write().unwrap_or_else(|p| p.into_inner());
         let idle = map.get(&old).is_some_and(|set| {
             Arc::strong_count(set) == 1
@@ -406,6 +408,13 @@ mod tests {
             "the oldest set was dropped"
         );
         assert_eq!(c.space_value(&format!("s{}", n - 1), Counter::Parks), 1);
+        // Reported twice (tenure end and file close), a space holds one slot.
+        c.retire_space(&format!("s{}", n - 1));
+        assert_eq!(
+            c.space_value("s50", Counter::Parks),
+            1,
+            "the oldest kept set stays"
+        );
         assert_eq!(
             c.host().get(Counter::Parks),
             n as i64,

@@ -1,69 +1,67 @@
-//! The store benchmark runs end to end at a tiny scale and prints every
-//! figure it promises (the real figures are in spec/performance.md).
+//! The benchmarks run end to end at a tiny scale and print every figure they
+//! promise (the real figures are in spec/performance.md).
 
 use std::process::Command;
 
-#[test]
-fn bench_store_prints_its_side_by_side_figures() {
+/// Runs `spacewake bench <which> --scale 0.01` and checks it succeeds and
+/// prints every needle.
+fn prints_all(which: &str, needles: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
-        .args(["bench", "store", "--scale", "0.01"])
+        .args(["bench", which, "--scale", "0.01"])
         .env("SPACEWAKE_LOG", "error")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    for needle in [
-        "commit overhead:",
-        "ratio",
-        "parallel:  1 spaces",
-        "parallel: 64 spaces",
-        "discovery:",
-    ] {
+    for needle in needles {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
+}
+
+#[test]
+fn bench_store_prints_its_side_by_side_figures() {
+    prints_all(
+        "store",
+        &[
+            "commit overhead:",
+            "ratio",
+            "parallel:  1 spaces",
+            "parallel: 64 spaces",
+            "discovery:",
+        ],
+    );
 }
 
 #[test]
 fn bench_patterns_prints_its_side_by_side_figures() {
-    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
-        .args(["bench", "patterns", "--scale", "0.01"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    for needle in [
-        "compile (",
-        "cached is",
-        "instantiation:",
-        "events:",
-        "derivations:",
-    ] {
-        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
-    }
+    prints_all(
+        "patterns",
+        &[
+            "compile (",
+            "cached is",
+            "instantiation:",
+            "events:",
+            "derivations:",
+        ],
+    );
 }
 
 #[test]
 fn bench_schedule_prints_its_side_by_side_figures() {
-    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
-        .args(["bench", "schedule", "--scale", "0.01"])
-        .env("SPACEWAKE_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    for needle in [
-        "memory: ",
-        "indexed entries, RSS",
-        "index hook, re-commit, declaration unchanged: with [SCHEDULE]",
-        "index hook, first declaration, result only",
-        "index hook, first declaration, piece created",
-        "wake breakdown (one thread",
-        "wakes: 100 parked spaces due at once",
-        "(max_scheduled 32;",
-        "(max_scheduled 8;",
-        "lateness: 20 entries due within 1 s, 20 parked spaces: p50",
-        "lateness: 20 entries due within 1 s, 5 active spaces x 4 entries: p50",
-    ] {
-        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
-    }
+    prints_all(
+        "schedule",
+        &[
+            "memory: ",
+            "indexed entries, RSS",
+            "index hook, re-commit, declaration unchanged: with [SCHEDULE]",
+            "index hook, first declaration, result only",
+            "index hook, first declaration, piece created",
+            "wake breakdown (one thread",
+            "wakes: 100 parked spaces due at once",
+            "(max_scheduled 32;",
+            "(max_scheduled 8;",
+            "lateness: 20 entries due within 1 s, 20 parked spaces: p50",
+            "lateness: 20 entries due within 1 s, 5 active spaces x 4 entries: p50",
+        ],
+    );
 }

@@ -7,12 +7,13 @@
 //! Hosts run on the system clock shifted forward (`--clock-offset-ms`), so
 //! each run sees the next period due without waiting an hour.
 
-use serde_json::{json, Value};
+mod common;
+
+use serde_json::Value;
 use spacewake::clock::{Clock, SystemClock};
-use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
+use spacewake::host::{Host, HostConfig};
 use spacewake::metrics::Counters;
 use spacewake::store::{Store, StoreConfig};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -51,24 +52,7 @@ fn setup(dir: &Path) -> (String, u64) {
     };
     cfg.schedule.jitter_window_ms = 0;
     let host = Host::new(store, cfg);
-    host.store().create_space("s", "did:key:owner").unwrap();
-    let files = BTreeMap::from([("p.tsx".to_string(), PATTERN.to_string())]);
-    let piece = match host
-        .request_blocking(
-            "s",
-            Trigger::Session,
-            Request::Deploy {
-                entry: "p.tsx".into(),
-                files,
-                export: None,
-                argument: json!({}),
-            },
-        )
-        .unwrap()
-    {
-        Reply::Deployed { piece } => piece,
-        other => panic!("{other:?}"),
-    };
+    let piece = common::deploy_source(&host, "s", PATTERN);
     let t = Instant::now();
     while !host.active_spaces().is_empty() {
         assert!(t.elapsed() < Duration::from_secs(10));

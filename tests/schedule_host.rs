@@ -8,9 +8,8 @@ use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::path::parse_dotted;
 use spacewake::store::{Store, StoreConfig};
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MIN: u64 = 60_000;
 
@@ -44,46 +43,15 @@ export default pattern<{ count: Default<number, 0>; seen: Default<number[], []>;
 );
 "#;
 
+mod common;
+use common::wait;
+
 fn host(dir: &std::path::Path, clock: Arc<ManualClock>) -> Host {
-    let store = Store::open(StoreConfig::new(dir), clock, Counters::new()).unwrap();
-    let h = Host::new(
-        store,
-        HostConfig {
-            idle_park_ms: 10,
-            ..HostConfig::default()
-        },
-    );
-    h.start_waker();
-    h
+    common::manual_host(dir, clock, |_| {})
 }
 
 fn deploy(h: &Host, space: &str) -> String {
-    h.store().create_space(space, "did:key:owner").unwrap();
-    let files = BTreeMap::from([("p.tsx".to_string(), PATTERN.to_string())]);
-    match h
-        .request_blocking(
-            space,
-            Trigger::Session,
-            Request::Deploy {
-                entry: "p.tsx".into(),
-                files,
-                export: None,
-                argument: json!({}),
-            },
-        )
-        .unwrap()
-    {
-        Reply::Deployed { piece } => piece,
-        other => panic!("{other:?}"),
-    }
-}
-
-fn wait(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    common::deploy_source(h, space, PATTERN)
 }
 
 fn c(h: &Host, space: &str, counter: Counter) -> i64 {
@@ -111,10 +79,7 @@ fn read(h: &Host, space: &str, piece: &str, path: &str) -> serde_json::Value {
 /// Waits until the space is parked (no tenure in flight), so the next clock
 /// jump cannot expire a live lease.
 fn parked(h: &Host, space: &str) {
-    wait("park", || {
-        !h.active_spaces().iter().any(|s| s == space)
-            && c(h, space, Counter::ScheduledInFlight) == 0
-    });
+    wait("park", || common::settled(h, space));
 }
 
 #[test]

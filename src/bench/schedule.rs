@@ -28,6 +28,7 @@
 //! the runtime in a template space, and its documents are then written into
 //! each new (parked) space in one commit, which the index hook indexes.
 
+use super::rss_kib;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::compiler::MemorySource;
 use crate::host::{release_freed_memory, Host, HostConfig, Request, Trigger};
@@ -891,18 +892,6 @@ fn memory(dir: &Path, t: &Template, spaces: usize) -> anyhow::Result<()> {
         made
     );
     Ok(())
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

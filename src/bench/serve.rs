@@ -6,6 +6,7 @@
 //! 3. resident memory with 1,000 spaces parked vs never opened (target:
 //!    within 5%).
 
+use super::{rss_kib, status_kib};
 use crate::clock::SystemClock;
 use crate::host::{Host, HostConfig, Request, Trigger};
 use crate::metrics::{Counter, Counters};
@@ -199,18 +200,6 @@ fn me_clone() -> Identity {
     Identity::from_secret_text(&me_text()).expect("a generated secret parses")
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// A host on the system clock in a fresh temporary data directory.
 fn fresh_host(tag: &str, idle_park_ms: u64) -> anyhow::Result<(std::path::PathBuf, Store, Host)> {
     let dir = std::env::temp_dir().join(format!("spacewake-bench-{tag}-{}", std::process::id()));
@@ -281,23 +270,23 @@ struct Probe {
     anon: u64,
 }
 
-/// A `kB` field of `/proc/self/status` (0 where unavailable).
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix(field)
-                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            })
-        })
-        .unwrap_or(0)
+/// Waits until the host has parked `n` spaces in all.
+fn wait_for_parks(host: &Host, n: usize, timeout: Duration) -> anyhow::Result<()> {
+    let t = Instant::now();
+    while host.counters().host().get(Counter::Parks) < n as i64 {
+        if t.elapsed() > timeout {
+            bail!("spaces did not park within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
 }
 
 /// `bench serve-memory`: one probe of [`memory`]. Registers `spaces` spaces
-/// on a fresh host; with `parked`, activates them (in waves of 100, as a host
-/// under steady load would) and waits until all have parked; prints
-/// `rss_kib N`.
+/// on a fresh host (after activating and parking `warm` others, when asked);
+/// with `parked`, activates them (in waves of 100, as a host under steady
+/// load would) and waits until all have parked; prints `rss_kib N`,
+/// `rss_anon_kib N` and `counter_sets N`.
 pub fn memory_probe(spaces: usize, parked: bool, warm: usize) -> anyhow::Result<ExitCode> {
     let (dir, store, host) = fresh_host("mem", 50)?;
     host.start_waker();
@@ -307,31 +296,18 @@ pub fn memory_probe(spaces: usize, parked: bool, warm: usize) -> anyhow::Result<
         host.notify(&id, Trigger::Warm, Request::Wake)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    let t = Instant::now();
-    while host.counters().host().get(Counter::Parks) < warm as i64 {
-        if t.elapsed() > Duration::from_secs(60) {
-            bail!("warm-up spaces did not park");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let base = warm;
+    wait_for_parks(&host, warm, Duration::from_secs(60))?;
     for i in 0..spaces {
         store.create_space(&format!("idle-{i}"), "did:key:bench")?;
     }
     if parked {
-        let t = Instant::now();
         for start in (0..spaces).step_by(100) {
             let end = (start + 100).min(spaces);
             for i in start..end {
                 host.notify(&format!("idle-{i}"), Trigger::Warm, Request::Wake)
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
-            while host.counters().host().get(Counter::Parks) < (base + end) as i64 {
-                if t.elapsed() > Duration::from_secs(120) {
-                    bail!("spaces did not park");
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_for_parks(&host, warm + end, Duration::from_secs(120))?;
         }
     }
     // Let the last space threads finish exiting, then measure steady state.

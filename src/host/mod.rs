@@ -281,11 +281,7 @@ impl Host {
     pub fn bench_waker_check(&self, space: &str) -> bool {
         let policy = self
             .inner
-            .store
-            .directory()
-            .get(space)
-            .ok()
-            .flatten()
+            .directory_entry(space)
             .and_then(|e| e.budget_policy);
         self.inner.skip_for_budget(space, policy)
     }
@@ -453,15 +449,7 @@ impl Host {
                 });
             }
         }
-        if self
-            .inner
-            .store
-            .directory()
-            .get(space)
-            .ok()
-            .flatten()
-            .is_none()
-        {
+        if self.inner.directory_entry(space).is_none() {
             return Err(HostError::Unavailable {
                 space: space.to_string(),
                 reason: "no such space".into(),
@@ -573,6 +561,11 @@ fn jitter_secret(store: &Store) -> [u8; 32] {
 }
 
 impl HostInner {
+    /// The space's directory row; `None` if unknown or unreadable.
+    fn directory_entry(&self, space: &str) -> Option<crate::store::SpaceEntry> {
+        self.store.directory().get(space).ok().flatten()
+    }
+
     pub(crate) fn poke_waker(&self) {
         if let Some(tx) = self
             .waker

@@ -63,7 +63,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             tracing::warn!(space = %id, error = %e, "activation failed");
             inner.record_failure(&id);
             fail_all(&inner, &id, generation, &rx, &e.to_string());
-            counters.add(Counter::ActiveSpaces, -1);
+            end_tenure(&inner, &counters, &id);
             return;
         }
     };
@@ -147,16 +147,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             // Park: give the lease back; the runtime and the file close on drop.
             let _ = s.rt.flush();
             let _ = s.rt.stop();
-            counters.add(
-                Counter::RuntimeMemoryBytes,
-                -counters.get(Counter::RuntimeMemoryBytes),
-            );
-            counters.add(
-                Counter::DemandedInstances,
-                -counters.get(Counter::DemandedInstances),
-            );
-            counters.add(Counter::ActiveSpaces, -1);
-            inner.counters.retire_space(&id);
+            end_tenure(&inner, &counters, &id);
             // Trimming walks every arena (~10% of a scheduled wake's CPU in
             // a herd): skip it while scheduled activations are in flight,
             // except every 32nd park, and trim on every other park so a
@@ -174,18 +165,20 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             }
             drop(s);
             fail_all(&inner, &id, generation, &rx, &e.to_string());
-            counters.add(
-                Counter::RuntimeMemoryBytes,
-                -counters.get(Counter::RuntimeMemoryBytes),
-            );
-            counters.add(
-                Counter::DemandedInstances,
-                -counters.get(Counter::DemandedInstances),
-            );
-            counters.add(Counter::ActiveSpaces, -1);
-            inner.counters.retire_space(&id);
+            end_tenure(&inner, &counters, &id);
         }
     }
+}
+
+/// The space is no longer active, however its tenure ended: its gauges
+/// drop to what a parked space holds (no runtime memory, no demand) and its
+/// counter set may be retired.
+fn end_tenure(inner: &HostInner, counters: &crate::metrics::SpaceCounters, id: &str) {
+    for gauge in [Counter::RuntimeMemoryBytes, Counter::DemandedInstances] {
+        counters.add(gauge, -counters.get(gauge));
+    }
+    counters.add(Counter::ActiveSpaces, -1);
+    inner.counters.retire_space(id);
 }
 
 /// Hands memory freed by a parked runtime back to the operating system.

@@ -27,8 +27,7 @@
 
 use std::rc::Rc;
 
-use rquickjs::module::WriteOptions;
-use rquickjs::{Ctx, Exception, Function, Module, Object};
+use rquickjs::{Ctx, Exception, Function, Object};
 
 use super::state::{Capability, State};
 
@@ -150,21 +149,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Resul
 
     // The name resolves for nobody: pattern imports of it are refused.
     const NAME: &str = "spacewake:lockdown";
-    let key = super::bytecode::key(NAME, LOCKDOWN_JS);
-    // SAFETY: cached bytes were written by `Module::write` in this process
-    // from exactly this name and source.
-    let cached = super::bytecode::get(&key)
-        .and_then(|code| unsafe { Module::load(ctx.clone(), &code) }.ok());
-    let declared = match cached {
-        Some(m) => m,
-        None => {
-            let m = Module::declare(ctx.clone(), NAME, LOCKDOWN_JS)?;
-            if let Ok(code) = m.write(WriteOptions::default()) {
-                super::bytecode::put(key, code);
-            }
-            m
-        }
-    };
+    let declared = super::bytecode::declare(ctx, NAME, LOCKDOWN_JS)?;
     let (module, done) = declared.eval()?;
     done.finish::<()>()?;
     let installer: Function = module.namespace()?.get("default")?;

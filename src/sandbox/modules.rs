@@ -19,7 +19,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use rquickjs::loader::{Loader, Resolver};
-use rquickjs::module::WriteOptions;
 use rquickjs::module::{Declarations, Exports, ModuleDef};
 use rquickjs::{Ctx, Error, JsLifetime, Module, Object};
 
@@ -117,19 +116,7 @@ impl Loader for SandboxLoader {
                 None => return Err(Error::new_loading_message(name, "not registered")),
             }
         };
-        let key = super::bytecode::key(name, &source);
-        if let Some(code) = super::bytecode::get(&key) {
-            // SAFETY: the bytes were written by `Module::write` in this
-            // process from exactly this name and source (the key hashes both).
-            if let Ok(m) = unsafe { Module::load(ctx.clone(), &code) } {
-                return Ok(m);
-            }
-        }
-        let module = Module::declare(ctx.clone(), name, source.as_bytes())?;
-        if let Ok(code) = module.write(WriteOptions::default()) {
-            super::bytecode::put(key, code);
-        }
-        Ok(module)
+        super::bytecode::declare(ctx, name, &source)
     }
 }
 

@@ -75,6 +75,41 @@ fn calls_a_function_with_json_in_and_out() {
 }
 
 #[test]
+fn the_heap_gauge_follows_the_engines_own_count() {
+    let sb = sandbox();
+    let engine = |sb: &Sandbox| sb.runtime.memory_usage().malloc_size.max(0) as f64;
+    // The engine's count adds its own per-allocation overhead; the gauge is
+    // usable sizes, so the two differ by several percent, not by more.
+    let close = |sb: &Sandbox, when: &str| {
+        let (ours, theirs) = (sb.memory_used_bytes() as f64, engine(sb));
+        assert!(
+            (ours - theirs).abs() <= theirs * 0.15,
+            "{when}: gauge {ours} vs engine {theirs}"
+        );
+    };
+    close(&sb, "fresh");
+    let keep = export_of(
+        &sb,
+        "keep.js",
+        "const kept = []; export function grow(n) { for (let i = 0; i < n; i++) kept.push({ i, s: 'x' + i }); return kept.length; }\n\
+         export function drop() { kept.length = 0; return 0; }",
+        "grow",
+    );
+    let before = sb.memory_used_bytes();
+    sb.call(keep, &[json!(50_000)], &react()).unwrap();
+    assert!(
+        sb.memory_used_bytes() > before + (1 << 20),
+        "growth is seen"
+    );
+    close(&sb, "grown");
+    let ns = sb.import("keep.js", &react()).unwrap().value;
+    let drop_all = sb.get(ns, "drop").unwrap();
+    sb.call(drop_all, &[], &react()).unwrap();
+    sb.runtime.run_gc();
+    close(&sb, "after release and GC");
+}
+
+#[test]
 fn allocation_bombs_are_stopped_and_the_sandbox_recovers() {
     let sb = sandbox();
     let before = sb.memory_used_bytes();

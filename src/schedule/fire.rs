@@ -87,27 +87,15 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled:
             "retry": true,
             "missedPeriods": 0,
         });
-        return Decision {
-            event: enabled.then(|| NewEvent {
-                event_id: event_id.clone(),
-                stream: row.callback_stream.clone(),
-                payload,
-                fired_by: "server".into(),
-            }),
-            fired: Some(Fired {
-                piece: row.piece.clone(),
-                entry: row.entry,
-                event_id,
-                due_ms: retry_ms,
-                lateness_ms: now_ms - retry_ms,
-                missed_periods: 0,
-                retry: true,
-            }),
-            outcome: if enabled { "retried" } else { "suppressed" },
+        let wake = Wake {
+            event_id,
+            payload,
             due_ms: retry_ms,
             period,
-            row: next,
+            missed_periods: 0,
+            retry: true,
         };
+        return wake.decision(row, next, now_ms, enabled);
     }
     let grid = Grid::of_row(space, row);
     let adv = after_fire(space, row, now_ms, now_ms, jitter, &mut entropy);
@@ -136,26 +124,62 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled:
         "fireTime": now_ms,
         "missedPeriods": adv.missed_periods,
     });
-    Decision {
-        event: enabled.then(|| NewEvent {
-            event_id: event_id.clone(),
-            stream: row.callback_stream.clone(),
-            payload,
-            fired_by: "server".into(),
-        }),
-        fired: Some(Fired {
-            piece: row.piece.clone(),
-            entry: row.entry,
-            event_id,
-            due_ms: row.next_due_ms,
-            lateness_ms: now_ms.saturating_sub(row.next_due_ms),
-            missed_periods: adv.missed_periods,
-            retry: false,
-        }),
-        outcome: if enabled { "fired" } else { "suppressed" },
+    let wake = Wake {
+        event_id,
+        payload,
         due_ms: row.next_due_ms,
         period: row.nominal_period,
-        row: next,
+        missed_periods: adv.missed_periods,
+        retry: false,
+    };
+    wake.decision(row, next, now_ms, enabled)
+}
+
+/// One occurrence to deliver: a new one, or a retry of a failed one.
+struct Wake {
+    event_id: String,
+    payload: serde_json::Value,
+    due_ms: u64,
+    period: u64,
+    missed_periods: u64,
+    retry: bool,
+}
+
+impl Wake {
+    /// The wake event to append (none when wakes are suppressed), what to
+    /// count, and the row as it will be after this firing (`next`).
+    fn decision(
+        self,
+        row: &ScheduleRow,
+        next: ScheduleRow,
+        now_ms: u64,
+        enabled: bool,
+    ) -> Decision {
+        Decision {
+            event: enabled.then(|| NewEvent {
+                event_id: self.event_id.clone(),
+                stream: row.callback_stream.clone(),
+                payload: self.payload,
+                fired_by: "server".into(),
+            }),
+            fired: Some(Fired {
+                piece: row.piece.clone(),
+                entry: row.entry,
+                event_id: self.event_id,
+                due_ms: self.due_ms,
+                lateness_ms: now_ms.saturating_sub(self.due_ms),
+                missed_periods: self.missed_periods,
+                retry: self.retry,
+            }),
+            outcome: match (enabled, self.retry) {
+                (false, _) => "suppressed",
+                (true, true) => "retried",
+                (true, false) => "fired",
+            },
+            due_ms: self.due_ms,
+            period: self.period,
+            row: next,
+        }
     }
 }
 

@@ -222,6 +222,22 @@ pub struct DeclaredRow {
     pub callback_stream: String,
 }
 
+/// Runs a (cached) query and maps every row; errors name the file.
+fn query_rows<T>(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    sql: &str,
+    params: impl rusqlite::Params,
+    map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> StoreResult<Vec<T>> {
+    conn.prepare_cached(sql)
+        .at(path)?
+        .query_map(params, map)
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)
+}
+
 pub(crate) fn list_schedule(
     conn: &rusqlite::Connection,
     path: &Path,
@@ -234,25 +250,24 @@ pub(crate) fn list_schedule(
         }
         None => format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index ORDER BY piece, entry"),
     };
-    let mut st = conn.prepare_cached(&sql).at(path)?;
     let params: Vec<&str> = piece.into_iter().collect();
-    let rows = st
-        .query_map(rusqlite::params_from_iter(params), schedule_from_row)
-        .at(path)?
-        .collect::<Result<Vec<_>, _>>()
-        .at(path)?;
-    Ok(rows)
+    query_rows(
+        conn,
+        path,
+        &sql,
+        rusqlite::params_from_iter(params),
+        schedule_from_row,
+    )
 }
 
 pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Vec<LedgerRow>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, budget_skips \
-             FROM compute_ledger ORDER BY window_start_ms, bucket",
-        )
-        .at(path)?;
-    let rows = st
-        .query_map([], |r| {
+    query_rows(
+        conn,
+        path,
+        "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, budget_skips \
+         FROM compute_ledger ORDER BY window_start_ms, bucket",
+        [],
+        |r| {
             let bucket = match r.get::<_, String>(0)?.as_str() {
                 "scheduled" => Bucket::Scheduled,
                 _ => Bucket::Session,
@@ -269,26 +284,21 @@ pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResu
                     budget_skips: r.get::<_, i64>(7)? as u64,
                 },
             })
-        })
-        .at(path)?
-        .collect::<Result<Vec<_>, _>>()
-        .at(path)?;
-    Ok(rows)
+        },
+    )
 }
 
 pub(crate) fn action_states(
     conn: &rusqlite::Connection,
     path: &Path,
 ) -> StoreResult<Vec<(String, String)>> {
-    let mut st = conn
-        .prepare_cached("SELECT node, inputs_hash FROM action_state")
-        .at(path)?;
-    let rows = st
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .at(path)?
-        .collect::<Result<Vec<_>, _>>()
-        .at(path)?;
-    Ok(rows)
+    query_rows(
+        conn,
+        path,
+        "SELECT node, inputs_hash FROM action_state",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
 }
 
 /// One action's attributed compute in one window.
@@ -310,14 +320,13 @@ pub(crate) fn list_action_costs(
     path: &Path,
     limit: usize,
 ) -> StoreResult<Vec<ActionCost>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
-             FROM action_costs ORDER BY cpu_us DESC, piece, action LIMIT ?1",
-        )
-        .at(path)?;
-    let rows = st
-        .query_map([limit as i64], |r| {
+    query_rows(
+        conn,
+        path,
+        "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
+         FROM action_costs ORDER BY cpu_us DESC, piece, action LIMIT ?1",
+        [limit as i64],
+        |r| {
             Ok(ActionCost {
                 window_start_ms: r.get::<_, i64>(0)? as u64,
                 piece: r.get(1)?,
@@ -328,11 +337,8 @@ pub(crate) fn list_action_costs(
                 wall_us: r.get::<_, i64>(6)? as u64,
                 runs: r.get::<_, i64>(7)? as u64,
             })
-        })
-        .at(path)?
-        .collect::<Result<Vec<_>, _>>()
-        .at(path)?;
-    Ok(rows)
+        },
+    )
 }
 
 /// One recorded fire of a schedule entry.
@@ -355,14 +361,13 @@ pub(crate) fn list_fires(
     piece: &str,
     entry: u32,
 ) -> StoreResult<Vec<FireRecord>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
-             FROM schedule_fires WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms, event_id",
-        )
-        .at(path)?;
-    let rows = st
-        .query_map(params![piece, entry], |r| {
+    query_rows(
+        conn,
+        path,
+        "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
+         FROM schedule_fires WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms, event_id",
+        params![piece, entry],
+        |r| {
             Ok(FireRecord {
                 piece: r.get(0)?,
                 entry: r.get(1)?,
@@ -373,11 +378,8 @@ pub(crate) fn list_fires(
                 missed_periods: r.get::<_, i64>(6)? as u64,
                 outcome: r.get(7)?,
             })
-        })
-        .at(path)?
-        .collect::<Result<Vec<_>, _>>()
-        .at(path)?;
-    Ok(rows)
+        },
+    )
 }
 
 /// Earliest due time among active entries, for the host directory.
@@ -420,30 +422,28 @@ impl<'a> PlaneTx<'a> {
     /// when `piece` is given. Cheaper than [`PlaneTx::schedule`]'s full rows
     /// on the path every re-commit of a result takes.
     pub fn declared(&self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
-        let mut st = match piece {
-            Some(_) => self.tx.prepare_cached(
+        let sql = match piece {
+            Some(_) => {
                 "SELECT piece, entry, interval_minutes, callback_stream \
-                 FROM schedule_index WHERE piece = ?1",
-            ),
-            None => self.tx.prepare_cached(
-                "SELECT piece, entry, interval_minutes, callback_stream FROM schedule_index",
-            ),
-        }
-        .at(self.path)?;
+                 FROM schedule_index WHERE piece = ?1"
+            }
+            None => "SELECT piece, entry, interval_minutes, callback_stream FROM schedule_index",
+        };
         let params: Vec<&str> = piece.into_iter().collect();
-        let rows = st
-            .query_map(rusqlite::params_from_iter(params), |r| {
+        query_rows(
+            self.tx,
+            self.path,
+            sql,
+            rusqlite::params_from_iter(params),
+            |r| {
                 Ok(DeclaredRow {
                     piece: r.get(0)?,
                     entry: r.get(1)?,
                     interval_minutes: r.get(2)?,
                     callback_stream: r.get(3)?,
                 })
-            })
-            .at(self.path)?
-            .collect::<Result<Vec<_>, _>>()
-            .at(self.path)?;
-        Ok(rows)
+            },
+        )
     }
 
     pub fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
