@@ -106,12 +106,23 @@ mod tests {
 
     #[test]
     fn the_thread_cpu_clock_moves_with_work_on_this_thread() {
+        // Spin for 50 ms of wall time with work the optimiser cannot fold
+        // away (a fixed loop of arithmetic was folded into a formula and
+        // left the clock where it was); even a busy machine gives this
+        // thread at least 1 ms of CPU in that time.
         let a = thread_cpu_us();
+        let started = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..5_000_000u64 {
-            x = x.wrapping_add(i * i);
+        while started.elapsed() < std::time::Duration::from_millis(50) {
+            for i in 0..10_000u64 {
+                x = x.wrapping_add(std::hint::black_box(i) * i);
+            }
         }
         std::hint::black_box(x);
-        assert!(thread_cpu_us() > a);
+        let spent = thread_cpu_us() - a;
+        assert!(
+            spent >= 1_000,
+            "{spent} µs of thread CPU in 50 ms of spinning"
+        );
     }
 }
