@@ -153,8 +153,13 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(0..=20))]
     pub jitter_window_minutes: u64,
     /// Scheduled activations in flight at once (caps a herd of due spaces).
-    #[arg(long, env = "SPACEWAKE_MAX_SCHEDULED", default_value_t = 32)]
+    #[arg(long, env = "SPACEWAKE_MAX_SCHEDULED", default_value_t = 8)]
     pub max_scheduled: usize,
+    /// Milliseconds before a parked space's wake is due that the host
+    /// activates it, so the wake fires on time (0: activate at the due time).
+    #[arg(long, env = "SPACEWAKE_SCHEDULE_LEAD_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub schedule_lead_ms: u64,
     /// CPU milliseconds per ledger window that a space's scheduled work may
     /// spend before its scheduled wakes are skipped (unlimited when omitted).
     #[arg(long, env = "SPACEWAKE_SCHEDULED_CPU_BUDGET_MS")]

@@ -48,6 +48,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             },
             jitter_window_ms: args.jitter_window_minutes * 60_000,
             max_scheduled: args.max_scheduled,
+            lead_ms: args.schedule_lead_ms,
             scheduled_budget_us: args.scheduled_cpu_budget_ms.map(|ms| ms * 1_000),
             backoff: crate::accounting::backoff::BackoffPolicy {
                 enabled: args.backoff == crate::cli::OnOff::On,

@@ -104,10 +104,18 @@ fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
             .next_wake_ms,
         Some(row.next_due_ms)
     );
-    // Just before: nothing fires.
+    // Well before (beyond the waker's lead): nothing happens.
+    clock.set_ms(row.next_due_ms - 60_000);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(c(&h, "s", Counter::SchedulePrepared), 0);
+    // Just before, within the lead: activated ahead, nothing fires. The
+    // manual clock stays short of the due time, so the hold runs out and
+    // the space parks again.
     clock.set_ms(row.next_due_ms - 1);
+    wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(c(&h, "s", Counter::ScheduleFired), 0);
+    parked(&h, "s");
     // At the due time the waker fires and the callback runs, with nobody connected.
     let opened = c(&h, "s", Counter::SpacesOpened);
     clock.set_ms(row.next_due_ms);
@@ -120,7 +128,11 @@ fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
         1,
         "the file is opened once per wake: the waker's budget check reads the directory's flag"
     );
-    assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
+    assert_eq!(
+        c(&h, "s", Counter::ActivationsSchedule),
+        2,
+        "one ahead of the due time, one at it"
+    );
     assert_eq!(
         c(&h, "s", Counter::ActivationsSession),
         1,
@@ -138,6 +150,44 @@ fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
     assert_eq!((after.fired_count, after.nominal_period), (1, 2));
     // Never closer than interval − 20 min to the previous fire.
     assert!(after.next_due_ms >= row.next_due_ms + 40 * MIN);
+}
+
+#[test]
+fn a_space_activated_within_the_lead_fires_at_the_due_time_without_activating_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let piece = {
+        let h = host(dir.path(), clock.clone());
+        let piece = deploy(&h, "s");
+        parked(&h, "s");
+        h.shutdown();
+        piece
+    };
+    // Spaces with sessions idle for a minute before parking; a scheduled
+    // tenure nobody attached to parks as soon as its wave is done.
+    let h = common::manual_host(dir.path(), clock.clone(), |c| c.idle_park_ms = 60_000);
+    let due = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].next_due_ms;
+    let opened = c(&h, "s", Counter::SpacesOpened);
+    clock.set_ms(due - 50);
+    wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
+    assert_eq!(h.active_spaces(), vec!["s".to_string()], "held active");
+    assert_eq!(
+        c(&h, "s", Counter::ScheduleFired),
+        0,
+        "not before its due time"
+    );
+    clock.set_ms(due);
+    wait("fire and deliver", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    let t = std::time::Instant::now();
+    parked(&h, "s");
+    assert!(t.elapsed() < Duration::from_secs(10), "parked at once");
+    assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
+    assert_eq!(c(&h, "s", Counter::SpacesOpened) - opened, 1);
+    assert_eq!(c(&h, "s", Counter::LatenessLe10Ms), 1);
+    assert_eq!(c(&h, "s", Counter::ScheduledInFlight), 0);
+    assert_eq!(read(&h, "s", &piece, "count"), json!(1));
 }
 
 #[test]

@@ -121,9 +121,9 @@ pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
     // 2. End-to-end wakes per second, for several caps on the herd.
     if want(Figure::Wakes) {
         let caps: &[usize] = if scale >= 0.5 {
-            &[32, 8, 128]
+            &[8, 2, 4, 32]
         } else {
-            &[32, 8]
+            &[8, 4, 32]
         };
         wakes(&root.join("wakes"), &one, n(10_000, 40), caps, n(200, 10))?;
     }

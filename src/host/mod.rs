@@ -19,6 +19,7 @@
 //! - Pattern code runs only on space-server threads, never on the network
 //!   threads that call [`Host::request`].
 
+mod pool;
 mod server;
 mod waker;
 
@@ -31,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-pub use server::release_freed_memory;
+pub use crate::alloc::release_freed_memory;
 
 /// Why a space was activated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +148,11 @@ pub enum Request {
     Wake,
     /// Fire the space's due schedule entries (write-first), then deliver.
     FireDue,
+    /// A wake falls due at `due_ms`: activate now and stay active until
+    /// then, so the wake fires on time instead of after an activation.
+    Prepare {
+        due_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -197,6 +203,9 @@ pub struct ScheduleConfig {
     pub scheduled_budget_us: Option<u64>,
     /// Back-off of schedules whose output no session reads.
     pub backoff: crate::accounting::backoff::BackoffPolicy,
+    /// How long before a parked space's wake falls due the waker activates
+    /// it (0: at the due time). Firing still waits for the due time.
+    pub lead_ms: u64,
 }
 
 impl Default for ScheduleConfig {
@@ -205,11 +214,16 @@ impl Default for ScheduleConfig {
             enabled: true,
             jitter_mode: crate::schedule::JitterMode::Keyed,
             jitter_window_ms: crate::schedule::DEFAULT_WINDOW_MS,
-            // Two cores: enough parallelism to keep both busy with parked
-            // spaces' callbacks, small enough that sessions stay responsive.
-            max_scheduled: 32,
+            // Measured on two cores (spec/performance.md): 4-8 in flight
+            // keep both cores busy; 32 lost a third of the throughput to
+            // contention, and sessions stay responsive.
+            max_scheduled: 8,
             scheduled_budget_us: None,
             backoff: crate::accounting::backoff::BackoffPolicy::default(),
+            // Above an activation's cost in a busy herd (a few ms), far
+            // below any interval: wakes fire on time, and few spaces are
+            // held active waiting.
+            lead_ms: 100,
         }
     }
 }
@@ -264,6 +278,7 @@ pub(crate) struct HostInner {
     pub(crate) stopped: std::sync::atomic::AtomicBool,
     pub counters: Arc<Counters>,
     active: Mutex<HashMap<String, Active>>,
+    pool: Arc<pool::Pool>,
     failures: Mutex<HashMap<String, Failures>>,
     generation: std::sync::atomic::AtomicU64,
 }
@@ -300,6 +315,17 @@ impl Host {
         store.add_hook(Arc::new(crate::schedule::ScheduleIndexHook::new(
             jitter.clone(),
         )));
+        // The sandbox needs its own stack headroom above its JS stack limit.
+        let stack = cfg.runtime.sandbox.max_stack_bytes + 4 * 1024 * 1024;
+        // Enough idle threads for a herd at the scheduled cap plus the
+        // sessions' spaces coming and going; each costs its touched stack.
+        let max_idle = (2 * cfg.schedule.max_scheduled).max(16);
+        let pool = pool::Pool::new(
+            stack,
+            max_idle,
+            std::time::Duration::from_secs(10),
+            counters.clone(),
+        );
         Host {
             inner: Arc::new(HostInner {
                 store,
@@ -312,6 +338,7 @@ impl Host {
                 stopped: false.into(),
                 counters,
                 active: Mutex::new(HashMap::new()),
+                pool,
                 failures: Mutex::new(HashMap::new()),
                 generation: 0.into(),
             }),
@@ -468,12 +495,11 @@ impl Host {
         counters.inc(Counter::ActiveSpaces);
         let inner = self.inner.clone();
         let id = space.to_string();
-        // The sandbox needs its own stack headroom above its JS stack limit.
-        let stack = self.inner.cfg.runtime.sandbox.max_stack_bytes + 4 * 1024 * 1024;
-        std::thread::Builder::new()
-            .name(format!("space:{id}"))
-            .stack_size(stack)
-            .spawn(move || server::run(inner, id, generation, rx))
+        self.inner
+            .pool
+            .run(format!("space:{id}"), move || {
+                server::run(inner, id, generation, rx)
+            })
             .map_err(|e| HostError::Internal(format!("cannot start a space server: {e}")))?;
         Ok(())
     }

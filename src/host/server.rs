@@ -40,8 +40,16 @@ struct Server {
     /// Commits since the last idle checkpoint.
     dirty_wal: bool,
     /// This tenure served a scheduled wake (its waves bill the `scheduled`
-    /// bucket once accounting lands).
+    /// bucket when no session is attached).
     scheduled: bool,
+    /// A firing this tenure handled whose wave has not finished yet: the
+    /// waker counts it in flight until then.
+    firing_in_flight: bool,
+    /// A session attached during this tenure (else a scheduled tenure
+    /// parks as soon as its work is done: nobody is waiting for it).
+    had_session: bool,
+    /// Prepared for a wake due later: do not park before this.
+    hold_until: Option<Instant>,
     last_activity: Instant,
     next_renew: Instant,
 }
@@ -91,13 +99,15 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         work: true,
         dirty_wal: false,
         scheduled: false,
+        firing_in_flight: false,
+        had_session: false,
+        hold_until: None,
         last_activity: Instant::now(),
         next_renew: Instant::now() + renew,
     };
-    let idle = Duration::from_millis(inner.cfg.idle_park_ms);
     let ended = loop {
         let now = Instant::now();
-        let park_at = s.last_activity + idle;
+        let park_at = s.park_at();
         let wait = if s.work {
             Duration::ZERO
         } else {
@@ -124,13 +134,16 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         if let Err(e) = s.turn() {
             break Some(e);
         }
+        if !s.work {
+            s.end_firing();
+        }
         if Instant::now() >= s.next_renew {
             if let Err(e) = s.rt.renew_lease() {
                 break Some(e);
             }
             s.next_renew = Instant::now() + renew;
         }
-        let idle_now = s.sessions.is_empty() && !s.work && Instant::now() >= s.last_activity + idle;
+        let idle_now = s.sessions.is_empty() && !s.work && Instant::now() >= s.park_at();
         if idle_now {
             match inner.try_retire(&id, generation, &rx) {
                 None => break None,
@@ -145,6 +158,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
     match ended {
         None => {
             // Park: give the lease back; the runtime and the file close on drop.
+            s.end_firing();
             let _ = s.rt.flush();
             let _ = s.rt.stop();
             end_tenure(&inner, &counters, &id);
@@ -154,7 +168,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             // quiet host hands its memory back.
             let parks = counters.get(Counter::Parks);
             if inner.scheduled_in_flight().is_empty() || parks % 32 == 31 {
-                release_freed_memory();
+                crate::alloc::release_freed_memory();
             }
             counters.inc(Counter::Parks);
         }
@@ -163,6 +177,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             if matches!(e, RuntimeError::LeaseLost) {
                 counters.inc(Counter::TenuresLost);
             }
+            s.end_firing();
             drop(s);
             fail_all(&inner, &id, generation, &rx, &e.to_string());
             end_tenure(&inner, &counters, &id);
@@ -181,17 +196,6 @@ fn end_tenure(inner: &HostInner, counters: &crate::metrics::SpaceCounters, id: &
     inner.counters.retire_space(id);
 }
 
-/// Hands memory freed by a parked runtime back to the operating system.
-/// glibc keeps freed heap pages in per-thread arenas; without this a host
-/// that once activated many spaces would keep their peak footprint.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Retires a failed server and answers every command still queued for it.
 fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, reason: &str) {
     loop {
@@ -199,7 +203,7 @@ fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, re
             None => return,
             Some(cmds) => {
                 for c in cmds {
-                    if matches!(c.req, Request::FireDue) {
+                    if matches!(c.req, Request::FireDue | Request::Prepare { .. }) {
                         inner.end_scheduled(id);
                     }
                     if let Some(r) = c.reply {
@@ -215,6 +219,28 @@ fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, re
 }
 
 impl Server {
+    /// When an idle server parks: at once for a scheduled tenure nobody
+    /// attached to (a herd of wakes must not hold thousands of spaces
+    /// active), otherwise after the configured idle time — and never
+    /// before a prepared wake's due time.
+    fn park_at(&self) -> Instant {
+        let idle = if self.scheduled && !self.had_session && self.warm.is_empty() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(self.inner.cfg.idle_park_ms)
+        };
+        let at = self.last_activity + idle;
+        self.hold_until.map_or(at, |h| at.max(h))
+    }
+
+    /// The wave of a handled firing is done (or the tenure ended): the
+    /// waker may dispatch another scheduled activation.
+    fn end_firing(&mut self) {
+        if std::mem::take(&mut self.firing_in_flight) {
+            self.inner.end_scheduled(&self.id);
+        }
+    }
+
     fn handle(&mut self, cmd: Cmd) {
         self.last_activity = Instant::now();
         let result = self.handle_request(cmd.req);
@@ -234,6 +260,7 @@ impl Server {
                     },
                 );
                 self.counters().inc(Counter::SessionsAttached);
+                self.had_session = true;
                 let head_seq = self
                     .rt
                     .space()
@@ -308,9 +335,21 @@ impl Server {
             }
             Request::FireDue => {
                 self.scheduled = true;
-                let r = self.fire_due();
+                self.hold_until = None;
+                // Counted in flight until its wave is done (`end_firing`).
+                self.firing_in_flight = true;
+                self.fire_due()
+            }
+            Request::Prepare { due_ms } => {
+                self.scheduled = true;
+                // Wall time until the due time, plus a margin for the
+                // waker's pass; a manual clock that never gets there lets
+                // the space park, and the wake then activates it anew.
+                let wait = due_ms.saturating_sub(self.inner.clock.now_ms()) + 50;
+                self.hold_until = Some(Instant::now() + Duration::from_millis(wait));
+                self.counters().inc(Counter::SchedulePrepared);
                 self.inner.end_scheduled(&self.id);
-                r
+                Ok(Reply::Done)
             }
         }
     }

@@ -10,6 +10,9 @@
 //! - At most `max_scheduled` scheduled activations are in flight; a space
 //!   is dispatched at most once until its firing reports back, so a due
 //!   space cannot be dispatched in a tight loop.
+//! - A parked space whose wake falls due within `lead_ms` is activated
+//!   ahead (a `Prepare`), at most 4 x `max_scheduled` waiting at once; it fires
+//!   only at the due time, so activation no longer adds to lateness.
 //! - Missed periods while the host was down are found by the first pass
 //!   after boot (the directory still names the space as due) and coalesce
 //!   into one wake per entry.
@@ -34,12 +37,29 @@ const EARLY_HOLDOFF_MS: u64 = 1_000;
 
 pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
     let mut deferred: HashMap<String, u64> = HashMap::new();
+    // Spaces prepared for a wake, by its due time.
+    let mut prepared: HashMap<String, u64> = HashMap::new();
+    let lead = inner.cfg.schedule.lead_ms;
+    let cap = inner.cfg.schedule.max_scheduled.max(1);
+    // Prepared spaces wait without using CPU; a few times the cap gives a
+    // steady stream of wakes enough lead without holding many runtimes.
+    let prepare_cap = 4 * cap;
+    // Preparing skips the budget check, so only where no budget can apply.
+    let may_prepare = |policy: Option<bool>| {
+        lead > 0 && inner.cfg.schedule.scheduled_budget_us.is_none() && policy == Some(false)
+    };
     loop {
         if inner.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         let now = inner.clock.now_ms();
         deferred.retain(|_, until| *until > now);
+        // A preparation whose wake moved or vanished is forgotten; the
+        // space parks on its own after its hold.
+        prepared.retain(|_, due| *due + 1_000 > now);
+        // In flight before reading the directory: a firing that finishes
+        // in between has already moved its space's wake there.
+        let in_flight: HashSet<String> = inner.scheduled_in_flight();
         let upcoming = match inner.store.directory().upcoming_wakes(WINDOW) {
             Ok(v) => v,
             Err(e) => {
@@ -48,14 +68,40 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
             }
         };
         let mut next: Option<u64> = deferred.values().copied().min();
-        let in_flight: HashSet<String> = inner.scheduled_in_flight();
         let mut dispatched = in_flight.len();
         for wake in upcoming {
             let (space, at) = (wake.space, wake.at_ms);
-            if at > now {
-                next = Some(next.map_or(at, |n| n.min(at)));
+            if at > now + lead {
+                // Woken `lead` early even where it cannot prepare: a pass costs little.
+                next = Some(next.map_or(at - lead, |n| n.min(at - lead)));
                 break;
             }
+            if at > now {
+                // Due within the lead: activate ahead, fire at `at`.
+                next = Some(next.map_or(at, |n| n.min(at)));
+                let busy = in_flight.contains(&space) || deferred.contains_key(&space);
+                if busy || prepared.contains_key(&space) || !may_prepare(wake.budget_policy) {
+                    continue;
+                }
+                if dispatched >= cap || prepared.len() >= prepare_cap {
+                    continue;
+                }
+                if inner.begin_scheduled(&space) {
+                    let host = super::Host {
+                        inner: inner.clone(),
+                    };
+                    let req = Request::Prepare { due_ms: at };
+                    if host.notify(&space, Trigger::Schedule, req).is_ok() {
+                        dispatched += 1;
+                        prepared.insert(space, at);
+                    } else {
+                        // Left to the ordinary path at the due time.
+                        inner.end_scheduled(&space);
+                    }
+                }
+                continue;
+            }
+            prepared.remove(&space);
             if in_flight.contains(&space) || deferred.contains_key(&space) {
                 continue;
             }

@@ -1,0 +1,224 @@
+//! The space-server thread pool: threads that outlive one tenure.
+//!
+//! A space server runs on its own thread for the length of a tenure, which
+//! may be minutes (a session is attached) or a millisecond (a scheduled
+//! wake). Starting and ending a thread per tenure cost a herd of scheduled
+//! wakes a tenth of its CPU: the stack is mapped and unmapped (a TLB
+//! shootdown on every core), and the allocator's per-thread caches start
+//! cold. So a finished server's thread waits a while for the next one.
+//!
+//! The pool never queues: a job goes to an idle thread if there is one and
+//! otherwise to a new thread, so a long tenure can never hold up another
+//! space (the same guarantee as a thread per tenure).
+//!
+//! # Invariants
+//! - A job handed to an idle thread is always run: a thread leaves the idle
+//!   list only by being taken (then it waits for its job without a
+//!   timeout) or by removing itself under the list's lock when it gives up.
+//! - At most `max_idle` threads wait; each waits at most `keep`.
+
+use crate::metrics::{Counter, Counters};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Idle {
+    id: u64,
+    tx: Sender<Job>,
+}
+
+pub(crate) struct Pool {
+    idle: Mutex<Vec<Idle>>,
+    next_id: std::sync::atomic::AtomicU64,
+    stack_bytes: usize,
+    max_idle: usize,
+    keep: Duration,
+    counters: Arc<Counters>,
+}
+
+impl Pool {
+    pub fn new(
+        stack_bytes: usize,
+        max_idle: usize,
+        keep: Duration,
+        counters: Arc<Counters>,
+    ) -> Arc<Pool> {
+        Arc::new(Pool {
+            idle: Mutex::new(Vec::new()),
+            next_id: 0.into(),
+            stack_bytes,
+            max_idle,
+            keep,
+            counters,
+        })
+    }
+
+    /// Runs `job` on an idle thread (the most recently idle: its caches are
+    /// warmest) or on a new one. `name` names the thread while it runs.
+    pub fn run(
+        self: &Arc<Self>,
+        name: String,
+        job: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<()> {
+        let mut job: Job = Box::new(move || {
+            set_thread_name(&name);
+            job();
+        });
+        loop {
+            let taken = self.lock().pop();
+            let Some(worker) = taken else { break };
+            match worker.tx.send(job) {
+                Ok(()) => {
+                    self.counters.add_host(Counter::ServerThreadsReused, 1);
+                    return Ok(());
+                }
+                // Its thread died (a panicking job): try the next one.
+                Err(mpsc::SendError(j)) => job = j,
+            }
+        }
+        let (tx, rx) = mpsc::channel();
+        tx.send(job).expect("the receiver is alive");
+        let pool = self.clone();
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::thread::Builder::new()
+            .name("space-server".into())
+            .stack_size(self.stack_bytes)
+            .spawn(move || pool.work(id, tx, rx))?;
+        self.counters.add_host(Counter::ServerThreadsStarted, 1);
+        Ok(())
+    }
+
+    /// Threads waiting for a job.
+    #[cfg(test)]
+    fn idle_threads(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn work(&self, id: u64, tx: Sender<Job>, rx: Receiver<Job>) {
+        // The first job was sent before the thread started.
+        let mut next = rx.try_recv().ok();
+        while let Some(job) = next.take() {
+            job();
+            set_thread_name("space-server");
+            {
+                let mut idle = self.lock();
+                if idle.len() >= self.max_idle {
+                    return;
+                }
+                idle.push(Idle { id, tx: tx.clone() });
+            }
+            next = match rx.recv_timeout(self.keep) {
+                Ok(job) => Some(job),
+                Err(RecvTimeoutError::Timeout) => {
+                    let mut idle = self.lock();
+                    if let Some(i) = idle.iter().position(|w| w.id == id) {
+                        idle.remove(i);
+                        return;
+                    }
+                    drop(idle);
+                    // Taken just now: its job is on the way (this thread
+                    // holds a sender, so the channel cannot disconnect).
+                    rx.recv().ok()
+                }
+                Err(RecvTimeoutError::Disconnected) => None,
+            };
+        }
+    }
+}
+
+/// Names the calling thread (as `ps` and `perf` show it; Linux keeps 15
+/// bytes), so a pooled thread is named for the space it serves.
+fn set_thread_name(name: &str) {
+    #[cfg(target_os = "linux")]
+    {
+        let mut bytes: Vec<u8> = name.bytes().filter(|b| *b != 0).take(15).collect();
+        bytes.push(0);
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16
+        // bytes from the pointer, which `bytes` outlives.
+        unsafe {
+            libc::prctl(libc::PR_SET_NAME, bytes.as_ptr() as libc::c_ulong, 0, 0, 0);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = name;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn wait_for(what: &str, f: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_finished_thread_runs_the_next_job() {
+        let pool = Pool::new(256 * 1024, 4, Duration::from_secs(10), Counters::new());
+        let (tx, rx) = mpsc::channel();
+        for i in 0..20 {
+            let tx = tx.clone();
+            pool.run(format!("job{i}"), move || {
+                tx.send(std::thread::current().id()).unwrap();
+            })
+            .unwrap();
+            rx.recv().unwrap();
+            wait_for("the thread to go idle", || pool.idle_threads() == 1);
+        }
+        // Twenty jobs one after another: one thread served them all.
+        assert_eq!(pool.next_id.load(Ordering::Relaxed), 1);
+        let c = pool.counters.host();
+        assert_eq!(c.get(Counter::ServerThreadsStarted), 1);
+        assert_eq!(c.get(Counter::ServerThreadsReused), 19);
+    }
+
+    #[test]
+    fn a_busy_pool_starts_threads_instead_of_queueing() {
+        let pool = Pool::new(256 * 1024, 2, Duration::from_secs(10), Counters::new());
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        let running = Arc::new(AtomicUsize::new(0));
+        for i in 0..5 {
+            let (running, release_rx) = (running.clone(), release_rx.clone());
+            pool.run(format!("job{i}"), move || {
+                running.fetch_add(1, Ordering::SeqCst);
+                let _ = release_rx.lock().unwrap().recv();
+            })
+            .unwrap();
+        }
+        // All five run at once although at most two threads may idle.
+        wait_for("five jobs running", || running.load(Ordering::SeqCst) == 5);
+        for _ in 0..5 {
+            release_tx.send(()).unwrap();
+        }
+        wait_for("two threads kept", || pool.idle_threads() == 2);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(pool.idle_threads(), 2, "the other three exited");
+    }
+
+    #[test]
+    fn idle_threads_exit_after_their_keep_time_and_a_panic_costs_one_thread() {
+        let pool = Pool::new(256 * 1024, 4, Duration::from_millis(30), Counters::new());
+        pool.run("quick".into(), || {}).unwrap();
+        wait_for("idle", || pool.idle_threads() == 1);
+        wait_for("gone after keep", || pool.idle_threads() == 0);
+        pool.run("boom".into(), || panic!("a job that panics"))
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        pool.run("after".into(), move || tx.send(7).unwrap())
+            .unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), 7);
+    }
+}
