@@ -5,7 +5,6 @@
 //! See `ARCHITECTURE.md` for the code map.
 
 pub mod accounting;
-pub mod alloc;
 pub mod bench;
 pub mod check;
 pub mod cli;

@@ -310,8 +310,8 @@ pub fn memory_probe(spaces: usize, parked: bool, warm: usize) -> anyhow::Result<
             wait_for_parks(&host, warm + end, Duration::from_secs(120))?;
         }
     }
-    // Let the last space threads finish exiting, then measure steady state.
-    std::thread::sleep(Duration::from_millis(200));
+    // Steady state: the pool's idle space-server threads have exited.
+    std::thread::sleep(crate::host::POOL_KEEP + Duration::from_millis(300));
     crate::host::release_freed_memory();
     println!("rss_kib {}", rss_kib());
     println!("rss_anon_kib {}", status_kib("RssAnon:"));

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-pub use crate::alloc::release_freed_memory;
+pub use server::release_freed_memory;
 
 /// Why a space was activated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,12 @@ pub enum BootArm {
 pub const BOOT_ARMS: &[BootArm] = &[BootArm::UndeliveredEvents, BootArm::DueSchedule];
 
 pub type SessionId = u64;
+
+/// How long a space-server thread waits for its next tenure before it
+/// exits: long enough to carry a herd of wakes or a burst of sessions from
+/// one tenure to the next, short enough that a host gone quiet holds no
+/// idle threads (their stacks and allocator caches) for long.
+pub const POOL_KEEP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What a session may do in a space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -320,12 +326,7 @@ impl Host {
         // Enough idle threads for a herd at the scheduled cap plus the
         // sessions' spaces coming and going; each costs its touched stack.
         let max_idle = (2 * cfg.schedule.max_scheduled).max(16);
-        let pool = pool::Pool::new(
-            stack,
-            max_idle,
-            std::time::Duration::from_secs(10),
-            counters.clone(),
-        );
+        let pool = pool::Pool::new(stack, max_idle, POOL_KEEP, counters.clone());
         Host {
             inner: Arc::new(HostInner {
                 store,

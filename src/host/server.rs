@@ -168,7 +168,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             // quiet host hands its memory back.
             let parks = counters.get(Counter::Parks);
             if inner.scheduled_in_flight().is_empty() || parks % 32 == 31 {
-                crate::alloc::release_freed_memory();
+                release_freed_memory();
             }
             counters.inc(Counter::Parks);
         }
@@ -194,6 +194,17 @@ fn end_tenure(inner: &HostInner, counters: &crate::metrics::SpaceCounters, id: &
     }
     counters.add(Counter::ActiveSpaces, -1);
     inner.counters.retire_space(id);
+}
+
+/// Hands memory freed by a parked runtime back to the operating system.
+/// glibc keeps freed heap pages in per-thread arenas; without this a host
+/// that once activated many spaces would keep their peak footprint.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Retires a failed server and answers every command still queued for it.

@@ -400,10 +400,9 @@ impl StoreShared {
 /// Memory statistics are off: with them on, every SQLite allocation takes
 /// one global mutex, which space threads contended for in a herd of
 /// scheduled wakes. Nothing here reads SQLite's memory statistics.
-pub(crate) fn configure_sqlite() {
+fn configure_sqlite() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        crate::alloc::route_sqlite();
         // SAFETY: sqlite3_config is called before this process opens any
         // connection through the store; if SQLite was initialised already
         // (another user in the process), it returns SQLITE_MISUSE and
