@@ -45,8 +45,11 @@ struct Server {
     /// A firing this tenure handled whose wave has not finished yet: the
     /// waker counts it in flight until then.
     firing_in_flight: bool,
-    /// A session attached during this tenure (else a scheduled tenure
-    /// parks as soon as its work is done: nobody is waiting for it).
+    /// The tenure began with a scheduled wake (its first command was a
+    /// firing or a preparation): unless a session attaches, it parks as
+    /// soon as its work is done, since nobody is waiting for it.
+    scheduled_tenure: Option<bool>,
+    /// A session attached during this tenure.
     had_session: bool,
     /// Prepared for a wake due later: do not park before this.
     hold_until: Option<Instant>,
@@ -88,6 +91,9 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
     if let Err(e) = rt.space().defer_checkpoints(10_000) {
         tracing::warn!(space = %id, error = %e, "cannot defer checkpoints");
     }
+    // One "later" move of the directory per turn (see `turn`), not one
+    // transaction after each commit.
+    rt.space().defer_later_moves();
     let renew = Duration::from_millis(inner.store.config().lease_renew_ms);
     let mut s = Server {
         inner: inner.clone(),
@@ -100,6 +106,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         dirty_wal: false,
         scheduled: false,
         firing_in_flight: false,
+        scheduled_tenure: None,
         had_session: false,
         hold_until: None,
         last_activity: Instant::now(),
@@ -133,6 +140,11 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         }
         if let Err(e) = s.turn() {
             break Some(e);
+        }
+        // Before a firing counts as done: the waker must not find this
+        // space still due in the directory once it is out of flight.
+        if let Err(e) = s.rt.space().settle_projection() {
+            break Some(e.into());
         }
         if !s.work {
             s.end_firing();
@@ -235,11 +247,12 @@ impl Server {
     /// active), otherwise after the configured idle time — and never
     /// before a prepared wake's due time.
     fn park_at(&self) -> Instant {
-        let idle = if self.scheduled && !self.had_session && self.warm.is_empty() {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(self.inner.cfg.idle_park_ms)
-        };
+        let idle =
+            if self.scheduled_tenure == Some(true) && !self.had_session && self.warm.is_empty() {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(self.inner.cfg.idle_park_ms)
+            };
         let at = self.last_activity + idle;
         self.hold_until.map_or(at, |h| at.max(h))
     }
@@ -254,6 +267,10 @@ impl Server {
 
     fn handle(&mut self, cmd: Cmd) {
         self.last_activity = Instant::now();
+        self.scheduled_tenure.get_or_insert(matches!(
+            cmd.req,
+            Request::FireDue | Request::Prepare { .. }
+        ));
         let result = self.handle_request(cmd.req);
         if let Some(reply) = cmd.reply {
             let _ = reply.send(result);

@@ -298,7 +298,13 @@ impl Store {
             });
         }
         match self.open_file(&path) {
-            Ok(conn) => Space::new(id.to_string(), path, conn, self.shared.clone()),
+            Ok(conn) => {
+                let view = directory::Projection {
+                    next_wake_ms: entry.next_wake_ms,
+                    undelivered: entry.undelivered,
+                };
+                Space::new(id.to_string(), path, conn, self.shared.clone(), view)
+            }
             Err(e) if e.is_corruption() => {
                 let reason = e.to_string();
                 let moved = self.shared.quarantine_files(id, &path, &reason);

@@ -211,6 +211,11 @@ pub struct Space {
     counters: SpaceCounters,
     /// What this handle last wrote to (or read from) the directory.
     projection: Projection,
+    /// Hold "later" moves of the directory until [`Space::settle_projection`]
+    /// (the directory stays early meanwhile, which is always allowed).
+    defer_later: bool,
+    /// A "later" move is owed to the directory.
+    later_pending: bool,
     quarantined: Option<String>,
 }
 
@@ -222,6 +227,8 @@ impl std::fmt::Debug for Space {
 
 impl Drop for Space {
     fn drop(&mut self) {
+        // Best effort: an early directory is allowed, only wasteful.
+        let _ = self.settle_projection();
         self.checkpoint_if_large();
         self.counters.add(Counter::SpacesOpen, -1);
         // Closed: its counter set may go once it is no longer recent.
@@ -236,11 +243,13 @@ impl Drop for Space {
 pub const CLOSE_CHECKPOINT_BYTES: u64 = 256 * 1024;
 
 impl Space {
+    /// `directory_view`: the space's projection as the directory has it.
     pub(crate) fn new(
         id: String,
         path: PathBuf,
         conn: Connection,
         shared: Arc<StoreShared>,
+        directory_view: Projection,
     ) -> StoreResult<Space> {
         let counters = shared.counters.space(&id);
         counters.inc(Counter::SpacesOpened);
@@ -251,17 +260,21 @@ impl Space {
             conn,
             shared,
             counters,
-            projection: Projection::default(),
+            projection: directory_view,
+            defer_later: false,
+            later_pending: false,
             quarantined: None,
         };
         // Start from the truth in the file; correcting the directory here is
-        // safe because no commit of ours is in flight.
-        space.projection = space
-            .shared
-            .directory
-            .projection(&space.id)?
-            .unwrap_or_default();
-        space.reconcile_projection()?;
+        // safe because no commit of ours is in flight. Usually the directory
+        // is right, and a read (no write lock) shows it.
+        let truth = Projection {
+            next_wake_ms: plane::earliest_due(&space.conn, &space.path)?,
+            undelivered: has_undelivered(&space.conn, &space.path)?,
+        };
+        if truth != space.projection {
+            space.reconcile_projection()?;
+        }
         Ok(space)
     }
 
@@ -482,9 +495,7 @@ impl Space {
         self.shared
             .wake_moved_earlier(&space_id, before.next_wake_ms, early.next_wake_ms);
         self.shared.fault(FaultPoint::AfterSpaceCommit)?;
-        if after != early {
-            self.move_projection_later()?;
-        }
+        self.owe_later(after != early)?;
 
         if let Some(_seq) = seq {
             self.counters.inc(match req.class {
@@ -530,6 +541,7 @@ impl Space {
     /// Moves the directory later, to the truth, under the space's write lock
     /// so no other writer's "earlier" move can be overwritten by ours.
     fn move_projection_later(&mut self) -> StoreResult<()> {
+        self.later_pending = false;
         let path = self.path.clone();
         let tx = self
             .conn
@@ -546,6 +558,36 @@ impl Space {
         tx.commit().at(&path)?;
         self.projection = truth;
         Ok(())
+    }
+
+    /// A "later" move is due after a commit: made now, or owed until
+    /// [`Space::settle_projection`] while later moves are deferred.
+    fn owe_later(&mut self, owed: bool) -> StoreResult<()> {
+        if !owed {
+            return Ok(());
+        }
+        if self.defer_later {
+            self.later_pending = true;
+            return Ok(());
+        }
+        self.move_projection_later()
+    }
+
+    /// Defers the directory's "later" moves: a space server running
+    /// several transactions in a row (a firing, the wave that delivers it)
+    /// moves the directory later once, at [`Space::settle_projection`],
+    /// instead of in a transaction of its own after each.
+    pub fn defer_later_moves(&mut self) {
+        self.defer_later = true;
+    }
+
+    /// Makes any "later" move owed since the last settle.
+    pub fn settle_projection(&mut self) -> StoreResult<()> {
+        if !std::mem::take(&mut self.later_pending) || self.quarantined.is_some() {
+            return Ok(());
+        }
+        let r = self.move_projection_later();
+        self.guard(r)
     }
 
     /// Recomputes the projection from the file and writes it to the
@@ -603,9 +645,7 @@ impl Space {
         tx.commit().at(&path)?;
         self.shared
             .wake_moved_earlier(&space_id, before.next_wake_ms, early.next_wake_ms);
-        if after != early {
-            self.move_projection_later()?;
-        }
+        self.owe_later(after != early)?;
         Ok(out)
     }
 
