@@ -68,6 +68,7 @@ counters! {
     ScheduleDelivered => ("schedule", "delivered", Counter, "Wake events whose callback ran and committed"),
     ScheduledInFlight => ("schedule", "activationsInFlight", Gauge, "Scheduled activations dispatched and not yet done (fired and delivered, or prepared)"),
     SchedulePrepared => ("schedule", "prepared", Counter, "Spaces activated ahead of a wake's due time (the waker's lead), to fire on time"),
+    ScheduleSelfFired => ("schedule", "firedByPreparedSpace", Counter, "Firings a prepared space started itself at the due time (no waker round trip)"),
     ActivationsSchedule => ("activation", "bySchedule", Counter, "Activations triggered by a due schedule"),
     WakerPasses => ("schedule", "wakerPasses", Counter, "Times the waker looked at the directory (it sleeps between)"),
     LatenessLe10Ms => ("schedule", "wakeLatenessLe10Ms", Counter, "Wakes fired within 10 ms of their due time (histogram bucket)"),

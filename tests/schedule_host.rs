@@ -191,6 +191,41 @@ fn a_space_activated_within_the_lead_fires_at_the_due_time_without_activating_ag
 }
 
 #[test]
+fn a_prepared_space_fires_by_itself_at_the_due_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = host(dir.path(), clock.clone());
+    let piece = deploy(&h, "s");
+    parked(&h, "s");
+    let due = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].next_due_ms;
+    clock.set_ms(due - 80);
+    wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
+    // With the waker stopped, only the prepared space itself can fire.
+    h.shutdown();
+    clock.set_ms(due);
+    wait("fire and deliver", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    assert_eq!(c(&h, "s", Counter::ScheduleSelfFired), 1);
+    assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
+    parked(&h, "s");
+    assert_eq!(c(&h, "s", Counter::ScheduledInFlight), 0);
+    let row = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    assert_eq!((row.fired_count, row.nominal_period), (1, 2));
+    assert_eq!(
+        h.store()
+            .directory()
+            .get("s")
+            .unwrap()
+            .unwrap()
+            .next_wake_ms,
+        Some(row.next_due_ms),
+        "the directory moved to the next due time once the wave was done"
+    );
+    assert_eq!(read(&h, "s", &piece, "count"), json!(1));
+}
+
+#[test]
 fn the_next_due_time_survives_a_restart_and_downtime_coalesces_into_one_wake() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::default());

@@ -53,6 +53,9 @@ struct Server {
     had_session: bool,
     /// Prepared for a wake due later: do not park before this.
     hold_until: Option<Instant>,
+    /// Prepared for a wake: fire it here at this instant (its due time in
+    /// the host clock's ms), without waiting for the waker's round trip.
+    fire_at: Option<(Instant, u64)>,
     last_activity: Instant,
     next_renew: Instant,
 }
@@ -109,6 +112,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         scheduled_tenure: None,
         had_session: false,
         hold_until: None,
+        fire_at: None,
         last_activity: Instant::now(),
         next_renew: Instant::now() + renew,
     };
@@ -118,7 +122,8 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         let wait = if s.work {
             Duration::ZERO
         } else {
-            s.next_renew.min(park_at).saturating_duration_since(now)
+            let timer = s.fire_at.map_or(park_at, |(at, _)| at.min(park_at));
+            s.next_renew.min(timer).saturating_duration_since(now)
         };
         // Nothing to do right now: a good moment to checkpoint — unless no
         // session is attached, in which case the space is about to park and
@@ -138,6 +143,7 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         while let Ok(cmd) = rx.try_recv() {
             s.handle(cmd);
         }
+        s.fire_if_prepared();
         if let Err(e) = s.turn() {
             break Some(e);
         }
@@ -364,6 +370,7 @@ impl Server {
             Request::FireDue => {
                 self.scheduled = true;
                 self.hold_until = None;
+                self.fire_at = None;
                 // Counted in flight until its wave is done (`end_firing`).
                 self.firing_in_flight = true;
                 self.fire_due()
@@ -373,12 +380,43 @@ impl Server {
                 // Wall time until the due time, plus a margin for the
                 // waker's pass; a manual clock that never gets there lets
                 // the space park, and the wake then activates it anew.
-                let wait = due_ms.saturating_sub(self.inner.clock.now_ms()) + 50;
-                self.hold_until = Some(Instant::now() + Duration::from_millis(wait));
+                let until_due =
+                    Duration::from_millis(due_ms.saturating_sub(self.inner.clock.now_ms()));
+                self.fire_at = Some((Instant::now() + until_due, due_ms));
+                self.hold_until = Some(Instant::now() + until_due + Duration::from_millis(50));
                 self.counters().inc(Counter::SchedulePrepared);
                 self.inner.end_scheduled(&self.id);
                 Ok(Reply::Done)
             }
+        }
+    }
+
+    /// A prepared wake's time has come: fire it as the waker would, counted
+    /// in flight. If the waker got there first (the space is in flight) its
+    /// request is on the way; if the host clock is not there yet (a manual
+    /// clock, or wall time running ahead of it) wait a little more, within
+    /// the lead, and otherwise leave it to the waker.
+    fn fire_if_prepared(&mut self) {
+        let Some((at, due_ms)) = self.fire_at else {
+            return;
+        };
+        if Instant::now() < at {
+            return;
+        }
+        self.fire_at = None;
+        let now = self.inner.clock.now_ms();
+        if now < due_ms {
+            if due_ms - now <= self.inner.cfg.schedule.lead_ms {
+                self.fire_at = Some((Instant::now() + Duration::from_millis(due_ms - now), due_ms));
+            }
+            return;
+        }
+        if self.inner.begin_scheduled(&self.id) {
+            self.counters().inc(Counter::ScheduleSelfFired);
+            self.handle(Cmd {
+                req: Request::FireDue,
+                reply: None,
+            });
         }
     }
 

@@ -54,9 +54,10 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
         }
         let now = inner.clock.now_ms();
         deferred.retain(|_, until| *until > now);
-        // A preparation whose wake moved or vanished is forgotten; the
-        // space parks on its own after its hold.
-        prepared.retain(|_, due| *due + 1_000 > now);
+        // A preparation is over once its due time has come (the space
+        // fired itself, or fires as due below); one whose wake moved or
+        // vanished is forgotten too, and the space parks after its hold.
+        prepared.retain(|_, due| *due > now);
         // In flight before reading the directory: a firing that finishes
         // in between has already moved its space's wake there.
         let in_flight: HashSet<String> = inner.scheduled_in_flight();

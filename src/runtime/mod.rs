@@ -135,6 +135,10 @@ pub struct WaveReport {
     pub failures: Vec<ActionFailure>,
 }
 
+/// Bookkeeping run inside a wave's transaction with the wave's report.
+pub type WaveSettle<'a> =
+    &'a mut dyn FnMut(&WaveReport, &mut crate::store::PlaneTx<'_>) -> crate::store::StoreResult<()>;
+
 /// The compute of the wave in progress, until it commits.
 struct Meter {
     cpu_start_us: u64,
@@ -981,6 +985,18 @@ impl SpaceRuntime {
     /// running their handlers (a wake whose earlier delivery died with the
     /// process is retried later rather than re-run at once).
     pub fn run_wave_skipping(&mut self, skip: &HashSet<String>) -> RuntimeResult<WaveReport> {
+        self.run_wave_with(skip, &mut |_, _| Ok(()))
+    }
+
+    /// [`SpaceRuntime::run_wave_skipping`] with `settle` run inside the
+    /// wave's own transaction, given the wave's report (what was delivered,
+    /// failed, skipped, written): bookkeeping that must commit with the wave
+    /// or not at all (the delivery state of wake events).
+    pub fn run_wave_with(
+        &mut self,
+        skip: &HashSet<String>,
+        settle: WaveSettle<'_>,
+    ) -> RuntimeResult<WaveReport> {
         self.meter_begin();
         let events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
         for ev in &events {
@@ -1006,7 +1022,7 @@ impl SpaceRuntime {
                 self.value_at(&piece, &path, 0)?;
             }
         }
-        self.flush()
+        self.flush_with(settle)
     }
 
     /// Runs waves until no undelivered events remain (at most `max` waves).
@@ -1025,6 +1041,10 @@ impl SpaceRuntime {
 
     /// Commits what the pending wave wrote, once, with this tenure's lease.
     pub fn flush(&mut self) -> RuntimeResult<WaveReport> {
+        self.flush_with(&mut |_, _| Ok(()))
+    }
+
+    fn flush_with(&mut self, settle: WaveSettle<'_>) -> RuntimeResult<WaveReport> {
         let mut report = std::mem::take(&mut self.report);
         report.written = std::mem::take(&mut self.wave_writes).into_iter().collect();
         if self.touched.is_empty()
@@ -1036,13 +1056,19 @@ impl SpaceRuntime {
             let window =
                 crate::accounting::window_start_ms(self.clock.now_ms(), self.cfg.ledger_window_ms);
             let bucket = self.bucket;
-            if let Some((delta, costs)) = self.meter_close(false) {
-                report.metered = Some(delta);
+            let metered = self.meter_close(false).map(|(delta, costs)| {
                 self.buffer_costs(window, costs);
-                let costs = self.take_costs(false);
+                delta
+            });
+            report.metered = metered;
+            let costs = self.take_costs(false);
+            if metered.is_some() || !costs.is_empty() || report.events > 0 {
                 self.space.plane(|p| {
-                    p.add_ledger(bucket, window, &delta)?;
-                    write_costs(p, &costs)
+                    if let Some(delta) = &metered {
+                        p.add_ledger(bucket, window, delta)?;
+                    }
+                    write_costs(p, &costs)?;
+                    settle(&report, p)
                 })?;
             }
             return Ok(report);
@@ -1085,7 +1111,7 @@ impl SpaceRuntime {
                     .map_err(|e| e.to_string())?;
             }
             write_costs(plane, &costs).map_err(|e| e.to_string())?;
-            Ok(())
+            settle(&report, plane).map_err(|e| e.to_string())
         });
         match result {
             Ok(outcome) => {
@@ -1235,7 +1261,10 @@ impl SpaceRuntime {
     /// The buffered attribution, if it is due to be written (every
     /// [`COST_FLUSH_WAVES`] waves, or everything when `all`).
     fn take_costs(&mut self, all: bool) -> Vec<(u64, CostRow)> {
-        if !all && self.waves_since_costs < COST_FLUSH_WAVES {
+        // A scheduled tenure usually runs one wave: its costs ride in that
+        // wave's transaction rather than in one of their own at park.
+        let every_wave = self.bucket == crate::store::Bucket::Scheduled;
+        if !all && !every_wave && self.waves_since_costs < COST_FLUSH_WAVES {
             return Vec::new();
         }
         self.waves_since_costs = 0;

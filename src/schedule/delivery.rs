@@ -2,7 +2,7 @@
 //!
 //! Before a wave runs a wake event's handler, the entry records the event
 //! as in flight and counts the attempt — durably, in its own transaction.
-//! After the wave:
+//! Inside the wave's own transaction (so both commit or neither):
 //! - delivered: the entry's attempts reset;
 //! - the handler failed (threw, was preempted, ran out of memory): a retry
 //!   is planned 1, 5 and 30 minutes later, then the occurrence is
@@ -14,7 +14,7 @@
 //! same plan — so a callback that kills the process cannot loop.
 
 use crate::runtime::{RuntimeResult, SpaceRuntime, WaveReport};
-use crate::store::{ScheduleRow, Space, StoreResult};
+use crate::store::{PlaneTx, ScheduleRow, Space, StoreResult};
 use std::collections::HashSet;
 
 /// Minutes to wait before retry 1, 2 and 3 of a failed occurrence.
@@ -100,19 +100,39 @@ pub fn after_wave(
     )
 }
 
-/// [`after_wave`] under an explicit back-off policy.
+/// [`after_wave`] under an explicit back-off policy, in one plane
+/// transaction of its own.
 pub fn after_wave_with(
     space: &mut Space,
     wave: &WaveReport,
     now_ms: u64,
     backoff: &crate::accounting::backoff::BackoffPolicy,
 ) -> StoreResult<DeliveryReport> {
+    space.plane(|p| settle_delivery(p, wave, now_ms, backoff))
+}
+
+/// The bookkeeping of [`after_wave`], inside a given transaction: the
+/// host runs it inside the wave's own commit, so a wave and the delivery
+/// state of its wakes commit together or not at all.
+pub fn settle_delivery(
+    plane: &mut PlaneTx<'_>,
+    wave: &WaveReport,
+    now_ms: u64,
+    backoff: &crate::accounting::backoff::BackoffPolicy,
+) -> StoreResult<DeliveryReport> {
     let mut report = DeliveryReport::default();
+    let row_of =
+        |plane: &PlaneTx<'_>, piece: &str, entry: u32| -> StoreResult<Option<ScheduleRow>> {
+            Ok(plane
+                .schedule(Some(piece))?
+                .into_iter()
+                .find(|r| r.entry == entry))
+        };
     for id in &wave.delivered {
         let Some((piece, entry)) = wake_target(id) else {
             continue;
         };
-        let Some(mut row) = row_of(space, piece, entry)? else {
+        let Some(mut row) = row_of(plane, piece, entry)? else {
             continue;
         };
         if row.inflight_event.as_deref() == Some(id.as_str()) {
@@ -122,14 +142,14 @@ pub fn after_wave_with(
         if crate::accounting::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
             report.backed_off += 1;
         }
-        space.plane(|p| p.upsert_schedule(&row))?;
+        plane.upsert_schedule(&row)?;
         report.delivered += 1;
     }
     for id in wave.failed_events.iter().chain(&wave.skipped_events) {
         let Some((piece, entry)) = wake_target(id) else {
             continue;
         };
-        let Some(mut row) = row_of(space, piece, entry)? else {
+        let Some(mut row) = row_of(plane, piece, entry)? else {
             continue;
         };
         let attempts = row.attempts.max(1) as usize;
@@ -147,20 +167,18 @@ pub fn after_wave_with(
                 "deadLettered"
             }
         };
-        space.plane(|p| {
-            p.upsert_schedule(&row)?;
-            p.record_fire(
-                piece,
-                entry,
-                now_ms,
-                id,
-                row.nominal_period.saturating_sub(1),
-                now_ms,
-                0,
-                outcome,
-                super::fire::FIRE_HISTORY,
-            )
-        })?;
+        plane.upsert_schedule(&row)?;
+        plane.record_fire(
+            piece,
+            entry,
+            now_ms,
+            id,
+            row.nominal_period.saturating_sub(1),
+            now_ms,
+            0,
+            outcome,
+            super::fire::FIRE_HISTORY,
+        )?;
     }
     Ok(report)
 }
@@ -191,11 +209,14 @@ pub fn run_wave_with(
     if pending.marked > 0 {
         crash_point(CrashPoint::MidWave);
     }
-    let wave = rt.run_wave_skipping(&pending.crashed)?;
+    let mut delivery = DeliveryReport::default();
+    let wave = rt.run_wave_with(&pending.crashed, &mut |wave, plane| {
+        delivery = settle_delivery(plane, wave, now_ms, backoff)?;
+        Ok(())
+    })?;
     if wave.delivered.iter().any(|id| wake_target(id).is_some()) {
         crash_point(CrashPoint::AfterWave);
     }
-    let delivery = after_wave_with(rt.space(), &wave, now_ms, backoff)?;
     Ok((wave, delivery))
 }
 
@@ -207,7 +228,7 @@ pub enum CrashPoint {
     AfterFire,
     /// A wake is marked in flight; its wave has not committed.
     MidWave,
-    /// The wave that delivered a wake committed; its bookkeeping has not.
+    /// The wave that delivered a wake committed (with its bookkeeping).
     AfterWave,
 }
 
