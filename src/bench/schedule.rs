@@ -553,12 +553,10 @@ fn profile(
     let store = host.store();
     let jitter = host_jitter(store)?;
     let rcfg = RuntimeConfig::default();
-    let stack = rcfg.sandbox.max_stack_bytes + 4 * 1024 * 1024;
     let ttl = store.config().lease_ttl_ms;
     let clock = store.clock().clone();
-    const STEPS: [&str; 11] = [
+    const STEPS: [&str; 10] = [
         "waker budget check",
-        "thread spawn",
         "open file",
         "runtime start",
         "(of which sandbox)",
@@ -580,25 +578,21 @@ fn profile(
         // What the waker does per due space before dispatching it.
         ensure!(!host.bench_waker_check(id), "{id}: skipped for budget");
         sum[0] += lap(&mut at);
-        std::thread::Builder::new()
-            .stack_size(stack)
-            .spawn(|| ())?
-            .join()
-            .expect("empty thread");
-        sum[1] += lap(&mut at);
+        // (Space servers run on pooled threads: no thread start per wake.)
         let space = store.open_space(id)?;
-        sum[2] += lap(&mut at);
+        sum[1] += lap(&mut at);
         {
             let sb = Sandbox::new(rcfg.sandbox.clone(), COMMONFABRIC_JS)?;
             let ns = sb.import(COMMONFABRIC, &CallOptions::reactive())?.value;
             sb.release(ns);
         }
-        sum[4] += lap(&mut at);
-        let mut rt = SpaceRuntime::start(space, clock.clone(), ttl, rcfg.clone())?;
         sum[3] += lap(&mut at);
+        let mut rt = SpaceRuntime::start(space, clock.clone(), ttl, rcfg.clone())?;
+        sum[2] += lap(&mut at);
         rt.space().schedule(None)?;
         rt.space().defer_checkpoints(10_000)?;
-        sum[5] += lap(&mut at);
+        rt.space().defer_later_moves();
+        sum[4] += lap(&mut at);
         let now = clock.now_ms();
         let report = crate::schedule::fire::fire_due(rt.space(), now, &jitter, true)?;
         ensure!(
@@ -607,22 +601,22 @@ fn profile(
             report.fired.len()
         );
         rt.space().schedule(None)?;
-        sum[6] += lap(&mut at);
+        sum[5] += lap(&mut at);
         let (_, d) = crate::schedule::delivery::run_wave(&mut rt, now, 256)?;
         ensure!(d.delivered == 1, "{id}: {} delivered", d.delivered);
         rt.flush()?;
         rt.space().has_undelivered()?;
-        sum[7] += lap(&mut at);
+        sum[6] += lap(&mut at);
         rt.flush()?;
         let mut space = rt.stop()?;
-        sum[8] += lap(&mut at);
+        sum[7] += lap(&mut at);
         // Not part of a wake: keeps this space out of the herd's later rounds.
         crate::schedule::ops::pause(&mut space, &t.piece, 0)?;
         at = Instant::now();
         drop(space);
-        sum[9] += lap(&mut at);
+        sum[8] += lap(&mut at);
         release_freed_memory();
-        sum[10] += lap(&mut at);
+        sum[9] += lap(&mut at);
     }
     let v = count_of(store, &prof[0], &t.piece)?;
     ensure!(v == json!(1), "profiled wake did not count: {v}");
@@ -631,7 +625,7 @@ fn profile(
     let total: f64 = sum
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i != 4)
+        .filter(|(i, _)| *i != 3)
         .map(|(_, s)| s)
         .sum::<f64>();
     let parts: Vec<String> = STEPS

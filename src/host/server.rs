@@ -147,13 +147,17 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         if let Err(e) = s.turn() {
             break Some(e);
         }
-        // Before a firing counts as done: the waker must not find this
-        // space still due in the directory once it is out of flight.
-        if let Err(e) = s.rt.space().settle_projection() {
-            break Some(e.into());
-        }
-        if !s.work {
-            s.end_firing();
+        // Before a firing counts as done, the directory must show the
+        // space's next wake, or the waker would find it still due. A space
+        // about to park does both at park, in the lease's release.
+        let parking_next = s.sessions.is_empty() && !s.work && Instant::now() >= s.park_at();
+        if !parking_next {
+            if let Err(e) = s.rt.space().settle_projection() {
+                break Some(e.into());
+            }
+            if !s.work {
+                s.end_firing();
+            }
         }
         if Instant::now() >= s.next_renew {
             if let Err(e) = s.rt.renew_lease() {
@@ -175,10 +179,14 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
     };
     match ended {
         None => {
-            // Park: give the lease back; the runtime and the file close on drop.
-            s.end_firing();
+            // Park: give the lease back (settling the directory in the same
+            // transaction); the runtime and the file close on drop.
+            let firing = std::mem::take(&mut s.firing_in_flight);
             let _ = s.rt.flush();
             let _ = s.rt.stop();
+            if firing {
+                inner.end_scheduled(&id);
+            }
             end_tenure(&inner, &counters, &id);
             // Trimming walks every arena (~10% of a scheduled wake's CPU in
             // a herd): skip it while scheduled activations are in flight,
@@ -195,8 +203,13 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
             if matches!(e, RuntimeError::LeaseLost) {
                 counters.inc(Counter::TenuresLost);
             }
-            s.end_firing();
+            // Dropping the space settles the directory (best effort) before
+            // the waker may look at it again.
+            let firing = std::mem::take(&mut s.firing_in_flight);
             drop(s);
+            if firing {
+                inner.end_scheduled(&id);
+            }
             fail_all(&inner, &id, generation, &rx, &e.to_string());
             end_tenure(&inner, &counters, &id);
         }

@@ -937,19 +937,45 @@ impl Space {
 
     /// Gives the lease up. Releasing a lease we no longer hold is a no-op.
     /// The row is kept with an expiry of 0 so tenures keep increasing.
+    /// Gives the lease up (expires it now). Any "later" move of the
+    /// directory still owed is made in the same transaction, so a parking
+    /// space server writes its file once at the end.
     pub fn release_lease(&mut self, lease: &Lease) -> StoreResult<()> {
         self.check_open()?;
-        let r = self
-            .conn
-            .prepare_cached(
-                "UPDATE execution_lease SET expires_at_ms = 0 WHERE holder = ?1 AND tenure = ?2",
-            )
-            .and_then(|mut s| s.execute(params![lease.holder, lease.tenure as i64]))
-            .at(&self.path);
+        let r = self.release_lease_inner(lease);
         if self.guard(r)? == 1 {
             self.counters.inc(Counter::LeaseReleased);
         }
         Ok(())
+    }
+
+    fn release_lease_inner(&mut self, lease: &Lease) -> StoreResult<usize> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let n = tx
+            .prepare_cached(
+                "UPDATE execution_lease SET expires_at_ms = 0 WHERE holder = ?1 AND tenure = ?2",
+            )
+            .and_then(|mut s| s.execute(params![lease.holder, lease.tenure as i64]))
+            .at(&path)?;
+        let owed = std::mem::take(&mut self.later_pending);
+        let mut truth = self.projection;
+        if owed {
+            truth = Projection {
+                next_wake_ms: plane::earliest_due(&tx, &path)?,
+                undelivered: has_undelivered(&tx, &path)?,
+            };
+            if truth != self.projection {
+                self.shared.directory.set_projection(&self.id, truth)?;
+                self.counters.inc(Counter::DirectoryMovedLater);
+            }
+        }
+        tx.commit().at(&path)?;
+        self.projection = truth;
+        Ok(n)
     }
 
     pub fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
