@@ -171,9 +171,12 @@ pub const RETAINED_PARKED_SPACES: usize = 256;
 #[derive(Debug, Default)]
 pub struct Counters {
     host: CounterSet,
-    spaces: RwLock<HashMap<String, Arc<CounterSet>>>,
-    /// Parked spaces, oldest first, each once.
-    retired: std::sync::Mutex<std::collections::VecDeque<String>>,
+    spaces: RwLock<HashMap<Arc<str>, Arc<CounterSet>>>,
+    /// Parked spaces, oldest first, each once. The ids are the map's own
+    /// keys, shared: retiring a space allocates nothing on the space
+    /// server's thread, where a small allocation that outlives the tenure
+    /// would pin a page of that thread's allocator arena after parking.
+    retired: std::sync::Mutex<std::collections::VecDeque<Arc<str>>>,
 }
 
 /// A handle that increments one space's set and the host set together.
@@ -215,7 +218,12 @@ impl SpaceCounters {
 
 impl Counters {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+        let c = Self::default();
+        c.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reserve(RETAINED_PARKED_SPACES + 1);
+        Arc::new(c)
     }
 
     pub fn host(&self) -> &CounterSet {
@@ -240,7 +248,7 @@ impl Counters {
             };
         }
         let mut map = self.spaces.write().unwrap_or_else(|p| p.into_inner());
-        let set = map.entry(id.to_string()).or_default().clone();
+        let set = map.entry(Arc::from(id)).or_default().clone();
         SpaceCounters {
             counters: self.clone(),
             space: set,
@@ -252,13 +260,22 @@ impl Counters {
     /// when no handle to it is live (the space is not active again) and
     /// every gauge in it is zero, so host totals stay exact.
     pub fn retire_space(&self, id: &str) {
+        let Some(key) = self
+            .spaces
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_key_value(id)
+            .map(|(k, _)| k.clone())
+        else {
+            return; // no set: nothing to keep or drop
+        };
         let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
         // Most recent last, each space once (a tenure's end and its file's
         // close both report it).
-        if let Some(at) = retired.iter().position(|r| r == id) {
+        if let Some(at) = retired.iter().position(|r| **r == *id) {
             retired.remove(at);
         }
-        retired.push_back(id.to_string());
+        retired.push_back(key);
         if retired.len() <= RETAINED_PARKED_SPACES {
             return;
         }
@@ -300,7 +317,7 @@ impl Counters {
         let spaces = self.spaces.read().unwrap_or_else(|p| p.into_inner());
         let per: Map<String, Value> = spaces
             .iter()
-            .map(|(id, set)| (id.clone(), set.to_json()))
+            .map(|(id, set)| (id.to_string(), set.to_json()))
             .collect();
         out.insert("spaces".into(), Value::Object(per));
         Value::Object(out)
@@ -330,14 +347,12 @@ impl prometheus_client::collector::Collector for PromCollector {
         use prometheus_client::metrics::counter::ConstCounter;
         use prometheus_client::metrics::gauge::ConstGauge;
         let spaces = self.0.spaces.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<&String> = spaces.keys().collect();
+        let mut ids: Vec<&Arc<str>> = spaces.keys().collect();
         ids.sort();
         for &c in Counter::ALL {
             let name = format!("spacewake_{}_{}", c.block(), snake(c.name()));
-            let sets = std::iter::once((None, &self.0.host)).chain(
-                ids.iter()
-                    .map(|id| (Some(id.as_str()), spaces[*id].as_ref())),
-            );
+            let sets = std::iter::once((None, &self.0.host))
+                .chain(ids.iter().map(|id| (Some(&***id), spaces[&***id].as_ref())));
             match c.kind() {
                 Kind::Counter => {
                     let proto = ConstCounter::new(0u64);
