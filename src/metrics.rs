@@ -279,18 +279,25 @@ impl Counters {
         if retired.len() <= RETAINED_PARKED_SPACES {
             return;
         }
-        let Some(old) = retired.pop_front() else {
-            return;
-        };
+        // Drop the oldest sets that are idle; one still in use (its space
+        // active again, or a handle not yet dropped) stays listed and goes
+        // at a later retirement, so none is ever forgotten in the map.
         let mut map = self.spaces.write().unwrap_or_else(|p| p.into_inner());
-        let idle = map.get(&old).is_some_and(|set| {
-            Arc::strong_count(set) == 1
-                && Counter::ALL
-                    .iter()
-                    .all(|c| c.kind() != Kind::Gauge || set.get(*c) == 0)
-        });
-        if idle {
-            map.remove(&old);
+        let idle = |set: Option<&Arc<CounterSet>>| {
+            set.is_none_or(|set| {
+                Arc::strong_count(set) == 1
+                    && Counter::ALL
+                        .iter()
+                        .all(|c| c.kind() != Kind::Gauge || set.get(*c) == 0)
+            })
+        };
+        while retired.len() > RETAINED_PARKED_SPACES {
+            let Some(at) = retired.iter().position(|k| idle(map.get(k))) else {
+                break;
+            };
+            if let Some(old) = retired.remove(at) {
+                map.remove(&old);
+            }
         }
     }
 
@@ -445,11 +452,20 @@ mod tests {
         c.retire_space("held");
         c.retire_space("indexed");
         for i in 0..RETAINED_PARKED_SPACES {
+            c.space(&format!("later{i}")).inc(Counter::Parks);
             c.retire_space(&format!("later{i}"));
         }
         assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
         held.inc(Counter::Parks);
         assert_eq!(c.space_value("held", Counter::Parks), 1);
+        // Once the handle is gone, the next retirement drops it: a set that
+        // was busy when its turn came is not forgotten in the map.
+        drop(held);
+        c.space("last").inc(Counter::Parks);
+        c.retire_space("last");
+        assert_eq!(c.space_value("held", Counter::Parks), 0);
+        assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
+        assert_eq!(c.space_count(), RETAINED_PARKED_SPACES);
     }
 
     #[test]
