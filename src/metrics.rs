@@ -136,6 +136,11 @@ impl Default for CounterSet {
 }
 
 impl CounterSet {
+    fn from_row(row: &[i64]) -> CounterSet {
+        CounterSet {
+            values: row.iter().map(|v| AtomicI64::new(*v)).collect(),
+        }
+    }
     pub fn get(&self, c: Counter) -> i64 {
         self.values[c as usize].load(Ordering::Relaxed)
     }
@@ -171,12 +176,95 @@ pub const RETAINED_PARKED_SPACES: usize = 256;
 #[derive(Debug, Default)]
 pub struct Counters {
     host: CounterSet,
+    /// Sets of active spaces (and of parked ones until their last handle
+    /// is dropped).
     spaces: RwLock<HashMap<Arc<str>, Arc<CounterSet>>>,
-    /// Parked spaces, oldest first, each once. The ids are the map's own
-    /// keys, shared: retiring a space allocates nothing on the space
-    /// server's thread, where a small allocation that outlives the tenure
-    /// would pin a page of that thread's allocator arena after parking.
+    /// Spaces that parked and whose sets are still in use, oldest first,
+    /// each once. The ids are the map's own keys, shared: retiring a space
+    /// allocates nothing on the space server's thread.
     retired: std::sync::Mutex<std::collections::VecDeque<Arc<str>>>,
+    /// The values of the most recently parked spaces.
+    parked: std::sync::Mutex<ParkedRing>,
+}
+
+/// The longest space id the parked ring holds (ids are at most 200 bytes;
+/// see `store::validate_space_id`). A longer one is not kept once parked.
+const MAX_KEPT_ID: usize = 200;
+
+/// Counter values of the [`RETAINED_PARKED_SPACES`] most recently parked
+/// spaces, in buffers allocated once when the host starts (zeroed, so
+/// untouched slots cost no resident memory), the oldest slot overwritten.
+/// Sets allocated one by one, as spaces come and go on many threads, each
+/// pinned an allocator page after the space's own memory was freed: that
+/// was most of what 1,000 parked spaces left resident.
+#[derive(Debug)]
+struct ParkedRing {
+    ids: Vec<u8>,
+    id_lens: Vec<u8>,
+    values: Vec<i64>,
+    next: usize,
+}
+
+impl Default for ParkedRing {
+    fn default() -> Self {
+        ParkedRing {
+            ids: vec![0; RETAINED_PARKED_SPACES * MAX_KEPT_ID],
+            id_lens: vec![0; RETAINED_PARKED_SPACES],
+            values: vec![0; RETAINED_PARKED_SPACES * Counter::ALL.len()],
+            next: 0,
+        }
+    }
+}
+
+impl ParkedRing {
+    fn id(&self, slot: usize) -> &str {
+        let at = slot * MAX_KEPT_ID;
+        std::str::from_utf8(&self.ids[at..at + self.id_lens[slot] as usize]).unwrap_or("")
+    }
+
+    fn find(&self, id: &str) -> Option<usize> {
+        (0..RETAINED_PARKED_SPACES)
+            .find(|&i| self.id_lens[i] as usize == id.len() && self.id(i) == id)
+    }
+
+    fn row(&self, slot: usize) -> &[i64] {
+        let n = Counter::ALL.len();
+        &self.values[slot * n..(slot + 1) * n]
+    }
+
+    /// Keeps `set` as `id`'s values, in its old slot or the oldest one.
+    fn keep(&mut self, id: &str, set: &CounterSet) {
+        if id.is_empty() || id.len() > MAX_KEPT_ID || RETAINED_PARKED_SPACES == 0 {
+            return;
+        }
+        let slot = self.find(id).unwrap_or_else(|| {
+            let s = self.next;
+            self.next = (self.next + 1) % RETAINED_PARKED_SPACES;
+            s
+        });
+        let at = slot * MAX_KEPT_ID;
+        self.ids[at..at + id.len()].copy_from_slice(id.as_bytes());
+        self.id_lens[slot] = id.len() as u8;
+        let n = Counter::ALL.len();
+        for (i, v) in self.values[slot * n..(slot + 1) * n].iter_mut().enumerate() {
+            *v = set.values[i].load(Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `id`'s values out (the space is active again).
+    fn take(&mut self, id: &str) -> Option<CounterSet> {
+        let slot = self.find(id)?;
+        self.id_lens[slot] = 0;
+        Some(CounterSet {
+            values: self.row(slot).iter().map(|v| AtomicI64::new(*v)).collect(),
+        })
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&str, &[i64])> {
+        (0..RETAINED_PARKED_SPACES)
+            .filter(|&i| self.id_lens[i] > 0)
+            .map(|i| (self.id(i), self.row(i)))
+    }
 }
 
 /// A handle that increments one space's set and the host set together.
@@ -248,17 +336,31 @@ impl Counters {
             };
         }
         let mut map = self.spaces.write().unwrap_or_else(|p| p.into_inner());
-        let set = map.entry(Arc::from(id)).or_default().clone();
+        let set = match map.get(id) {
+            Some(set) => set.clone(),
+            None => {
+                // A parked space active again takes its values back.
+                let set = self
+                    .parked
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take(id)
+                    .unwrap_or_default();
+                let set = Arc::new(set);
+                map.insert(Arc::from(id), set.clone());
+                set
+            }
+        };
         SpaceCounters {
             counters: self.clone(),
             space: set,
         }
     }
 
-    /// A space parked: its set is kept while it is among the
-    /// [`RETAINED_PARKED_SPACES`] most recently parked. A set is dropped only
-    /// when no handle to it is live (the space is not active again) and
-    /// every gauge in it is zero, so host totals stay exact.
+    /// A space parked: once no handle to its set is live and its gauges
+    /// are zero, its values move to the parked ring (the most recent
+    /// [`RETAINED_PARKED_SPACES`] are kept) and the set is freed. Host
+    /// totals are kept apart and never drop.
     pub fn retire_space(&self, id: &str) {
         let Some(key) = self
             .spaces
@@ -267,51 +369,79 @@ impl Counters {
             .get_key_value(id)
             .map(|(k, _)| k.clone())
         else {
-            return; // no set: nothing to keep or drop
+            return; // no set: nothing to keep
         };
         let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
-        // Most recent last, each space once (a tenure's end and its file's
-        // close both report it).
-        if let Some(at) = retired.iter().position(|r| **r == *id) {
-            retired.remove(at);
+        // Each space once (a tenure's end and its file's close both report it).
+        if !retired.iter().any(|r| **r == *id) {
+            retired.push_back(key);
         }
-        retired.push_back(key);
-        if retired.len() <= RETAINED_PARKED_SPACES {
-            return;
-        }
-        // Drop the oldest sets that are idle; one still in use (its space
-        // active again, or a handle not yet dropped) stays listed and goes
-        // at a later retirement, so none is ever forgotten in the map.
+        // Move every retired set now idle; one still in use (its handle
+        // not yet dropped, or its space active again) waits for a later
+        // retirement, so none is ever forgotten in the map.
         let mut map = self.spaces.write().unwrap_or_else(|p| p.into_inner());
-        let idle = |set: Option<&Arc<CounterSet>>| {
-            set.is_none_or(|set| {
-                Arc::strong_count(set) == 1
+        let mut parked = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        retired.retain(|k| match map.get(k) {
+            None => false,
+            Some(set) => {
+                let idle = Arc::strong_count(set) == 1
                     && Counter::ALL
                         .iter()
-                        .all(|c| c.kind() != Kind::Gauge || set.get(*c) == 0)
-            })
-        };
-        while retired.len() > RETAINED_PARKED_SPACES {
-            let Some(at) = retired.iter().position(|k| idle(map.get(k))) else {
-                break;
-            };
-            if let Some(old) = retired.remove(at) {
-                map.remove(&old);
+                        .all(|c| c.kind() != Kind::Gauge || set.get(*c) == 0);
+                if idle {
+                    parked.keep(k, set);
+                    map.remove(k);
+                }
+                !idle
             }
-        }
+        });
     }
 
-    /// Spaces with a counter set right now.
+    /// Every space's values: active sets, then parked ones (sorted by id).
+    fn per_space(&self) -> Vec<(String, Vec<i64>)> {
+        let mut out: BTreeMap<String, Vec<i64>> = self
+            .parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries()
+            .map(|(id, row)| (id.to_string(), row.to_vec()))
+            .collect();
+        for (id, set) in self.spaces.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            let row = set
+                .values
+                .iter()
+                .map(|v| v.load(Ordering::Relaxed))
+                .collect();
+            out.insert(id.to_string(), row);
+        }
+        out.into_iter().collect()
+    }
+
+    /// Spaces whose counters are kept right now (active and recently parked).
     pub fn space_count(&self) -> usize {
-        self.spaces.read().unwrap_or_else(|p| p.into_inner()).len()
+        let active = self.spaces.read().unwrap_or_else(|p| p.into_inner()).len();
+        let parked = self
+            .parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries()
+            .count();
+        active + parked
     }
 
     pub fn space_value(&self, id: &str, c: Counter) -> i64 {
-        self.spaces
+        if let Some(set) = self
+            .spaces
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
-            .map_or(0, |s| s.get(c))
+        {
+            return set.get(c);
+        }
+        let parked = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        parked
+            .find(id)
+            .map_or(0, |slot| parked.row(slot)[c as usize])
     }
 
     /// The `servingLoop` object of the health route: host-wide blocks at the
@@ -321,10 +451,10 @@ impl Counters {
             Value::Object(m) => m,
             _ => unreachable!(),
         };
-        let spaces = self.spaces.read().unwrap_or_else(|p| p.into_inner());
-        let per: Map<String, Value> = spaces
-            .iter()
-            .map(|(id, set)| (id.to_string(), set.to_json()))
+        let per: Map<String, Value> = self
+            .per_space()
+            .into_iter()
+            .map(|(id, row)| (id, CounterSet::from_row(&row).to_json()))
             .collect();
         out.insert("spaces".into(), Value::Object(per));
         Value::Object(out)
@@ -353,13 +483,16 @@ impl prometheus_client::collector::Collector for PromCollector {
         use prometheus_client::encoding::EncodeMetric;
         use prometheus_client::metrics::counter::ConstCounter;
         use prometheus_client::metrics::gauge::ConstGauge;
-        let spaces = self.0.spaces.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<&Arc<str>> = spaces.keys().collect();
-        ids.sort();
+        let spaces: Vec<(String, CounterSet)> = self
+            .0
+            .per_space()
+            .into_iter()
+            .map(|(id, row)| (id, CounterSet::from_row(&row)))
+            .collect();
         for &c in Counter::ALL {
             let name = format!("spacewake_{}_{}", c.block(), snake(c.name()));
             let sets = std::iter::once((None, &self.0.host))
-                .chain(ids.iter().map(|id| (Some(&***id), spaces[&***id].as_ref())));
+                .chain(spaces.iter().map(|(id, set)| (Some(id.as_str()), set)));
             match c.kind() {
                 Kind::Counter => {
                     let proto = ConstCounter::new(0u64);
@@ -458,14 +591,34 @@ mod tests {
         assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
         held.inc(Counter::Parks);
         assert_eq!(c.space_value("held", Counter::Parks), 1);
-        // Once the handle is gone, the next retirement drops it: a set that
-        // was busy when its turn came is not forgotten in the map.
+        // Once the handle is gone, the next retirement parks it: a set that
+        // was busy when its space parked is not forgotten in the map.
         drop(held);
         c.space("last").inc(Counter::Parks);
         c.retire_space("last");
-        assert_eq!(c.space_value("held", Counter::Parks), 0);
+        assert_eq!(c.space_value("held", Counter::Parks), 1);
+        assert_eq!(c.space_value("last", Counter::Parks), 1);
         assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
-        assert_eq!(c.space_count(), RETAINED_PARKED_SPACES);
+        assert_eq!(
+            c.spaces
+                .read()
+                .unwrap()
+                .keys()
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>(),
+            vec!["indexed".to_string()],
+            "only the set with a gauge up is still a live set"
+        );
+        assert_eq!(c.space_count(), RETAINED_PARKED_SPACES + 1);
+        // A parked space active again takes its values back, and the JSON
+        // and Prometheus views show parked spaces too.
+        c.space("held").inc(Counter::Parks);
+        assert_eq!(c.space_value("held", Counter::Parks), 2);
+        let j = c.serving_loop_json();
+        assert_eq!(j["spaces"]["last"]["activation"]["parks"], 1);
+        assert!(c
+            .prometheus_text()
+            .contains("spacewake_activation_parks_total{space=\"last\"} 1"));
     }
 
     #[test]
