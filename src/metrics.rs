@@ -233,13 +233,24 @@ impl ParkedRing {
     }
 
     /// Keeps `set` as `id`'s values, in its old slot or the oldest one.
-    fn keep(&mut self, id: &str, set: &CounterSet) {
+    /// Returns the values it drops: the evicted space's, or `set`'s own when
+    /// the id cannot be kept.
+    fn keep(&mut self, id: &str, set: &CounterSet) -> Option<Vec<i64>> {
         if id.is_empty() || id.len() > MAX_KEPT_ID || RETAINED_PARKED_SPACES == 0 {
-            return;
+            return Some(
+                set.values
+                    .iter()
+                    .map(|v| v.load(Ordering::Relaxed))
+                    .collect(),
+            );
         }
+        let mut dropped = None;
         let slot = self.find(id).unwrap_or_else(|| {
             let s = self.next;
             self.next = (self.next + 1) % RETAINED_PARKED_SPACES;
+            if self.id_lens[s] > 0 {
+                dropped = Some(self.row(s).to_vec());
+            }
             s
         });
         let at = slot * MAX_KEPT_ID;
@@ -249,6 +260,7 @@ impl ParkedRing {
         for (i, v) in self.values[slot * n..(slot + 1) * n].iter_mut().enumerate() {
             *v = set.values[i].load(Ordering::Relaxed);
         }
+        dropped
     }
 
     /// Takes `id`'s values out (the space is active again).
@@ -357,10 +369,13 @@ impl Counters {
         }
     }
 
-    /// A space parked: once no handle to its set is live and its gauges
-    /// are zero, its values move to the parked ring (the most recent
-    /// [`RETAINED_PARKED_SPACES`] are kept) and the set is freed. Host
-    /// totals are kept apart and never drop.
+    /// A space parked: once no handle to its set is live, its values move
+    /// to the parked ring (the most recent [`RETAINED_PARKED_SPACES`] are
+    /// kept) and the set is freed. Host counters are kept apart and never
+    /// drop. Host *gauges* are sums over the spaces whose values are kept: a
+    /// space leaving the ring takes its gauge values (indexed entries) out
+    /// of the host's, so that when it activates again and reports them
+    /// anew they are not counted twice.
     pub fn retire_space(&self, id: &str) {
         let Some(key) = self
             .spaces
@@ -384,12 +399,15 @@ impl Counters {
         retired.retain(|k| match map.get(k) {
             None => false,
             Some(set) => {
-                let idle = Arc::strong_count(set) == 1
-                    && Counter::ALL
-                        .iter()
-                        .all(|c| c.kind() != Kind::Gauge || set.get(*c) == 0);
+                let idle = Arc::strong_count(set) == 1;
                 if idle {
-                    parked.keep(k, set);
+                    if let Some(row) = parked.keep(k, set) {
+                        for &c in Counter::ALL {
+                            if c.kind() == Kind::Gauge && row[c as usize] != 0 {
+                                self.host.add(c, -row[c as usize]);
+                            }
+                        }
+                    }
                     map.remove(k);
                 }
                 !idle
@@ -579,16 +597,21 @@ mod tests {
             n as i64,
             "host totals never drop"
         );
-        // A set with a gauge still up (entries indexed) or a live handle stays.
+        // A set with a live handle stays live; a parked space's gauge
+        // (entries indexed) is kept with it, and leaves the host's sum when
+        // the space leaves the ring.
         let held = c.space("held");
         c.space("indexed").add(Counter::ScheduleIndexed, 4);
         c.retire_space("held");
         c.retire_space("indexed");
+        assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
+        assert_eq!(c.host().get(Counter::ScheduleIndexed), 4);
         for i in 0..RETAINED_PARKED_SPACES {
             c.space(&format!("later{i}")).inc(Counter::Parks);
             c.retire_space(&format!("later{i}"));
         }
-        assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
+        assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 0);
+        assert_eq!(c.host().get(Counter::ScheduleIndexed), 0);
         held.inc(Counter::Parks);
         assert_eq!(c.space_value("held", Counter::Parks), 1);
         // Once the handle is gone, the next retirement parks it: a set that
@@ -598,18 +621,11 @@ mod tests {
         c.retire_space("last");
         assert_eq!(c.space_value("held", Counter::Parks), 1);
         assert_eq!(c.space_value("last", Counter::Parks), 1);
-        assert_eq!(c.space_value("indexed", Counter::ScheduleIndexed), 4);
-        assert_eq!(
-            c.spaces
-                .read()
-                .unwrap()
-                .keys()
-                .map(|k| k.to_string())
-                .collect::<Vec<_>>(),
-            vec!["indexed".to_string()],
-            "only the set with a gauge up is still a live set"
+        assert!(
+            c.spaces.read().unwrap().is_empty(),
+            "no live set is left once every handle is gone"
         );
-        assert_eq!(c.space_count(), RETAINED_PARKED_SPACES + 1);
+        assert_eq!(c.space_count(), RETAINED_PARKED_SPACES);
         // A parked space active again takes its values back, and the JSON
         // and Prometheus views show parked spaces too.
         c.space("held").inc(Counter::Parks);
