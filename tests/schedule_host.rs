@@ -226,6 +226,42 @@ fn a_prepared_space_fires_by_itself_at_the_due_time() {
 }
 
 #[test]
+fn a_firing_request_that_finds_nothing_due_does_not_hold_off_the_next_wake() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = host(dir.path(), clock.clone());
+    let piece = deploy(&h, "s");
+    parked(&h, "s");
+    // A second entry due half a second after the first (placed directly,
+    // as the lateness bench does).
+    let due = {
+        let mut space = h.store().open_space("s").unwrap();
+        let mut row = space.schedule(None).unwrap()[0].clone();
+        let due = row.next_due_ms;
+        row.entry = 1;
+        row.next_due_ms = due + 500;
+        space.plane(|p| p.upsert_schedule(&row)).unwrap();
+        due
+    };
+    clock.set_ms(due);
+    wait("first wake", || c(&h, "s", Counter::ScheduleDelivered) == 1);
+    parked(&h, "s");
+    // A firing request that raced the one that just finished (the waker read
+    // the directory before it moved) finds nothing due.
+    h.notify("s", Trigger::Schedule, Request::FireDue).unwrap();
+    wait("the raced request handled", || {
+        c(&h, "s", Counter::ActivationsSchedule) == 2 && common::settled(&h, "s")
+    });
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 1);
+    // The next entry, due 500 ms later, fires at once: the directory was
+    // already right, so the space was not held off.
+    clock.set_ms(due + 500);
+    wait("second wake", || c(&h, "s", Counter::ScheduleDelivered) == 2);
+    assert_eq!(c(&h, "s", Counter::LatenessLe10Ms), 2);
+    assert_eq!(read(&h, "s", &piece, "count"), json!(2));
+}
+
+#[test]
 fn the_next_due_time_survives_a_restart_and_downtime_coalesces_into_one_wake() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::default());

@@ -455,9 +455,15 @@ impl Server {
             c.observe_lateness(f.lateness_ms);
         }
         if report.due == 0 {
-            // The directory was early (allowed): correct it, hold off a moment.
-            let _ = self.rt.space().reconcile_projection();
-            self.inner.report_nothing_due(&self.id);
+            // The directory was early (allowed), or this request raced a
+            // firing that just finished: correct it. Hold the space off a
+            // moment only if it still looks due, so a projection that stays
+            // early cannot loop — and a next wake already in the future is
+            // not delayed by the hold (it was, by up to a second).
+            let truth = self.rt.space().reconcile_projection();
+            if truth.map_or(true, |p| p.next_wake_ms.is_some_and(|t| t <= now)) {
+                self.inner.report_nothing_due(&self.id);
+            }
         }
         self.report_indexed();
         self.work = true;
