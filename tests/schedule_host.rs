@@ -76,6 +76,38 @@ fn read(h: &Host, space: &str, piece: &str, path: &str) -> serde_json::Value {
     }
 }
 
+/// The space's next wake as the host directory has it.
+fn directory_wake(h: &Host, space: &str) -> Option<u64> {
+    h.store()
+        .directory()
+        .get(space)
+        .unwrap()
+        .unwrap()
+        .next_wake_ms
+}
+
+/// The space's first schedule row, as stored.
+fn first_row(h: &Host, space: &str) -> spacewake::store::ScheduleRow {
+    h.store().open_space(space).unwrap().schedule(None).unwrap()[0].clone()
+}
+
+/// A host on a manual clock with the pattern deployed in space `s`,
+/// parked: the temporary directory (keep it alive), clock, host, piece.
+fn parked_space() -> (tempfile::TempDir, Arc<ManualClock>, Host, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = host(dir.path(), clock.clone());
+    let piece = deploy_parked(&h, "s");
+    (dir, clock, h, piece)
+}
+
+/// Deploys the pattern into `space` and waits until the space parks.
+fn deploy_parked(h: &Host, space: &str) -> String {
+    let piece = deploy(h, space);
+    parked(h, space);
+    piece
+}
+
 /// Waits until the space is parked (no tenure in flight), so the next clock
 /// jump cannot expire a live lease.
 fn parked(h: &Host, space: &str) {
@@ -84,26 +116,14 @@ fn parked(h: &Host, space: &str) {
 
 #[test]
 fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::default());
-    let h = host(dir.path(), clock.clone());
-    let piece = deploy(&h, "s");
-    parked(&h, "s");
-    let row = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    let (_dir, clock, h, piece) = parked_space();
+    let row = first_row(&h, "s");
     let start = clock.now_ms();
     assert!(
         row.next_due_ms >= start + 40 * MIN && row.next_due_ms <= start + 80 * MIN,
         "first due one interval ± 20 min"
     );
-    assert_eq!(
-        h.store()
-            .directory()
-            .get("s")
-            .unwrap()
-            .unwrap()
-            .next_wake_ms,
-        Some(row.next_due_ms)
-    );
+    assert_eq!(directory_wake(&h, "s"), Some(row.next_due_ms));
     // Well before (beyond the waker's lead): nothing happens.
     clock.set_ms(row.next_due_ms - 60_000);
     std::thread::sleep(Duration::from_millis(50));
@@ -146,7 +166,7 @@ fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
     );
     assert_eq!(read(&h, "s", &piece, "count"), json!(1));
     assert_eq!(read(&h, "s", &piece, "seen"), json!([row.next_due_ms]));
-    let after = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    let after = first_row(&h, "s");
     assert_eq!((after.fired_count, after.nominal_period), (1, 2));
     // Never closer than interval − 20 min to the previous fire.
     assert!(after.next_due_ms >= row.next_due_ms + 40 * MIN);
@@ -158,15 +178,14 @@ fn a_space_activated_within_the_lead_fires_at_the_due_time_without_activating_ag
     let clock = Arc::new(ManualClock::default());
     let piece = {
         let h = host(dir.path(), clock.clone());
-        let piece = deploy(&h, "s");
-        parked(&h, "s");
+        let piece = deploy_parked(&h, "s");
         h.shutdown();
         piece
     };
     // Spaces with sessions idle for a minute before parking; a scheduled
     // tenure nobody attached to parks as soon as its wave is done.
     let h = common::manual_host(dir.path(), clock.clone(), |c| c.idle_park_ms = 60_000);
-    let due = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].next_due_ms;
+    let due = first_row(&h, "s").next_due_ms;
     let opened = c(&h, "s", Counter::SpacesOpened);
     clock.set_ms(due - 50);
     wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
@@ -192,12 +211,8 @@ fn a_space_activated_within_the_lead_fires_at_the_due_time_without_activating_ag
 
 #[test]
 fn a_prepared_space_fires_by_itself_at_the_due_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::default());
-    let h = host(dir.path(), clock.clone());
-    let piece = deploy(&h, "s");
-    parked(&h, "s");
-    let due = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].next_due_ms;
+    let (_dir, clock, h, piece) = parked_space();
+    let due = first_row(&h, "s").next_due_ms;
     clock.set_ms(due - 80);
     wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
     // With the waker stopped, only the prepared space itself can fire.
@@ -210,15 +225,10 @@ fn a_prepared_space_fires_by_itself_at_the_due_time() {
     assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
     parked(&h, "s");
     assert_eq!(c(&h, "s", Counter::ScheduledInFlight), 0);
-    let row = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    let row = first_row(&h, "s");
     assert_eq!((row.fired_count, row.nominal_period), (1, 2));
     assert_eq!(
-        h.store()
-            .directory()
-            .get("s")
-            .unwrap()
-            .unwrap()
-            .next_wake_ms,
+        directory_wake(&h, "s"),
         Some(row.next_due_ms),
         "the directory moved to the next due time once the wave was done"
     );
@@ -227,11 +237,7 @@ fn a_prepared_space_fires_by_itself_at_the_due_time() {
 
 #[test]
 fn a_firing_request_that_finds_nothing_due_does_not_hold_off_the_next_wake() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::default());
-    let h = host(dir.path(), clock.clone());
-    let piece = deploy(&h, "s");
-    parked(&h, "s");
+    let (_dir, clock, h, piece) = parked_space();
     // A second entry due half a second after the first (placed directly,
     // as the lateness bench does).
     let due = {
@@ -256,7 +262,9 @@ fn a_firing_request_that_finds_nothing_due_does_not_hold_off_the_next_wake() {
     // The next entry, due 500 ms later, fires at once: the directory was
     // already right, so the space was not held off.
     clock.set_ms(due + 500);
-    wait("second wake", || c(&h, "s", Counter::ScheduleDelivered) == 2);
+    wait("second wake", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 2
+    });
     assert_eq!(c(&h, "s", Counter::LatenessLe10Ms), 2);
     assert_eq!(read(&h, "s", &piece, "count"), json!(2));
 }
@@ -271,7 +279,7 @@ fn the_next_due_time_survives_a_restart_and_downtime_coalesces_into_one_wake() {
         let h = host(dir.path(), clock.clone());
         piece = deploy(&h, "s");
         parked(&h, "s");
-        row = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+        row = first_row(&h, "s");
         h.shutdown();
     } // the host goes away
       // Down for five periods: the due time is on disk, not in memory.
@@ -285,7 +293,7 @@ fn the_next_due_time_survives_a_restart_and_downtime_coalesces_into_one_wake() {
     assert_eq!(c(&h, "s", Counter::ScheduleFired), 1, "one wake, not five");
     assert_eq!(c(&h, "s", Counter::ScheduleMissedCoalesced), 4);
     assert_eq!(read(&h, "s", &piece, "missed"), json!(4));
-    let after = h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    let after = first_row(&h, "s");
     // Back on the grid: the next period is the sixth, due near declared + 6 h.
     assert_eq!(after.nominal_period, 6);
     let nominal6 = row.declared_at_ms + 6 * 60 * MIN;
@@ -295,11 +303,7 @@ fn the_next_due_time_survives_a_restart_and_downtime_coalesces_into_one_wake() {
 
 #[test]
 fn a_wake_computes_the_callbacks_inputs_but_never_the_display() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::default());
-    let h = host(dir.path(), clock.clone());
-    let piece = deploy(&h, "s");
-    parked(&h, "s");
+    let (_dir, clock, h, piece) = parked_space();
     for i in 1..=100 {
         let due = h
             .store()
@@ -332,8 +336,7 @@ fn with_scheduled_wakes_off_due_entries_are_counted_as_suppressed() {
     cfg.schedule.enabled = false;
     let h = Host::new(store, cfg);
     h.start_waker();
-    let piece = deploy(&h, "s");
-    parked(&h, "s");
+    let piece = deploy_parked(&h, "s");
     let due = h
         .store()
         .directory()

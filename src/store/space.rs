@@ -547,14 +547,14 @@ impl Space {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(&path)?;
-        let truth = Projection {
-            next_wake_ms: plane::earliest_due(&tx, &path)?,
-            undelivered: has_undelivered(&tx, &path)?,
-        };
-        if truth != self.projection {
-            self.shared.directory.set_projection(&self.id, truth)?;
-            self.counters.inc(Counter::DirectoryMovedLater);
-        }
+        let truth = move_to_truth(
+            &tx,
+            &path,
+            &self.shared,
+            &self.id,
+            self.projection,
+            &self.counters,
+        )?;
         tx.commit().at(&path)?;
         self.projection = truth;
         Ok(())
@@ -961,18 +961,18 @@ impl Space {
             )
             .and_then(|mut s| s.execute(params![lease.holder, lease.tenure as i64]))
             .at(&path)?;
-        let owed = std::mem::take(&mut self.later_pending);
-        let mut truth = self.projection;
-        if owed {
-            truth = Projection {
-                next_wake_ms: plane::earliest_due(&tx, &path)?,
-                undelivered: has_undelivered(&tx, &path)?,
-            };
-            if truth != self.projection {
-                self.shared.directory.set_projection(&self.id, truth)?;
-                self.counters.inc(Counter::DirectoryMovedLater);
-            }
-        }
+        let truth = if std::mem::take(&mut self.later_pending) {
+            move_to_truth(
+                &tx,
+                &path,
+                &self.shared,
+                &self.id,
+                self.projection,
+                &self.counters,
+            )?
+        } else {
+            self.projection
+        };
         tx.commit().at(&path)?;
         self.projection = truth;
         Ok(n)
@@ -986,6 +986,27 @@ impl Space {
 }
 
 // ----- SQL helpers, all over a plain connection or transaction -------------
+
+/// Inside a write-locked transaction: the file's projection, written to
+/// the directory if it differs from `known` (what the directory holds).
+fn move_to_truth(
+    tx: &Connection,
+    path: &Path,
+    shared: &StoreShared,
+    id: &str,
+    known: Projection,
+    counters: &SpaceCounters,
+) -> StoreResult<Projection> {
+    let truth = Projection {
+        next_wake_ms: plane::earliest_due(tx, path)?,
+        undelivered: has_undelivered(tx, path)?,
+    };
+    if truth != known {
+        shared.directory.set_projection(id, truth)?;
+        counters.inc(Counter::DirectoryMovedLater);
+    }
+    Ok(truth)
+}
 
 fn validate_name(what: &str, s: &str) -> StoreResult<()> {
     if s.is_empty() || s.len() > 512 {
