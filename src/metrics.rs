@@ -267,9 +267,7 @@ impl ParkedRing {
     fn take(&mut self, id: &str) -> Option<CounterSet> {
         let slot = self.find(id)?;
         self.id_lens[slot] = 0;
-        Some(CounterSet {
-            values: self.row(slot).iter().map(|v| AtomicI64::new(*v)).collect(),
-        })
+        Some(CounterSet::from_row(self.row(slot)))
     }
 
     fn entries(&self) -> impl Iterator<Item = (&str, &[i64])> {

@@ -268,10 +268,14 @@ impl Space {
         // Start from the truth in the file; correcting the directory here is
         // safe because no commit of ours is in flight. Usually the directory
         // is right, and a read (no write lock) shows it.
-        let truth = Projection {
-            next_wake_ms: plane::earliest_due(&space.conn, &space.path)?,
-            undelivered: has_undelivered(&space.conn, &space.path)?,
-        };
+        let read = (|| {
+            Ok(Projection {
+                next_wake_ms: plane::earliest_due(&space.conn, &space.path)?,
+                undelivered: has_undelivered(&space.conn, &space.path)?,
+            })
+        })();
+        // A corrupt file is quarantined here as by any other read.
+        let truth = space.guard(read)?;
         if truth != space.projection {
             space.reconcile_projection()?;
         }
@@ -936,10 +940,10 @@ impl Space {
     }
 
     /// Gives the lease up. Releasing a lease we no longer hold is a no-op.
-    /// The row is kept with an expiry of 0 so tenures keep increasing.
-    /// Gives the lease up (expires it now). Any "later" move of the
-    /// directory still owed is made in the same transaction, so a parking
-    /// space server writes its file once at the end.
+    /// The row is kept with an expiry of 0 so tenures keep increasing. Any
+    /// "later" move of the directory still owed is made in the same
+    /// transaction, so a parking space server writes its file once at the
+    /// end.
     pub fn release_lease(&mut self, lease: &Lease) -> StoreResult<()> {
         self.check_open()?;
         let r = self.release_lease_inner(lease);
