@@ -141,6 +141,12 @@ impl CounterSet {
             values: row.iter().map(|v| AtomicI64::new(*v)).collect(),
         }
     }
+    fn to_row(&self) -> Vec<i64> {
+        self.values
+            .iter()
+            .map(|v| v.load(Ordering::Relaxed))
+            .collect()
+    }
     pub fn get(&self, c: Counter) -> i64 {
         self.values[c as usize].load(Ordering::Relaxed)
     }
@@ -165,10 +171,10 @@ impl CounterSet {
     }
 }
 
-/// How many parked spaces keep their per-space counter set (the most
-/// recently parked). Older ones are dropped, so a host that has served a
-/// million spaces does not hold a million sets; host-wide totals are kept
-/// separately and never drop.
+/// How many parked spaces keep their per-space counter values (the most
+/// recently parked, in the parked ring). Older ones are dropped, so a host
+/// that has served a million spaces does not hold a million sets;
+/// host-wide counters are kept separately and never drop.
 pub const RETAINED_PARKED_SPACES: usize = 256;
 
 /// Host-wide counters plus one set per space (active spaces and the most
@@ -237,12 +243,7 @@ impl ParkedRing {
     /// the id cannot be kept.
     fn keep(&mut self, id: &str, set: &CounterSet) -> Option<Vec<i64>> {
         if id.is_empty() || id.len() > MAX_KEPT_ID || RETAINED_PARKED_SPACES == 0 {
-            return Some(
-                set.values
-                    .iter()
-                    .map(|v| v.load(Ordering::Relaxed))
-                    .collect(),
-            );
+            return Some(set.to_row());
         }
         let mut dropped = None;
         let slot = self.find(id).unwrap_or_else(|| {
@@ -317,10 +318,12 @@ impl SpaceCounters {
 impl Counters {
     pub fn new() -> Arc<Self> {
         let c = Self::default();
+        // The retired list holds spaces parking right now (their sets still
+        // in use); reserved here so it never grows on a space's thread.
         c.retired
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .reserve(RETAINED_PARKED_SPACES + 1);
+            .reserve(64);
         Arc::new(c)
     }
 
@@ -423,12 +426,7 @@ impl Counters {
             .map(|(id, row)| (id.to_string(), row.to_vec()))
             .collect();
         for (id, set) in self.spaces.read().unwrap_or_else(|p| p.into_inner()).iter() {
-            let row = set
-                .values
-                .iter()
-                .map(|v| v.load(Ordering::Relaxed))
-                .collect();
-            out.insert(id.to_string(), row);
+            out.insert(id.to_string(), set.to_row());
         }
         out.into_iter().collect()
     }

@@ -1062,7 +1062,9 @@ impl SpaceRuntime {
             });
             report.metered = metered;
             let costs = self.take_costs(false);
-            if metered.is_some() || !costs.is_empty() || report.events > 0 {
+            // A wave that consumed events always commits (their watermarks),
+            // so `settle` has no delivery to record on this path.
+            if metered.is_some() || !costs.is_empty() {
                 self.space.plane(|p| {
                     if let Some(delta) = &metered {
                         p.add_ledger(bucket, window, delta)?;

@@ -545,23 +545,36 @@ impl Space {
     /// Moves the directory later, to the truth, under the space's write lock
     /// so no other writer's "earlier" move can be overwritten by ours.
     fn move_projection_later(&mut self) -> StoreResult<()> {
-        self.later_pending = false;
+        self.later_pending = true;
+        self.write_settling(|_, _| Ok(()))
+    }
+
+    /// Runs `f` in a write-locked transaction, then, if a "later" move is
+    /// owed, moves the directory to the truth inside the same transaction.
+    fn write_settling<T>(
+        &mut self,
+        f: impl FnOnce(&Connection, &Path) -> StoreResult<T>,
+    ) -> StoreResult<T> {
         let path = self.path.clone();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(&path)?;
-        let truth = move_to_truth(
-            &tx,
-            &path,
-            &self.shared,
-            &self.id,
-            self.projection,
-            &self.counters,
-        )?;
+        let out = f(&tx, &path)?;
+        let mut truth = self.projection;
+        if std::mem::take(&mut self.later_pending) {
+            truth = Projection {
+                next_wake_ms: plane::earliest_due(&tx, &path)?,
+                undelivered: has_undelivered(&tx, &path)?,
+            };
+            if truth != self.projection {
+                self.shared.directory.set_projection(&self.id, truth)?;
+                self.counters.inc(Counter::DirectoryMovedLater);
+            }
+        }
         tx.commit().at(&path)?;
         self.projection = truth;
-        Ok(())
+        Ok(out)
     }
 
     /// A "later" move is due after a commit: made now, or owed until
@@ -714,10 +727,15 @@ impl Space {
     }
 
     pub fn head_seq(&mut self) -> StoreResult<u64> {
+        self.scalar("SELECT COALESCE(MAX(seq), 0) FROM commits")
+    }
+
+    /// A query returning one non-negative integer.
+    fn scalar(&mut self, sql: &str) -> StoreResult<u64> {
         self.check_open()?;
         let r = self
             .conn
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM commits")
+            .prepare_cached(sql)
             .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
             .map(|v| v as u64)
             .at(&self.path);
@@ -814,14 +832,7 @@ impl Space {
 
     /// How many schedule entries the space has indexed.
     pub fn schedule_count(&mut self) -> StoreResult<u64> {
-        self.check_open()?;
-        let r = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM schedule_index")
-            .and_then(|mut st| st.query_row([], |r| r.get::<_, i64>(0)))
-            .map(|n| n as u64)
-            .at(&self.path);
-        self.guard(r)
+        self.scalar("SELECT COUNT(*) FROM schedule_index")
     }
 
     /// The recorded fires of one schedule entry, oldest first.
@@ -954,32 +965,13 @@ impl Space {
     }
 
     fn release_lease_inner(&mut self, lease: &Lease) -> StoreResult<usize> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
-        let n = tx
-            .prepare_cached(
+        self.write_settling(|tx, path| {
+            tx.prepare_cached(
                 "UPDATE execution_lease SET expires_at_ms = 0 WHERE holder = ?1 AND tenure = ?2",
             )
             .and_then(|mut s| s.execute(params![lease.holder, lease.tenure as i64]))
-            .at(&path)?;
-        let truth = if std::mem::take(&mut self.later_pending) {
-            move_to_truth(
-                &tx,
-                &path,
-                &self.shared,
-                &self.id,
-                self.projection,
-                &self.counters,
-            )?
-        } else {
-            self.projection
-        };
-        tx.commit().at(&path)?;
-        self.projection = truth;
-        Ok(n)
+            .at(path)
+        })
     }
 
     pub fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
@@ -990,27 +982,6 @@ impl Space {
 }
 
 // ----- SQL helpers, all over a plain connection or transaction -------------
-
-/// Inside a write-locked transaction: the file's projection, written to
-/// the directory if it differs from `known` (what the directory holds).
-fn move_to_truth(
-    tx: &Connection,
-    path: &Path,
-    shared: &StoreShared,
-    id: &str,
-    known: Projection,
-    counters: &SpaceCounters,
-) -> StoreResult<Projection> {
-    let truth = Projection {
-        next_wake_ms: plane::earliest_due(tx, path)?,
-        undelivered: has_undelivered(tx, path)?,
-    };
-    if truth != known {
-        shared.directory.set_projection(id, truth)?;
-        counters.inc(Counter::DirectoryMovedLater);
-    }
-    Ok(truth)
-}
 
 fn validate_name(what: &str, s: &str) -> StoreResult<()> {
     if s.is_empty() || s.len() > 512 {
