@@ -432,7 +432,7 @@ fn resume(args: &EntryArgs, now_ms: u64) -> anyhow::Result<ExitCode> {
 
 fn fires(args: &EntryArgs) -> anyhow::Result<ExitCode> {
     let (_store, mut space, row) = open_entry(args)?;
-    let records = space.fires(&args.piece, args.entry)?;
+    let records = space.fires(&args.piece, args.entry, FIRE_HISTORY)?;
     let name = entry_name(args);
     if records.is_empty() {
         println!(

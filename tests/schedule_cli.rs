@@ -420,6 +420,18 @@ fn fires_keeps_only_the_newest_entries_of_the_history() {
     let expected: Vec<u64> = (6..=(FIRE_HISTORY as u64 + 5)).collect();
     assert_eq!(periods, expected, "{stdout}");
     assert!(stdout.contains("25 fired in all"), "{stdout}");
+
+    // On disk the history stays bounded: pruned every few periods.
+    for _ in 0..40 {
+        let due = d.row("home", PIECE, 0).next_due_ms;
+        assert_eq!(d.fire_at("home", due).fired.len(), 1);
+    }
+    let conn = rusqlite::Connection::open(d.path().join("spaces/home.sqlite")).unwrap();
+    let rows: usize = conn
+        .query_row("SELECT COUNT(*) FROM schedule_fires", [], |r| r.get(0))
+        .unwrap();
+    let bound = FIRE_HISTORY + spacewake::store::PRUNE_EVERY_PERIODS as usize;
+    assert!((FIRE_HISTORY..=bound).contains(&rows), "{rows} rows kept");
 }
 
 #[test]

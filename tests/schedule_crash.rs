@@ -13,6 +13,7 @@ use serde_json::Value;
 use spacewake::clock::{Clock, SystemClock};
 use spacewake::host::{Host, HostConfig};
 use spacewake::metrics::Counters;
+use spacewake::schedule::fire::FIRE_HISTORY;
 use spacewake::store::{Store, StoreConfig};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -335,7 +336,7 @@ fn a_callback_that_always_kills_its_wave_is_dead_lettered_not_looped() {
         .store
         .open_space("s")
         .unwrap()
-        .fires(&piece, 0)
+        .fires(&piece, 0, FIRE_HISTORY)
         .unwrap();
     let outcomes: Vec<&str> = fires.iter().map(|f| f.outcome.as_str()).collect();
     assert_eq!(

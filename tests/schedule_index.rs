@@ -531,3 +531,58 @@ fn measure_hook_cost_on_commits_without_a_schedule() {
         );
     }
 }
+
+/// The directory may leave a space's undelivered flag unset while its wake
+/// is already due (a due wake activates the space as surely, and every
+/// activation delivers): a scheduled wake's firing then writes no directory
+/// row. Moving the wake later must bring the flag back.
+#[test]
+fn a_due_wake_stands_for_undelivered_events_until_it_moves_later() {
+    let (t, mut s) = indexed();
+    commit(
+        &mut s,
+        set(PIECE, result(vec![entry(60, "pc-0123456789abcdef/s1")])),
+    );
+    let due = next_wake(&t).unwrap();
+    t.clock.set_ms(due);
+    let dir = |t: &TestStore| t.store.directory().get(SPACE).unwrap().unwrap();
+    let moved_earlier = t
+        .counters
+        .host()
+        .get(spacewake::metrics::Counter::DirectoryMovedEarlier);
+
+    s.append_event(
+        Author::server(),
+        NewEvent {
+            event_id: "e1".into(),
+            stream: "pc-0123456789abcdef/s1".into(),
+            payload: json!({}),
+            fired_by: "server".into(),
+        },
+    )
+    .unwrap();
+    assert!(s.has_undelivered().unwrap());
+    let e = dir(&t);
+    assert!(!e.undelivered, "the due wake covers the event");
+    assert_eq!(e.next_wake_ms, Some(due));
+    assert_eq!(
+        t.counters
+            .host()
+            .get(spacewake::metrics::Counter::DirectoryMovedEarlier),
+        moved_earlier,
+        "no directory write for the append"
+    );
+    // Boot discovery still finds the space (its due arm).
+    let found = t.store.directory().discover(due).unwrap();
+    assert!(found.iter().any(|d| d.id == SPACE));
+    // Reopening does not "correct" the covered flag.
+    drop(s);
+    let mut s = t.store.open_space(SPACE).unwrap();
+    assert!(!dir(&t).undelivered);
+
+    // Dropping the declaration moves the wake away: the flag comes back.
+    commit(&mut s, set(PIECE, json!({"$NAME": "feed", "value": 1})));
+    let e = dir(&t);
+    assert_eq!(e.next_wake_ms, None);
+    assert!(e.undelivered, "undelivered events are flagged again");
+}

@@ -768,7 +768,7 @@ fn measure_lateness(
     for id in spaces {
         let mut s = store.open_space(id)?;
         for entry in 0..4 {
-            for f in s.fires(piece, entry)? {
+            for f in s.fires(piece, entry, usize::MAX)? {
                 if f.outcome == "fired" && f.due_ms >= base {
                     if std::env::var("DUMP").is_ok() {
                         eprintln!(

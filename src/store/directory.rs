@@ -5,7 +5,11 @@
 //! # Invariant: early, never late
 //! For every healthy space, `next_wake_ms` is at or before the space's true
 //! earliest due schedule entry, and `undelivered` is 1 whenever the space has
-//! undelivered events. The space's commit path keeps this by moving the
+//! undelivered events — or its `next_wake_ms` was already due when they were
+//! appended: a due wake activates the space as surely (the waker, or boot
+//! discovery's due arm and then the waker), and every activation delivers
+//! what is undelivered. This spares a scheduled wake's firing a directory
+//! write. The space's commit path keeps this by moving the
 //! projection *earlier* before its SQLite commit and *later* only after it.
 //! A crash between the two steps leaves the projection early: discovery
 //! then opens a space with nothing to do and corrects the row
@@ -50,6 +54,16 @@ impl Projection {
         Projection {
             next_wake_ms,
             undelivered: self.undelivered || other.undelivered,
+        }
+    }
+
+    /// The same obligation, written more cheaply: undelivered events need no
+    /// flag while the wake is already due at `now_ms` (see the invariant).
+    pub fn covered_by_due_wake(self, now_ms: u64) -> Projection {
+        let due = self.next_wake_ms.is_some_and(|t| t <= now_ms);
+        Projection {
+            undelivered: self.undelivered && !due,
+            ..self
         }
     }
 }
@@ -370,5 +384,21 @@ mod tests {
         let none = Projection::default();
         assert_eq!(none.earliest_of(a), a);
         assert_eq!(a.earliest_of(none), a);
+    }
+
+    #[test]
+    fn a_due_wake_covers_undelivered_events() {
+        let p = Projection {
+            next_wake_ms: Some(10),
+            undelivered: true,
+        };
+        assert!(!p.covered_by_due_wake(10).undelivered);
+        assert!(!p.covered_by_due_wake(11).undelivered);
+        assert!(p.covered_by_due_wake(9).undelivered);
+        let no_wake = Projection {
+            next_wake_ms: None,
+            undelivered: true,
+        };
+        assert!(no_wake.covered_by_due_wake(u64::MAX).undelivered);
     }
 }

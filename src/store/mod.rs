@@ -36,7 +36,7 @@ pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
 pub use path::PathSeg;
 pub use plane::{
     ActionCost, Bucket, CommitView, DeclaredRow, FireRecord, IndexHook, LedgerDelta, LedgerRow,
-    PlaneTx, ScheduleRow, ScheduleStatus,
+    PlaneTx, ScheduleRow, ScheduleStatus, PRUNE_EVERY_PERIODS,
 };
 pub use space::{
     AppliedOp, Author, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord,
@@ -318,8 +318,8 @@ impl Store {
     }
 
     fn open_file(&self, path: &Path) -> StoreResult<Connection> {
-        check_file(path)?;
-        let mut conn = self.connect(path)?;
+        let in_wal_mode = check_file(path)?;
+        let mut conn = self.connect_as(path, in_wal_mode)?;
         migrate::migrate(&mut conn, path, SPACE_MIGRATIONS, None).map_err(|e| match e {
             StoreError::Sqlite { path, source } => space::open_error(&path, source),
             other => other,
@@ -328,6 +328,12 @@ impl Store {
     }
 
     fn connect(&self, path: &Path) -> StoreResult<Connection> {
+        self.connect_as(path, false)
+    }
+
+    /// `in_wal_mode`: the file's header already says WAL (journal mode is
+    /// persistent), so the connection needs no `journal_mode` pragma.
+    fn connect_as(&self, path: &Path, in_wal_mode: bool) -> StoreResult<Connection> {
         let conn = Connection::open_with_flags(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -341,7 +347,11 @@ impl Store {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
         };
-        migrate::enable_wal(&conn, path, sync)?;
+        if in_wal_mode {
+            conn.pragma_update(None, "synchronous", sync).at(path)?;
+        } else {
+            migrate::enable_wal(&conn, path, sync)?;
+        }
         keep_wal_files(&conn, path)?;
         conn.set_prepared_statement_cache_capacity(64);
         Ok(conn)
@@ -484,8 +494,9 @@ pub fn validate_space_id(id: &str) -> StoreResult<()> {
 
 /// Cheap structural checks of a space file before SQLite sees it: SQLite
 /// treats an empty file as a new database and reads past a truncated end as
-/// zeros, both of which would hide data loss.
-fn check_file(path: &Path) -> StoreResult<()> {
+/// zeros, both of which would hide data loss. Returns whether the header
+/// says WAL mode (bytes 18 and 19 both 2).
+fn check_file(path: &Path) -> StoreResult<bool> {
     use std::io::Read;
     let corrupt = |reason: String| StoreError::Corrupt {
         path: path.to_path_buf(),
@@ -536,7 +547,7 @@ fn check_file(path: &Path) -> StoreResult<()> {
             pages * page_size
         )));
     }
-    Ok(())
+    Ok(header[18] == 2 && header[19] == 2)
 }
 
 fn hex_id(bytes: &[u8]) -> String {

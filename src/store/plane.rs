@@ -355,13 +355,18 @@ pub struct FireRecord {
     pub outcome: String,
 }
 
+/// See [`PlaneTx::record_fire`].
+pub const PRUNE_EVERY_PERIODS: u64 = 8;
+
+/// An entry's newest `keep` fires, oldest first.
 pub(crate) fn list_fires(
     conn: &rusqlite::Connection,
     path: &Path,
     piece: &str,
     entry: u32,
+    keep: usize,
 ) -> StoreResult<Vec<FireRecord>> {
-    query_rows(
+    let mut rows = query_rows(
         conn,
         path,
         "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
@@ -379,7 +384,9 @@ pub(crate) fn list_fires(
                 outcome: r.get(7)?,
             })
         },
-    )
+    )?;
+    rows.drain(..rows.len().saturating_sub(keep));
+    Ok(rows)
 }
 
 /// Earliest due time among active entries, for the host directory.
@@ -527,6 +534,10 @@ impl<'a> PlaneTx<'a> {
     }
 
     /// Appends to an entry's fire history, keeping its newest `keep` rows.
+    /// Plain fires prune every [`PRUNE_EVERY_PERIODS`]th period only (the
+    /// pruning statement was a tenth of a wake's statement compiling), so
+    /// up to that many extra rows wait on disk; readers show the newest
+    /// `keep`.
     #[allow(clippy::too_many_arguments)]
     pub fn record_fire(
         &mut self,
@@ -558,6 +569,9 @@ impl<'a> PlaneTx<'a> {
                 outcome
             ])
             .at(self.path)?;
+        if outcome == "fired" && period % PRUNE_EVERY_PERIODS != 0 {
+            return Ok(());
+        }
         self.tx
             .prepare_cached(
                 "DELETE FROM schedule_fires WHERE piece = ?1 AND entry = ?2 AND fired_ms < \

@@ -275,7 +275,8 @@ impl Space {
             })
         })();
         // A corrupt file is quarantined here as by any other read.
-        let truth = space.guard(read)?;
+        let now_ms = space.shared.clock.now_ms();
+        let truth = space.guard(read)?.covered_by_due_wake(now_ms);
         if truth != space.projection {
             space.reconcile_projection()?;
         }
@@ -487,7 +488,10 @@ impl Space {
             schedule_touched,
             streams_touched,
         )?;
-        let early = self.projection.earliest_of(after);
+        let early = self
+            .projection
+            .earliest_of(after)
+            .covered_by_due_wake(now_ms);
         let before = self.projection;
         if early != self.projection {
             self.shared.directory.set_projection(&space_id, early)?;
@@ -566,7 +570,8 @@ impl Space {
             truth = Projection {
                 next_wake_ms: plane::earliest_due(&tx, &path)?,
                 undelivered: has_undelivered(&tx, &path)?,
-            };
+            }
+            .covered_by_due_wake(self.shared.clock.now_ms());
             if truth != self.projection {
                 self.shared.directory.set_projection(&self.id, truth)?;
                 self.counters.inc(Counter::DirectoryMovedLater);
@@ -787,22 +792,7 @@ impl Space {
     /// Events past their stream's watermark, in seq order, at most `limit`.
     pub fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
         self.check_open()?;
-        let r = (|| {
-            let mut st = self
-                .conn
-                .prepare_cached(
-                    "SELECT e.event_id, e.stream, e.seq, e.payload, e.fired_by, e.fired_at_ms \
-                     FROM streams s JOIN events e ON e.stream = s.stream AND e.seq > s.watermark_seq \
-                     WHERE s.head_seq > s.watermark_seq ORDER BY e.seq, e.event_id LIMIT ?1",
-                )
-                .at(&self.path)?;
-            let rows = st
-                .query_map([limit as i64], event_from_row)
-                .at(&self.path)?
-                .collect::<Result<Vec<_>, _>>()
-                .at(&self.path)?;
-            Ok(rows)
-        })();
+        let r = undelivered_events(&self.conn, &self.path, limit);
         self.guard(r)
     }
 
@@ -836,9 +826,15 @@ impl Space {
     }
 
     /// The recorded fires of one schedule entry, oldest first.
-    pub fn fires(&mut self, piece: &str, entry: u32) -> StoreResult<Vec<plane::FireRecord>> {
+    /// An entry's newest `keep` recorded fires, oldest first.
+    pub fn fires(
+        &mut self,
+        piece: &str,
+        entry: u32,
+        keep: usize,
+    ) -> StoreResult<Vec<plane::FireRecord>> {
         self.check_open()?;
-        let r = plane::list_fires(&self.conn, &self.path, piece, entry);
+        let r = plane::list_fires(&self.conn, &self.path, piece, entry, keep);
         self.guard(r)
     }
 
@@ -1178,6 +1174,42 @@ fn advance_watermark(
         .execute(params![stream, to_seq as i64])
         .at(path)?;
     Ok(())
+}
+
+/// The oldest `limit` undelivered events, in (seq, eventId) order: per
+/// stream past its watermark, merged. Two single-table queries instead of
+/// a join: a space file is opened for every wake, so every statement is
+/// compiled afresh, and the join's planning cost more than running both.
+fn undelivered_events(
+    conn: &Connection,
+    path: &Path,
+    limit: usize,
+) -> StoreResult<Vec<EventRecord>> {
+    let behind: Vec<(String, i64)> = conn
+        .prepare_cached("SELECT stream, watermark_seq FROM streams WHERE head_seq > watermark_seq")
+        .at(path)?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .at(path)?
+        .collect::<Result<_, _>>()
+        .at(path)?;
+    let mut out = Vec::new();
+    for (stream, watermark) in behind {
+        let mut st = conn
+            .prepare_cached(
+                "SELECT event_id, stream, seq, payload, fired_by, fired_at_ms FROM events \
+                 WHERE stream = ?1 AND seq > ?2 ORDER BY seq, event_id LIMIT ?3",
+            )
+            .at(path)?;
+        let rows = st
+            .query_map(params![stream, watermark, limit as i64], event_from_row)
+            .at(path)?;
+        for row in rows {
+            out.push(row.at(path)?);
+        }
+    }
+    out.sort_by(|a, b| (a.seq, &a.event_id).cmp(&(b.seq, &b.event_id)));
+    out.truncate(limit);
+    Ok(out)
 }
 
 fn has_undelivered(conn: &Connection, path: &Path) -> StoreResult<bool> {
