@@ -204,6 +204,12 @@ fn a_space_activated_within_the_lead_fires_at_the_due_time_without_activating_ag
     assert!(t.elapsed() < Duration::from_secs(10), "parked at once");
     assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
     assert_eq!(c(&h, "s", Counter::SpacesOpened) - opened, 1);
+    assert_eq!(
+        c(&h, "s", Counter::SpacesOpenedExclusive),
+        1,
+        "a scheduled tenure keeps its file to itself"
+    );
+    assert_eq!(c(&h, "s", Counter::SpacesReopenedShared), 0);
     assert_eq!(c(&h, "s", Counter::LatenessLe10Ms), 1);
     assert_eq!(c(&h, "s", Counter::ScheduledInFlight), 0);
     assert_eq!(read(&h, "s", &piece, "count"), json!(1));
@@ -355,4 +361,40 @@ fn with_scheduled_wakes_off_due_entries_are_counted_as_suppressed() {
     let rows = h.store().open_space("s").unwrap().schedule(None).unwrap();
     assert_eq!(rows.len(), 1, "still indexed");
     assert!(rows[0].next_due_ms > due, "and on its grid");
+}
+
+/// A session attaching to a scheduled tenure (here one prepared ahead of
+/// its wake) makes the tenure share its file: other connections get in
+/// while the space stays active, and the wake still fires on time.
+#[test]
+fn a_session_attaching_to_a_scheduled_tenure_makes_it_share_its_file() {
+    let (dir, clock, h, piece) = parked_space();
+    let due = first_row(&h, "s").next_due_ms;
+    clock.set_ms(due - 80);
+    wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
+    assert_eq!(c(&h, "s", Counter::SpacesOpenedExclusive), 1);
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    h.request_blocking(
+        "s",
+        Trigger::Session,
+        Request::Attach {
+            session: 1,
+            sink: tx,
+        },
+    )
+    .unwrap();
+    wait("shared", || c(&h, "s", Counter::SpacesReopenedShared) == 1);
+    // Another host's store opens the file at once, the space still active.
+    let other = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
+    let t = std::time::Instant::now();
+    let mut s = other.open_space("s").unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert_eq!(s.schedule(None).unwrap()[0].fired_count, 0);
+    drop(s);
+    assert_eq!(h.active_spaces(), vec!["s".to_string()]);
+    clock.set_ms(due);
+    wait("fire and deliver", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    assert_eq!(read(&h, "s", &piece, "count"), json!(1));
 }

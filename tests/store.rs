@@ -707,3 +707,115 @@ fn the_directory_knows_which_spaces_may_carry_a_budget_policy() {
         "the mark is written after the closure succeeds, before the commit"
     );
 }
+
+/// A space opened exclusively (a scheduled tenure's file) keeps others out
+/// until it reopens shared, and what it wrote is there for everyone after.
+#[test]
+fn an_exclusive_open_keeps_others_waiting_until_it_shares_the_file() {
+    let t = store();
+    t.store.create_space("s1", "did:key:alice").unwrap();
+    let mut ex = t
+        .store
+        .open_space_with("s1", FileAccess::Exclusive)
+        .unwrap();
+    assert_eq!(ex.access(), FileAccess::Exclusive);
+    ex.commit(authored().op(set("a", json!(1)))).unwrap();
+    let host = t.counters.host();
+    assert_eq!(host.get(Counter::SpacesOpenedExclusive), 1);
+
+    // Another "host" on the same files waits for the file...
+    let other = t.reopen_with(|_| {});
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut s = other.open_space("s1").unwrap();
+        tx.send(s.read("a").unwrap().map(|d| d.value)).unwrap();
+        s
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_millis(300))
+            .is_err(),
+        "a second connection got in while the file was exclusive"
+    );
+    // ...until the exclusive handle shares it, staying open and writable.
+    ex.share().unwrap();
+    assert_eq!(ex.access(), FileAccess::Shared);
+    assert_eq!(host.get(Counter::SpacesReopenedShared), 1);
+    let seen = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("the reader got in once the file was shared");
+    assert_eq!(seen, Some(json!(1)));
+    ex.commit(authored().op(set("a", json!(2)))).unwrap();
+    let mut theirs = reader.join().unwrap();
+    assert_eq!(theirs.read("a").unwrap().unwrap().value, json!(2));
+}
+
+/// An exclusive open of a file someone else has open does not wait for
+/// them: it opens shared (counted), and both see each other's commits.
+#[test]
+fn an_exclusive_open_of_a_file_open_elsewhere_opens_it_shared() {
+    let t = store();
+    t.store.create_space("s1", "did:key:alice").unwrap();
+    let mut held = t.store.open_space("s1").unwrap();
+    held.commit(authored().op(set("a", json!(1)))).unwrap();
+    let started = std::time::Instant::now();
+    let mut ex = t
+        .store
+        .open_space_with("s1", FileAccess::Exclusive)
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(ex.access(), FileAccess::Shared);
+    let host = t.counters.host();
+    assert_eq!(host.get(Counter::SpacesExclusiveFallbacks), 1);
+    assert_eq!(host.get(Counter::SpacesOpenedExclusive), 0);
+    assert_eq!(ex.read("a").unwrap().unwrap().value, json!(1));
+    ex.commit(authored().op(set("a", json!(2)))).unwrap();
+    assert_eq!(held.read("a").unwrap().unwrap().value, json!(2));
+}
+
+/// Commits made exclusively (the WAL index in the connection's memory, no
+/// `-shm`) survive a crash: a later shared open rebuilds the index from
+/// the WAL.
+#[test]
+fn commits_made_exclusively_survive_an_unclean_close() {
+    let t = store();
+    t.store.create_space("s1", "did:key:alice").unwrap();
+    let mut ex = t
+        .store
+        .open_space_with("s1", FileAccess::Exclusive)
+        .unwrap();
+    for i in 0..20 {
+        ex.commit(authored().op(set("a", json!(i)))).unwrap();
+    }
+    // No close, no checkpoint: as if the process died here. The forgotten
+    // connection still holds its lock in this process (a crash would have
+    // released it), so the files are copied as the crash left them; the
+    // SIGKILL tests (`tests/schedule_crash.rs`) kill real scheduled
+    // tenures, which open their files this way.
+    std::mem::forget(ex);
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(t.dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(copy.path().join(entry.file_name())).unwrap();
+            for f in std::fs::read_dir(entry.path()).unwrap() {
+                let f = f.unwrap();
+                std::fs::copy(
+                    f.path(),
+                    copy.path().join(entry.file_name()).join(f.file_name()),
+                )
+                .unwrap();
+            }
+        } else {
+            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let after = Store::open(
+        StoreConfig::new(copy.path()),
+        t.clock.clone(),
+        spacewake::metrics::Counters::new(),
+    )
+    .unwrap();
+    let mut s = after.open_space("s1").unwrap();
+    assert_eq!(s.read("a").unwrap().unwrap().value, json!(19));
+    assert_eq!(s.head_seq().unwrap(), 20);
+}

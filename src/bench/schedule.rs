@@ -578,8 +578,9 @@ fn profile(
         // What the waker does per due space before dispatching it.
         ensure!(!host.bench_waker_check(id), "{id}: skipped for budget");
         sum[0] += lap(&mut at);
-        // (Space servers run on pooled threads: no thread start per wake.)
-        let space = store.open_space(id)?;
+        // (Space servers run on pooled threads: no thread start per wake;
+        // a scheduled tenure opens its file exclusively.)
+        let space = store.open_space_with(id, crate::store::FileAccess::Exclusive)?;
         sum[1] += lap(&mut at);
         {
             let sb = Sandbox::new(rcfg.sandbox.clone(), COMMONFABRIC_JS)?;

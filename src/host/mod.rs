@@ -499,7 +499,7 @@ impl Host {
         self.inner
             .pool
             .run(format!("space:{id}"), move || {
-                server::run(inner, id, generation, rx)
+                server::run(inner, id, generation, rx, trigger == Trigger::Schedule)
             })
             .map_err(|e| HostError::Internal(format!("cannot start a space server: {e}")))?;
         Ok(())

@@ -15,7 +15,7 @@ use super::{Cmd, HostError, HostInner, Reply, Request, SessionId, Update, Update
 use crate::compiler::MemorySource;
 use crate::metrics::Counter;
 use crate::runtime::{RuntimeError, SpaceRuntime};
-use crate::store::{Author, PathSeg};
+use crate::store::{Author, FileAccess, PathSeg};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -60,10 +60,23 @@ struct Server {
     next_renew: Instant,
 }
 
-pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiver<Cmd>) {
+/// `scheduled`: the tenure begins with a scheduled wake, so its file is
+/// opened exclusively until it stops being brief (see `FileAccess`).
+pub(crate) fn run(
+    inner: Arc<HostInner>,
+    id: String,
+    generation: u64,
+    rx: Receiver<Cmd>,
+    scheduled: bool,
+) {
     let counters = inner.counters.space(&id);
     let started = (|| -> Result<SpaceRuntime, RuntimeError> {
-        let space = inner.store.open_space(&id)?;
+        let access = if scheduled {
+            FileAccess::Exclusive
+        } else {
+            FileAccess::Shared
+        };
+        let space = inner.store.open_space_with(&id, access)?;
         SpaceRuntime::start(
             space,
             inner.clock.clone(),
@@ -143,6 +156,9 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         while let Ok(cmd) = rx.try_recv() {
             s.handle(cmd);
         }
+        if let Err(e) = s.share_file_unless_brief() {
+            break Some(e);
+        }
         s.fire_if_prepared();
         if let Err(e) = s.turn() {
             break Some(e);
@@ -162,6 +178,13 @@ pub(crate) fn run(inner: Arc<HostInner>, id: String, generation: u64, rx: Receiv
         if Instant::now() >= s.next_renew {
             if let Err(e) = s.rt.renew_lease() {
                 break Some(e);
+            }
+            // A tenure lasting past a renewal is no longer brief enough to
+            // keep the file to itself (another host may want the lease).
+            if s.rt.space().access() == FileAccess::Exclusive {
+                if let Err(e) = s.rt.space().share() {
+                    break Some(e.into());
+                }
             }
             s.next_renew = Instant::now() + renew;
         }
@@ -266,14 +289,31 @@ impl Server {
     /// active), otherwise after the configured idle time — and never
     /// before a prepared wake's due time.
     fn park_at(&self) -> Instant {
-        let idle =
-            if self.scheduled_tenure == Some(true) && !self.had_session && self.warm.is_empty() {
-                Duration::ZERO
-            } else {
-                Duration::from_millis(self.inner.cfg.idle_park_ms)
-            };
+        let idle = if self.brief() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(self.inner.cfg.idle_park_ms)
+        };
         let at = self.last_activity + idle;
         self.hold_until.map_or(at, |h| at.max(h))
+    }
+
+    /// A scheduled tenure nobody attached to: it parks as soon as its work
+    /// is done, and may keep its file to itself meanwhile.
+    fn brief(&self) -> bool {
+        self.scheduled_tenure == Some(true) && !self.had_session && self.warm.is_empty()
+    }
+
+    /// A tenure that opened its file exclusively shares it once it is no
+    /// longer brief, so other readers and hosts are not kept waiting.
+    fn share_file_unless_brief(&mut self) -> Result<(), RuntimeError> {
+        if self.rt.space().access() == FileAccess::Exclusive
+            && self.scheduled_tenure.is_some()
+            && !self.brief()
+        {
+            self.rt.space().share()?;
+        }
+        Ok(())
     }
 
     /// The wave of a handled firing is done (or the tenure ended): the

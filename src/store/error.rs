@@ -79,6 +79,20 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// True when another connection held a lock past the busy timeout.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Sqlite { source, .. }
+                if matches!(
+                    source.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
+                )
+        )
+    }
+}
+
 pub(crate) fn is_corruption_code(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),

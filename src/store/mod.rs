@@ -147,6 +147,28 @@ pub(crate) struct StoreShared {
 /// A callback told `(space, new next wake)` when a space's wake moves earlier.
 pub type WakeListener = Arc<dyn Fn(&str, u64) + Send + Sync>;
 
+/// How long a connection waits on another's lock before reporting busy.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long an exclusive open waits for other connections to close the
+/// file before it opens it shared instead.
+const EXCLUSIVE_OPEN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How a space file's connection shares the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileAccess {
+    /// Other connections, in this process or others, may read and write
+    /// while it is open (SQLite's shared-memory WAL index, `-shm`).
+    Shared,
+    /// This connection alone until it closes or reopens shared
+    /// ([`Space::share`]): SQLite keeps the WAL index in its own memory, so
+    /// opening sets up no `-shm` mapping and no transaction takes its file
+    /// locks — about a fifth of a scheduled wake's CPU. Anyone else opening
+    /// the file meanwhile waits (the busy timeout), so it is for short
+    /// tenures: a scheduled wake with nobody attached.
+    Exclusive,
+}
+
 /// The store of one host: a data directory of spaces.
 #[derive(Clone)]
 pub struct Store {
@@ -283,6 +305,11 @@ impl Store {
     /// Opens a registered space's file, upgrading its schema if needed. A
     /// corrupt or truncated file is quarantined and reported with its path.
     pub fn open_space(&self, id: &str) -> StoreResult<Space> {
+        self.open_space_with(id, FileAccess::Shared)
+    }
+
+    /// [`Store::open_space`], choosing how the file is shared.
+    pub fn open_space_with(&self, id: &str, access: FileAccess) -> StoreResult<Space> {
         validate_space_id(id)?;
         let entry = self
             .shared
@@ -297,13 +324,27 @@ impl Store {
                 path: self.shared.cfg.data_dir.join("quarantine"),
             });
         }
-        match self.open_file(&path) {
-            Ok(conn) => {
+        match self.open_file(&path, access) {
+            Ok((conn, got)) => {
+                if got != access {
+                    self.shared
+                        .counters
+                        .space(id)
+                        .inc(Counter::SpacesExclusiveFallbacks);
+                }
+                let access = got;
                 let view = directory::Projection {
                     next_wake_ms: entry.next_wake_ms,
                     undelivered: entry.undelivered,
                 };
-                Space::new(id.to_string(), path, conn, self.shared.clone(), view)
+                Space::new(
+                    id.to_string(),
+                    path,
+                    conn,
+                    access,
+                    self.shared.clone(),
+                    view,
+                )
             }
             Err(e) if e.is_corruption() => {
                 let reason = e.to_string();
@@ -317,23 +358,55 @@ impl Store {
         }
     }
 
-    fn open_file(&self, path: &Path) -> StoreResult<Connection> {
+    /// Returns the connection and the access it got: exclusive access falls
+    /// back to shared when the file is not yet in WAL mode, or when another
+    /// connection has it open (it would wait for that one to close).
+    fn open_file(&self, path: &Path, access: FileAccess) -> StoreResult<(Connection, FileAccess)> {
         let in_wal_mode = check_file(path)?;
-        let mut conn = self.connect_as(path, in_wal_mode)?;
+        if in_wal_mode && access == FileAccess::Exclusive {
+            match self.open_migrated(path, true, FileAccess::Exclusive) {
+                Ok(conn) => return Ok((conn, FileAccess::Exclusive)),
+                Err(e) if e.is_busy() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let conn = self.open_migrated(path, in_wal_mode, FileAccess::Shared)?;
+        Ok((conn, FileAccess::Shared))
+    }
+
+    fn open_migrated(
+        &self,
+        path: &Path,
+        in_wal_mode: bool,
+        access: FileAccess,
+    ) -> StoreResult<Connection> {
+        let mut conn = self.shared.connect(path, in_wal_mode, access)?;
         migrate::migrate(&mut conn, path, SPACE_MIGRATIONS, None).map_err(|e| match e {
             StoreError::Sqlite { path, source } => space::open_error(&path, source),
             other => other,
         })?;
+        // The exclusive lock is taken by the first read (above); from here
+        // on, waits are the ordinary ones.
+        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
         Ok(conn)
     }
 
     fn connect(&self, path: &Path) -> StoreResult<Connection> {
-        self.connect_as(path, false)
+        self.shared.connect(path, false, FileAccess::Shared)
     }
+}
 
-    /// `in_wal_mode`: the file's header already says WAL (journal mode is
-    /// persistent), so the connection needs no `journal_mode` pragma.
-    fn connect_as(&self, path: &Path, in_wal_mode: bool) -> StoreResult<Connection> {
+impl StoreShared {
+    /// Opens a space file's connection. `in_wal_mode`: the file's header
+    /// already says WAL (journal mode is persistent), so no `journal_mode`
+    /// pragma is needed — and only then may the access be exclusive, which
+    /// must be chosen before the first read.
+    pub(crate) fn connect(
+        &self,
+        path: &Path,
+        in_wal_mode: bool,
+        access: FileAccess,
+    ) -> StoreResult<Connection> {
         let conn = Connection::open_with_flags(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -341,13 +414,20 @@ impl Store {
                 | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| space::open_error(path, e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .at(path)?;
-        let sync = match self.shared_cfg_sync() {
+        conn.busy_timeout(match access {
+            FileAccess::Shared => BUSY_TIMEOUT,
+            FileAccess::Exclusive => EXCLUSIVE_OPEN_WAIT,
+        })
+        .at(path)?;
+        let sync = match self.cfg.synchronous {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
         };
         if in_wal_mode {
+            if access == FileAccess::Exclusive {
+                conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE;")
+                    .at(path)?;
+            }
             conn.pragma_update(None, "synchronous", sync).at(path)?;
         } else {
             migrate::enable_wal(&conn, path, sync)?;
@@ -357,12 +437,6 @@ impl Store {
         Ok(conn)
     }
 
-    fn shared_cfg_sync(&self) -> Synchronous {
-        self.shared.cfg.synchronous
-    }
-}
-
-impl StoreShared {
     pub(crate) fn wake_moved_earlier(&self, space: &str, before: Option<u64>, after: Option<u64>) {
         if let Some(t) = after {
             if before.is_none_or(|b| t < b) {

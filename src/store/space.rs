@@ -16,7 +16,7 @@ use super::directory::Projection;
 use super::error::{is_corruption_code, SqlContext, StoreError, StoreResult};
 use super::path::{display_path, get_at, set_at, PathSeg};
 use super::plane::{self, CommitView, LedgerRow, PlaneTx, ScheduleRow};
-use super::{CommitClass, FaultPoint, StoreShared};
+use super::{CommitClass, FaultPoint, FileAccess, StoreShared};
 use crate::metrics::{Counter, SpaceCounters};
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde::Serialize;
@@ -207,6 +207,12 @@ pub struct Space {
     id: String,
     path: PathBuf,
     conn: Connection,
+    access: FileAccess,
+    /// `PRAGMA wal_autocheckpoint` as set by [`Space::defer_checkpoints`],
+    /// re-applied when the connection is reopened.
+    autocheckpoint_pages: Option<u32>,
+    /// Why the connection is gone (its reopen failed); every call fails.
+    lost: Option<String>,
     shared: Arc<StoreShared>,
     counters: SpaceCounters,
     /// What this handle last wrote to (or read from) the directory.
@@ -248,16 +254,23 @@ impl Space {
         id: String,
         path: PathBuf,
         conn: Connection,
+        access: FileAccess,
         shared: Arc<StoreShared>,
         directory_view: Projection,
     ) -> StoreResult<Space> {
         let counters = shared.counters.space(&id);
         counters.inc(Counter::SpacesOpened);
         counters.inc(Counter::SpacesOpen);
+        if access == FileAccess::Exclusive {
+            counters.inc(Counter::SpacesOpenedExclusive);
+        }
         let mut space = Space {
             id,
             path,
             conn,
+            access,
+            autocheckpoint_pages: None,
+            lost: None,
             shared,
             counters,
             projection: directory_view,
@@ -296,13 +309,65 @@ impl Space {
     }
 
     fn check_open(&self) -> StoreResult<()> {
-        match &self.quarantined {
-            Some(reason) => Err(StoreError::Quarantined {
+        if let Some(reason) = &self.quarantined {
+            return Err(StoreError::Quarantined {
                 space: self.id.clone(),
                 reason: reason.clone(),
                 path: self.path.clone(),
-            }),
-            None => Ok(()),
+            });
+        }
+        if let Some(reason) = &self.lost {
+            return Err(StoreError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(reason.clone()),
+            });
+        }
+        Ok(())
+    }
+
+    /// How this handle's connection shares the file.
+    pub fn access(&self) -> FileAccess {
+        self.access
+    }
+
+    /// Reopens an exclusively opened file shared, so others may open it
+    /// while this handle stays open (a session attached to a scheduled
+    /// tenure, or the tenure is running long). SQLite keeps an exclusive
+    /// WAL connection exclusive until it closes, so the connection is
+    /// closed and opened anew; everything else this handle holds stays.
+    pub fn share(&mut self) -> StoreResult<()> {
+        self.check_open()?;
+        if self.access == FileAccess::Shared {
+            return Ok(());
+        }
+        let closing = std::mem::replace(
+            &mut self.conn,
+            Connection::open_in_memory().expect("in-memory SQLite always opens"),
+        );
+        drop(closing);
+        let reopened = self
+            .shared
+            .connect(&self.path, true, FileAccess::Shared)
+            .and_then(|conn| {
+                if let Some(pages) = self.autocheckpoint_pages {
+                    conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))
+                        .at(&self.path)?;
+                }
+                Ok(conn)
+            });
+        match reopened {
+            Ok(conn) => {
+                self.conn = conn;
+                self.access = FileAccess::Shared;
+                self.counters.inc(Counter::SpacesReopenedShared);
+                Ok(())
+            }
+            Err(e) => {
+                self.lost = Some(format!(
+                    "the space file was closed to reopen it shared, and reopening failed: {e}"
+                ));
+                Err(e)
+            }
         }
     }
 
@@ -680,6 +745,7 @@ impl Space {
     /// the default threshold.
     pub fn defer_checkpoints(&mut self, safety_pages: u32) -> StoreResult<()> {
         self.check_open()?;
+        self.autocheckpoint_pages = Some(safety_pages);
         let r = self
             .conn
             .execute_batch(&format!("PRAGMA wal_autocheckpoint = {safety_pages};"))
