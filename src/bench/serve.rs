@@ -245,21 +245,41 @@ fn memory(spaces: usize) -> anyhow::Result<()> {
         })
     };
     let mib = |k: u64| k as f64 / 1024.0;
-    for warm in [0, 10] {
-        let never_opened = measure(false, warm)?;
-        let parked = measure(true, warm)?;
+    // Code pages and allocator state move by a few hundred KiB between
+    // otherwise identical processes, so each figure is the median of
+    // several fresh processes, the two kinds alternating.
+    for (warm, probes) in [(0, 3), (10, 5)] {
+        let mut never = Vec::new();
+        let mut parked = Vec::new();
+        for _ in 0..probes {
+            never.push(measure(false, warm)?);
+            parked.push(measure(true, warm)?);
+        }
+        let median = |v: &[Probe], f: fn(&Probe) -> u64| -> u64 {
+            let mut xs: Vec<u64> = v.iter().map(f).collect();
+            xs.sort_unstable();
+            xs[xs.len() / 2]
+        };
+        let (n_rss, n_anon) = (median(&never, |p| p.rss), median(&never, |p| p.anon));
+        let (p_rss, p_anon) = (median(&parked, |p| p.rss), median(&parked, |p| p.anon));
         let label = if warm == 0 {
             "fresh processes".to_string()
         } else {
             format!("both after {warm} warm-up spaces were activated and parked")
         };
+        let each: Vec<String> = never
+            .iter()
+            .zip(&parked)
+            .map(|(n, p)| format!("{:.3}", p.rss as f64 / n.rss.max(1) as f64))
+            .collect();
         println!(
-            "memory: {spaces} spaces never opened {:.1} MiB RSS ({:.1} anonymous), after activating and parking all {:.1} MiB RSS ({:.1} anonymous), ratio {:.3} (target within 5%; {label})",
-            mib(never_opened.rss),
-            mib(never_opened.anon),
-            mib(parked.rss),
-            mib(parked.anon),
-            parked.rss as f64 / never_opened.rss.max(1) as f64
+            "memory: {spaces} spaces never opened {:.1} MiB RSS ({:.1} anonymous), after activating and parking all {:.1} MiB RSS ({:.1} anonymous), ratio {:.3} (target within 5%; {label}; medians of {probes} processes each, pairwise ratios {})",
+            mib(n_rss),
+            mib(n_anon),
+            mib(p_rss),
+            mib(p_anon),
+            p_rss as f64 / n_rss.max(1) as f64,
+            each.join(" ")
         );
     }
     Ok(())
