@@ -86,16 +86,7 @@ fn tracked_values_are_pushed_in_seq_order_and_the_space_parks_when_left() {
     let host = host_on(dir.path(), 50);
     host.store().create_space("s", "did:key:owner").unwrap();
     let piece = deploy(&host, "s");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    host.request_blocking(
-        "s",
-        Trigger::Session,
-        Request::Attach {
-            session: 1,
-            sink: tx,
-        },
-    )
-    .unwrap();
+    let mut rx = common::attach(&host, "s", 1);
     host.request_blocking(
         "s",
         Trigger::Session,

@@ -373,16 +373,7 @@ fn a_session_attaching_to_a_scheduled_tenure_makes_it_share_its_file() {
     clock.set_ms(due - 80);
     wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
     assert_eq!(c(&h, "s", Counter::SpacesOpenedExclusive), 1);
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    h.request_blocking(
-        "s",
-        Trigger::Session,
-        Request::Attach {
-            session: 1,
-            sink: tx,
-        },
-    )
-    .unwrap();
+    let _updates = common::attach(&h, "s", 1);
     wait("shared", || c(&h, "s", Counter::SpacesReopenedShared) == 1);
     // Another host's store opens the file at once, the space still active.
     let other = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();

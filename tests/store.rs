@@ -710,15 +710,21 @@ fn the_directory_knows_which_spaces_may_carry_a_budget_policy() {
 
 /// A space opened exclusively (a scheduled tenure's file) keeps others out
 /// until it reopens shared, and what it wrote is there for everyone after.
-#[test]
-fn an_exclusive_open_keeps_others_waiting_until_it_shares_the_file() {
+/// A store with space `s1`, opened exclusively.
+fn exclusive_s1() -> (common::TestStore, Space) {
     let t = store();
     t.store.create_space("s1", "did:key:alice").unwrap();
-    let mut ex = t
+    let ex = t
         .store
         .open_space_with("s1", FileAccess::Exclusive)
         .unwrap();
     assert_eq!(ex.access(), FileAccess::Exclusive);
+    (t, ex)
+}
+
+#[test]
+fn an_exclusive_open_keeps_others_waiting_until_it_shares_the_file() {
+    let (t, mut ex) = exclusive_s1();
     ex.commit(authored().op(set("a", json!(1)))).unwrap();
     let host = t.counters.host();
     assert_eq!(host.get(Counter::SpacesOpenedExclusive), 1);
@@ -777,12 +783,7 @@ fn an_exclusive_open_of_a_file_open_elsewhere_opens_it_shared() {
 /// the WAL.
 #[test]
 fn commits_made_exclusively_survive_an_unclean_close() {
-    let t = store();
-    t.store.create_space("s1", "did:key:alice").unwrap();
-    let mut ex = t
-        .store
-        .open_space_with("s1", FileAccess::Exclusive)
-        .unwrap();
+    let (t, mut ex) = exclusive_s1();
     for i in 0..20 {
         ex.commit(authored().op(set("a", json!(i)))).unwrap();
     }

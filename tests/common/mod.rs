@@ -119,3 +119,21 @@ impl TestStore {
         .unwrap()
     }
 }
+
+/// Attaches session `session` to `space` (activating it for a session);
+/// returns the receiving end of its updates.
+pub fn attach(
+    host: &spacewake::host::Host,
+    space: &str,
+    session: spacewake::host::SessionId,
+) -> tokio::sync::mpsc::UnboundedReceiver<spacewake::host::Update> {
+    use spacewake::host::{Request, Trigger};
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    host.request_blocking(
+        space,
+        Trigger::Session,
+        Request::Attach { session, sink: tx },
+    )
+    .unwrap();
+    rx
+}
