@@ -670,7 +670,10 @@ impl Space {
 
     /// Makes any "later" move owed since the last settle.
     pub fn settle_projection(&mut self) -> StoreResult<()> {
-        if !std::mem::take(&mut self.later_pending) || self.quarantined.is_some() {
+        if !std::mem::take(&mut self.later_pending)
+            || self.quarantined.is_some()
+            || self.lost.is_some()
+        {
             return Ok(());
         }
         let r = self.move_projection_later();
@@ -758,7 +761,7 @@ impl Space {
     /// themselves; see `Store::connect`). Best effort: a busy or failed
     /// checkpoint leaves the WAL for the next one, which is always safe.
     fn checkpoint_if_large(&mut self) {
-        if self.quarantined.is_some() {
+        if self.quarantined.is_some() || self.lost.is_some() {
             return;
         }
         let wal = PathBuf::from(format!("{}-wal", self.path.display()));
