@@ -77,9 +77,7 @@ impl StoreError {
             _ => false,
         }
     }
-}
 
-impl StoreError {
     /// True when another connection held a lock past the busy timeout.
     pub fn is_busy(&self) -> bool {
         matches!(

@@ -894,8 +894,7 @@ impl Space {
         self.scalar("SELECT COUNT(*) FROM schedule_index")
     }
 
-    /// The recorded fires of one schedule entry, oldest first.
-    /// An entry's newest `keep` recorded fires, oldest first.
+    /// The newest `keep` recorded fires of one schedule entry, oldest first.
     pub fn fires(
         &mut self,
         piece: &str,
