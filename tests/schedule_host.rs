@@ -389,3 +389,47 @@ fn a_session_attaching_to_a_scheduled_tenure_makes_it_share_its_file() {
     });
     assert_eq!(read(&h, "s", &piece, "count"), json!(1));
 }
+
+/// A wake event written first and then left undelivered by a crash, while
+/// the directory still shows the wake due and no undelivered flag (the due
+/// wake stands for it), is delivered after restart — even by a host with
+/// scheduled wakes switched off: the due wake activates the space, and an
+/// activation delivers what is undelivered.
+#[test]
+fn a_written_wake_left_by_a_crash_is_delivered_by_the_due_wake_even_with_wakes_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let (piece, due) = {
+        let h = host(dir.path(), clock.clone());
+        let piece = deploy_parked(&h, "s");
+        let due = first_row(&h, "s").next_due_ms;
+        h.shutdown();
+        (piece, due)
+    };
+    // The write-first transaction, as a space server runs it (later moves
+    // of the directory deferred to the end of its turn), then the "crash":
+    // the handle is never dropped, so nothing settles.
+    clock.set_ms(due);
+    let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
+    let mut space = store.open_space("s").unwrap();
+    space.defer_later_moves();
+    let jitter = spacewake::schedule::Jitter::keyed([1; 32]);
+    let fired = spacewake::schedule::fire::fire_due(&mut space, due, &jitter, true).unwrap();
+    assert_eq!(fired.fired.len(), 1);
+    assert!(space.has_undelivered().unwrap());
+    std::mem::forget(space);
+    let entry = store.directory().get("s").unwrap().unwrap();
+    assert_eq!(entry.next_wake_ms, Some(due), "still due");
+    assert!(!entry.undelivered, "covered by the due wake");
+
+    let h = common::manual_host(dir.path(), clock.clone(), |c| c.schedule.enabled = false);
+    h.boot().unwrap();
+    assert_eq!(c(&h, "s", Counter::BootDiscovered), 1);
+    wait("delivered", || c(&h, "s", Counter::ScheduleDelivered) == 1);
+    assert_eq!(read(&h, "s", &piece, "count"), json!(1));
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 0, "nothing fired again");
+    parked(&h, "s");
+    let entry = h.store().directory().get("s").unwrap().unwrap();
+    assert!(!entry.undelivered);
+    assert!(entry.next_wake_ms.unwrap() > due, "the directory moved on");
+}
