@@ -108,6 +108,15 @@ fn deploy_parked(h: &Host, space: &str) -> String {
     piece
 }
 
+/// Moves the clock to 80 ms before space `s`'s first wake (within the
+/// waker's lead) and waits until the space is prepared; returns the due time.
+fn prepared(h: &Host, clock: &ManualClock) -> u64 {
+    let due = first_row(h, "s").next_due_ms;
+    clock.set_ms(due - 80);
+    wait("prepared", || c(h, "s", Counter::SchedulePrepared) == 1);
+    due
+}
+
 /// Waits until the space is parked (no tenure in flight), so the next clock
 /// jump cannot expire a live lease.
 fn parked(h: &Host, space: &str) {
@@ -218,9 +227,7 @@ fn a_space_activated_within_the_lead_fires_at_the_due_time_without_activating_ag
 #[test]
 fn a_prepared_space_fires_by_itself_at_the_due_time() {
     let (_dir, clock, h, piece) = parked_space();
-    let due = first_row(&h, "s").next_due_ms;
-    clock.set_ms(due - 80);
-    wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
+    let due = prepared(&h, &clock);
     // With the waker stopped, only the prepared space itself can fire.
     h.shutdown();
     clock.set_ms(due);
@@ -369,9 +376,7 @@ fn with_scheduled_wakes_off_due_entries_are_counted_as_suppressed() {
 #[test]
 fn a_session_attaching_to_a_scheduled_tenure_makes_it_share_its_file() {
     let (dir, clock, h, piece) = parked_space();
-    let due = first_row(&h, "s").next_due_ms;
-    clock.set_ms(due - 80);
-    wait("prepared", || c(&h, "s", Counter::SchedulePrepared) == 1);
+    let due = prepared(&h, &clock);
     assert_eq!(c(&h, "s", Counter::SpacesOpenedExclusive), 1);
     let _updates = common::attach(&h, "s", 1);
     wait("shared", || c(&h, "s", Counter::SpacesReopenedShared) == 1);

@@ -41,11 +41,9 @@ pub fn wake_target(event_id: &str) -> Option<(&str, u32)> {
     Some((piece, entry))
 }
 
-fn row_of(space: &mut Space, piece: &str, entry: u32) -> StoreResult<Option<ScheduleRow>> {
-    Ok(space
-        .schedule(Some(piece))?
-        .into_iter()
-        .find(|r| r.entry == entry))
+/// Entry `entry` among one piece's schedule rows.
+fn entry_of(rows: Vec<ScheduleRow>, entry: u32) -> Option<ScheduleRow> {
+    rows.into_iter().find(|r| r.entry == entry)
 }
 
 /// Marks pending wake events as in flight (durably) and returns the ones
@@ -61,7 +59,7 @@ pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes>
         .collect();
     for id in pending {
         let (piece, entry) = wake_target(&id).expect("filtered");
-        let Some(mut row) = row_of(space, piece, entry)? else {
+        let Some(mut row) = entry_of(space.schedule(Some(piece))?, entry) else {
             continue; // the piece or entry is gone: its event runs (or no-ops) as usual
         };
         if row.inflight_event.as_deref() == Some(id.as_str()) {
@@ -121,18 +119,11 @@ pub fn settle_delivery(
     backoff: &crate::accounting::backoff::BackoffPolicy,
 ) -> StoreResult<DeliveryReport> {
     let mut report = DeliveryReport::default();
-    let row_of =
-        |plane: &PlaneTx<'_>, piece: &str, entry: u32| -> StoreResult<Option<ScheduleRow>> {
-            Ok(plane
-                .schedule(Some(piece))?
-                .into_iter()
-                .find(|r| r.entry == entry))
-        };
     for id in &wave.delivered {
         let Some((piece, entry)) = wake_target(id) else {
             continue;
         };
-        let Some(mut row) = row_of(plane, piece, entry)? else {
+        let Some(mut row) = entry_of(plane.schedule(Some(piece))?, entry) else {
             continue;
         };
         if row.inflight_event.as_deref() == Some(id.as_str()) {
@@ -149,7 +140,7 @@ pub fn settle_delivery(
         let Some((piece, entry)) = wake_target(id) else {
             continue;
         };
-        let Some(mut row) = row_of(plane, piece, entry)? else {
+        let Some(mut row) = entry_of(plane.schedule(Some(piece))?, entry) else {
             continue;
         };
         let attempts = row.attempts.max(1) as usize;

@@ -332,19 +332,11 @@ impl Store {
                         .space(id)
                         .inc(Counter::SpacesExclusiveFallbacks);
                 }
-                let access = got;
                 let view = directory::Projection {
                     next_wake_ms: entry.next_wake_ms,
                     undelivered: entry.undelivered,
                 };
-                Space::new(
-                    id.to_string(),
-                    path,
-                    conn,
-                    access,
-                    self.shared.clone(),
-                    view,
-                )
+                Space::new(id.to_string(), path, conn, got, self.shared.clone(), view)
             }
             Err(e) if e.is_corruption() => {
                 let reason = e.to_string();
@@ -385,9 +377,11 @@ impl Store {
             StoreError::Sqlite { path, source } => space::open_error(&path, source),
             other => other,
         })?;
-        // The exclusive lock is taken by the first read (above); from here
-        // on, waits are the ordinary ones.
-        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
+        if access == FileAccess::Exclusive {
+            // The exclusive lock is taken by the first read (above); from
+            // here on, waits are the ordinary ones.
+            conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
+        }
         Ok(conn)
     }
 
