@@ -273,12 +273,13 @@ fn memory(spaces: usize) -> anyhow::Result<()> {
             .map(|(n, p)| format!("{:.3}", p.rss as f64 / n.rss.max(1) as f64))
             .collect();
         println!(
-            "memory: {spaces} spaces never opened {:.1} MiB RSS ({:.1} anonymous), after activating and parking all {:.1} MiB RSS ({:.1} anonymous), ratio {:.3} (target within 5%; {label}; medians of {probes} processes each, pairwise ratios {})",
+            "memory: {spaces} spaces never opened {:.1} MiB RSS ({:.1} anonymous), after activating and parking all {:.1} MiB RSS ({:.1} anonymous), ratio {:.3}, {:.0} bytes per parked space (target within 5%; {label}; medians of {probes} processes each, pairwise ratios {})",
             mib(n_rss),
             mib(n_anon),
             mib(p_rss),
             mib(p_anon),
             p_rss as f64 / n_rss.max(1) as f64,
+            (p_rss as f64 - n_rss as f64) * 1024.0 / spaces.max(1) as f64,
             each.join(" ")
         );
     }
