@@ -151,6 +151,7 @@ async fn throughput(
             let id = me_clone();
             tasks.push(tokio::spawn(async move {
                 let (mut c, _) = Client::connect(&url, &id, &space).await?;
+                let connected_late = Instant::now().saturating_duration_since(start);
                 tokio::time::sleep_until(start.into()).await;
                 let deadline = start + run_for;
                 let mut sent = 0u64;
@@ -171,19 +172,31 @@ async fn throughput(
                     }
                 }
                 c.close().await.ok();
-                anyhow::Ok(sent)
+                anyhow::Ok((sent, connected_late))
             }));
         }
     }
     let mut total = 0u64;
+    let mut sents = Vec::new();
+    let mut late = Vec::new();
     for t in tasks {
-        total += t.await??;
+        let (sent, l) = t.await??;
+        total += sent;
+        sents.push(sent);
+        late.push(l.as_millis());
     }
+    sents.sort_unstable();
+    late.sort_unstable();
     println!(
-        "throughput: {:.0} events/s sustained ({} sessions over {spaces} spaces for {:.1} s, each send acknowledged after its commit)",
+        "throughput: {:.0} events/s sustained ({} sessions over {spaces} spaces for {:.1} s, each send acknowledged after its commit; sends per session min {} median {} max {}; sessions connected after the start: median {} ms, last {} ms)",
         total as f64 / run_for.as_secs_f64(),
         spaces * per_space,
-        run_for.as_secs_f64()
+        run_for.as_secs_f64(),
+        sents[0],
+        sents[sents.len() / 2],
+        sents[sents.len() - 1],
+        late[late.len() / 2],
+        late[late.len() - 1]
     );
     Ok(())
 }

@@ -29,6 +29,17 @@ struct Session {
     tracked: BTreeMap<(String, Vec<PathSeg>), u64>,
 }
 
+/// How long a space with sessions must be quiet after a wave before its
+/// WAL is checkpointed. Checkpointing at every idle moment (the instant a
+/// wave's acks went out) meant two fsyncs per wave: with 100 busy spaces
+/// the disk queue backed up and sends waited up to a second each.
+const CHECKPOINT_QUIET: Duration = Duration::from_millis(50);
+
+/// A space that is never quiet for that long still checkpoints at its
+/// first idle moment after this many waves (a few hundred WAL pages),
+/// well before SQLite's in-commit safety bound.
+const CHECKPOINT_EVERY_WAVES: u32 = 256;
+
 struct Server {
     inner: Arc<HostInner>,
     id: String,
@@ -37,8 +48,8 @@ struct Server {
     warm: BTreeSet<String>,
     demand_dirty: bool,
     work: bool,
-    /// Commits since the last idle checkpoint.
-    dirty_wal: bool,
+    /// Waves committed since the last idle checkpoint.
+    waves_since_checkpoint: u32,
     /// This tenure served a scheduled wake (its waves bill the `scheduled`
     /// bucket when no session is attached).
     scheduled: bool,
@@ -119,7 +130,7 @@ pub(crate) fn run(
         warm: BTreeSet::new(),
         demand_dirty: true,
         work: true,
-        dirty_wal: false,
+        waves_since_checkpoint: 0,
         scheduled: false,
         firing_in_flight: false,
         scheduled_tenure: None,
@@ -132,22 +143,19 @@ pub(crate) fn run(
     let ended = loop {
         let now = Instant::now();
         let park_at = s.park_at();
+        if s.checkpoint_due(now) {
+            if let Err(e) = s.rt.space().checkpoint() {
+                tracing::warn!(space = %id, error = %e, "checkpoint failed");
+            }
+            s.waves_since_checkpoint = 0;
+        }
         let wait = if s.work {
             Duration::ZERO
         } else {
             let timer = s.fire_at.map_or(park_at, |(at, _)| at.min(park_at));
+            let timer = s.checkpoint_at().map_or(timer, |at| at.min(timer));
             s.next_renew.min(timer).saturating_duration_since(now)
         };
-        // Nothing to do right now: a good moment to checkpoint — unless no
-        // session is attached, in which case the space is about to park and
-        // closing the file checkpoints anyway (doing both doubled the cost
-        // of a scheduled wake).
-        if !s.work && s.dirty_wal && !s.sessions.is_empty() {
-            if let Err(e) = s.rt.space().checkpoint() {
-                tracing::warn!(space = %id, error = %e, "checkpoint failed");
-            }
-            s.dirty_wal = false;
-        }
         match rx.recv_timeout(wait) {
             Ok(cmd) => s.handle(cmd),
             Err(RecvTimeoutError::Timeout) => {}
@@ -296,6 +304,25 @@ impl Server {
         };
         let at = self.last_activity + idle;
         self.hold_until.map_or(at, |h| at.max(h))
+    }
+
+    /// When the WAL gets its checkpoint: once the space has been quiet for
+    /// [`CHECKPOINT_QUIET`] after a wave, or at the first idle moment after
+    /// [`CHECKPOINT_EVERY_WAVES`] waves. `None` with no session attached:
+    /// the space is about to park, and closing the file checkpoints anyway
+    /// (doing both doubled the cost of a scheduled wake).
+    fn checkpoint_at(&self) -> Option<Instant> {
+        if self.work || self.sessions.is_empty() || self.waves_since_checkpoint == 0 {
+            return None;
+        }
+        if self.waves_since_checkpoint >= CHECKPOINT_EVERY_WAVES {
+            return Some(self.last_activity);
+        }
+        Some(self.last_activity + CHECKPOINT_QUIET)
+    }
+
+    fn checkpoint_due(&self, now: Instant) -> bool {
+        self.checkpoint_at().is_some_and(|at| now >= at)
     }
 
     /// A scheduled tenure nobody attached to: it parks as soon as its work
@@ -657,7 +684,7 @@ impl Server {
             }
         }
         self.push_updates()?;
-        self.dirty_wal = true;
+        self.waves_since_checkpoint += 1;
         self.work = self.rt.space().has_undelivered()?;
         self.report_memory();
         Ok(())

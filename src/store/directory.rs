@@ -20,7 +20,9 @@ use super::migrate::{migrate, HOST_MIGRATIONS};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
 
 /// One space's row in the directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,6 +81,54 @@ pub struct Discovered {
 pub struct Directory {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// Writes so far; every [`CHECKPOINT_EVERY_WRITES`]th nudges the
+    /// checkpointer thread.
+    writes: AtomicU64,
+    nudge: SyncSender<()>,
+    checkpoints: Arc<AtomicU64>,
+}
+
+/// How many directory writes go by between two checkpoints of the host
+/// file's WAL (each write adds about three pages).
+const CHECKPOINT_EVERY_WRITES: u64 = 256;
+
+/// The host file's WAL past which a write checkpoints inline after all
+/// (the checkpointer has fallen far behind).
+const INLINE_CHECKPOINT_PAGES: u32 = 10_000;
+
+/// Checkpoints the host file on its own connection and thread, nudged by
+/// [`Directory::with`]. Why: with SQLite's automatic checkpoint, the write
+/// that crossed 1,000 pages ran the checkpoint — two fsyncs — while
+/// holding the directory's lock, and every space thread and session open
+/// queued behind it. Under load (each session wave writes the directory
+/// twice) those fsyncs came several times a second and, when the disk
+/// was slow, sends waited up to a second each. A passive checkpoint on
+/// another connection does not block the directory's writers.
+fn spawn_checkpointer(path: &Path, rx: Receiver<()>, done: Arc<AtomicU64>) -> StoreResult<()> {
+    let conn = Connection::open(path).at(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .at(path)?;
+    let file = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("host-checkpoint".into())
+        .spawn(move || {
+            // Ends when the directory (the sender) is dropped.
+            while rx.recv().is_ok() {
+                match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    Ok(()) => {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %file.display(), error = %e, "host directory checkpoint failed");
+                    }
+                }
+            }
+        })
+        .map_err(|source| StoreError::Io {
+            path: PathBuf::from("host-checkpoint thread"),
+            source,
+        })?;
+    Ok(())
 }
 
 impl Directory {
@@ -90,10 +140,20 @@ impl Directory {
         // Lookups are by index; the OS page cache serves the rest. A small
         // cache keeps the host's footprint flat as the space count grows.
         conn.execute_batch("PRAGMA cache_size = -512;").at(path)?;
+        conn.execute_batch(&format!(
+            "PRAGMA wal_autocheckpoint = {INLINE_CHECKPOINT_PAGES};"
+        ))
+        .at(path)?;
         migrate(&mut conn, path, HOST_MIGRATIONS, None)?;
+        let (nudge, rx) = std::sync::mpsc::sync_channel(1);
+        let checkpoints = Arc::new(AtomicU64::new(0));
+        spawn_checkpointer(path, rx, checkpoints.clone())?;
         Ok(Directory {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
+            writes: AtomicU64::new(0),
+            nudge,
+            checkpoints,
         })
     }
 
@@ -103,7 +163,23 @@ impl Directory {
 
     fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> StoreResult<T> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&conn).at(&self.path)
+        let before = conn.total_changes();
+        let out = f(&conn);
+        let wrote = conn.total_changes() != before;
+        drop(conn);
+        if wrote
+            && self.writes.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY_WRITES
+                == CHECKPOINT_EVERY_WRITES - 1
+        {
+            // A nudge already pending is enough.
+            let _ = self.nudge.try_send(());
+        }
+        out.at(&self.path)
+    }
+
+    /// Checkpoints the checkpointer thread has completed.
+    pub fn checkpoints(&self) -> u64 {
+        self.checkpoints.load(Ordering::Relaxed)
     }
 
     /// Reads a host-level setting (host id, jitter secret, ...).
@@ -369,6 +445,40 @@ fn entry_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes nudge the checkpointer thread, which checkpoints the host
+    /// file on its own connection while the directory keeps its data.
+    #[test]
+    fn directory_writes_are_checkpointed_off_the_write_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.sqlite");
+        let d = Directory::open(&path).unwrap();
+        d.insert_space("s", "did:key:owner", 0).unwrap();
+        assert_eq!(d.checkpoints(), 0);
+        for i in 0..(3 * CHECKPOINT_EVERY_WRITES) {
+            d.set_projection(
+                "s",
+                Projection {
+                    next_wake_ms: Some(i),
+                    undelivered: i % 2 == 0,
+                },
+            )
+            .unwrap();
+        }
+        let t = std::time::Instant::now();
+        while d.checkpoints() < 1 && t.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            d.checkpoints() >= 1,
+            "no checkpoint after {} writes",
+            3 * CHECKPOINT_EVERY_WRITES
+        );
+        assert_eq!(
+            d.get("s").unwrap().unwrap().next_wake_ms,
+            Some(3 * CHECKPOINT_EVERY_WRITES - 1)
+        );
+    }
 
     #[test]
     fn earliest_of_takes_the_earlier_wake_and_either_undelivered() {
