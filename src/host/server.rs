@@ -684,7 +684,7 @@ impl Server {
             }
         }
         self.push_updates()?;
-        self.waves_since_checkpoint += 1;
+        self.waves_since_checkpoint = self.waves_since_checkpoint.saturating_add(1);
         self.work = self.rt.space().has_undelivered()?;
         self.report_memory();
         Ok(())
