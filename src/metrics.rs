@@ -364,9 +364,9 @@ impl ParkedRing {
 
     fn value(&self, id: &str, c: Counter) -> i64 {
         let mut out = 0;
-        if let Some(i) = self.find(id) {
-            self.each(self.spans[i], |i, v| {
-                if i == c as usize {
+        if let Some(pos) = self.find(id) {
+            self.each(self.spans[pos], |idx, v| {
+                if idx == c as usize {
                     out = v;
                 }
             });

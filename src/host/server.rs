@@ -143,7 +143,7 @@ pub(crate) fn run(
     let ended = loop {
         let now = Instant::now();
         let park_at = s.park_at();
-        if s.checkpoint_due(now) {
+        if s.checkpoint_at().is_some_and(|at| now >= at) {
             if let Err(e) = s.rt.space().checkpoint() {
                 tracing::warn!(space = %id, error = %e, "checkpoint failed");
             }
@@ -319,10 +319,6 @@ impl Server {
             return Some(self.last_activity);
         }
         Some(self.last_activity + CHECKPOINT_QUIET)
-    }
-
-    fn checkpoint_due(&self, now: Instant) -> bool {
-        self.checkpoint_at().is_some_and(|at| now >= at)
     }
 
     /// A scheduled tenure nobody attached to: it parks as soon as its work
