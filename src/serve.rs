@@ -63,6 +63,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let host = crate::host::Host::new(store.clone(), host_cfg);
+    host.check_engine()
+        .context("the JavaScript engine failed its start-up check")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

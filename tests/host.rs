@@ -256,3 +256,28 @@ fn boot_discovery_delivers_events_accepted_before_a_restart() {
             .undelivered
     );
 }
+
+#[test]
+fn the_engine_start_up_check_passes_and_refuses_impossible_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_on(dir.path(), 30_000);
+    host.check_engine()
+        .expect("the default limits build a sandbox");
+
+    // A heap limit too small for the authoring API: the check fails with
+    // the engine's reason, where every activation would otherwise fail.
+    let store = Store::open(
+        StoreConfig::new(dir.path().join("tiny")),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )
+    .unwrap();
+    let mut cfg = HostConfig::default();
+    cfg.runtime.sandbox.memory_limit_bytes = 64 * 1024;
+    let err = Host::new(store, cfg).check_engine().unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("memory") || text.contains("out of"),
+        "unclear error: {text}"
+    );
+}

@@ -323,6 +323,8 @@ fn wait_for_parks(host: &Host, n: usize, timeout: Duration) -> anyhow::Result<()
 /// `rss_anon_kib N` and `counter_sets N`.
 pub fn memory_probe(spaces: usize, parked: bool, warm: usize) -> anyhow::Result<ExitCode> {
     let (dir, store, host) = fresh_host("mem", 50)?;
+    // As `serve` starts a host.
+    host.check_engine()?;
     host.start_waker();
     for i in 0..warm {
         let id = format!("warm-{i}");

@@ -515,6 +515,18 @@ impl Host {
         self.inner.poke_waker();
     }
 
+    /// Start-up check, run by `serve` before it listens: a sandbox with this
+    /// host's limits builds and loads the authoring API. A broken engine or
+    /// impossible limits then stop the host at boot instead of failing every
+    /// activation, and the first activation finds the API compiled. (It
+    /// also makes a host that has activated nothing yet touch the engine's
+    /// code and caches, as every host soon does.)
+    pub fn check_engine(&self) -> crate::runtime::RuntimeResult<()> {
+        crate::runtime::check_engine(&self.inner.cfg.runtime)?;
+        release_freed_memory();
+        Ok(())
+    }
+
     /// Boot discovery: activates every space an arm names.
     pub fn boot(&self) -> crate::store::StoreResult<usize> {
         let now = self.inner.clock.now_ms();

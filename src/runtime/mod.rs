@@ -224,6 +224,15 @@ type CostKey = (u64, String, String);
 /// (kind, pattern, cpu µs, wall µs, runs)
 type CostTally = (&'static str, String, u64, u64, u64);
 
+/// Builds a sandbox with `cfg`'s limits, loads the authoring API into it
+/// and frees it: the host's start-up check of the engine. The compiled API
+/// stays in the process's bytecode cache, so no activation compiles it.
+pub fn check_engine(cfg: &RuntimeConfig) -> RuntimeResult<()> {
+    let sandbox = Sandbox::new(cfg.sandbox.clone(), COMMONFABRIC_JS)?;
+    sandbox.import(crate::sandbox::COMMONFABRIC, &CallOptions::reactive())?;
+    Ok(())
+}
+
 impl SpaceRuntime {
     /// Takes the space's lease for a tenure and rebuilds every piece's graph.
     pub fn start(

@@ -293,10 +293,22 @@ impl Sandbox {
         state.begin(Mode::Reactive, u64::MAX, u64::MAX, None);
         let setup = context.with(|ctx| -> Result<(), SandboxError> {
             lockdown::install(&ctx, &state).map_err(|e| {
-                let detail = if matches!(e, JsError::Exception) {
-                    format!("{:?}", ctx.catch())
-                } else {
-                    e.to_string()
+                let caught = matches!(e, JsError::Exception).then(|| ctx.catch());
+                // Lockdown never throws null: the engine does when it cannot
+                // even allocate the error object, i.e. the heap limit is too
+                // small for the sandbox itself.
+                let starved = matches!(e, JsError::Allocation)
+                    || caught.as_ref().is_some_and(|v| {
+                        v.is_null() || v.type_of() == rquickjs::Type::Uninitialized
+                    });
+                if starved {
+                    return SandboxError::OutOfMemory {
+                        limit_bytes: config.memory_limit_bytes,
+                    };
+                }
+                let detail = match caught {
+                    Some(v) => format!("{v:?}"),
+                    None => e.to_string(),
                 };
                 internal("installing lockdown", detail)
             })?;
