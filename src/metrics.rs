@@ -49,6 +49,7 @@ counters! {
     SpacesExclusiveFallbacks => ("store", "spacesExclusiveFallbacks", Counter, "Exclusive opens that found the file open elsewhere and opened it shared instead"),
     SpacesReopenedShared => ("store", "spacesReopenedShared", Counter, "Exclusively opened space files reopened shared (a session attached, or the tenure ran past a lease renewal)"),
     SpacesQuarantined => ("store", "spacesQuarantined", Counter, "Space files found corrupt and set aside"),
+    WalCheckpoints => ("store", "walCheckpoints", Counter, "WAL checkpoints a space server ran while sessions were attached (after 50 ms quiet or 256 waves)"),
     DirectoryMovedEarlier => ("store", "directoryMovedEarlier", Counter, "Directory projections moved earlier before a space commit"),
     DirectoryMovedLater => ("store", "directoryMovedLater", Counter, "Directory projections moved later after a space commit"),
     EventsAppended => ("events", "appended", Counter, "Stream events appended"),

@@ -281,3 +281,75 @@ fn the_engine_start_up_check_passes_and_refuses_impossible_limits() {
         "unclear error: {text}"
     );
 }
+
+/// A space with a session checkpoints its WAL when it goes quiet (50 ms
+/// after its last wave) or every 256 waves while busy — not after every
+/// wave, which put two fsyncs in each wave's path.
+#[test]
+fn a_busy_space_checkpoints_when_quiet_or_every_256_waves_not_per_wave() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_on(dir.path(), 30_000);
+    host.store().create_space("s", "did:key:owner").unwrap();
+    let piece = deploy(&host, "s");
+    let mut rx = common::attach(&host, "s", 1);
+    host.request_blocking(
+        "s",
+        Trigger::Session,
+        Request::Track {
+            session: 1,
+            piece: piece.clone(),
+            path: parse_dotted("doubled"),
+            since: None,
+        },
+    )
+    .unwrap();
+    recv(&mut rx);
+    let c = host.counters();
+    // Quiet after the deploy's waves: one checkpoint, then none while idle.
+    wait_until("the first quiet checkpoint", || {
+        c.space_value("s", Counter::WalCheckpoints) >= 1
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let before = c.space_value("s", Counter::WalCheckpoints);
+    assert_eq!(before, 1, "an idle space checkpoints once, not repeatedly");
+
+    let waves_before = c.space_value("s", Counter::Waves);
+    for i in 0..600 {
+        host.request_blocking(
+            "s",
+            Trigger::Session,
+            Request::Send {
+                author: Author::principal("did:key:owner"),
+                piece: piece.clone(),
+                path: parse_dotted("bump"),
+                event_id: Some(format!("e{i}")),
+                payload: json!({}),
+            },
+        )
+        .unwrap();
+        // Each send's wave is done before the next is sent.
+        recv(&mut rx);
+    }
+    let during = c.space_value("s", Counter::WalCheckpoints) - before;
+    let waves = c.space_value("s", Counter::Waves) - waves_before;
+    assert!(waves >= 300, "{waves} waves for 600 sends");
+    // A back-to-back burst is never quiet for 50 ms (short of a stalled
+    // machine), so its checkpoints are the 256-wave ones: not one per wave.
+    assert!(
+        during <= waves / 16,
+        "{during} checkpoints during {waves} busy waves"
+    );
+    // ...and never fewer than one per 256 waves.
+    assert!(
+        during >= waves / 256,
+        "{during} checkpoints during {waves} busy waves"
+    );
+    // Then quiet again: the last waves get their checkpoint.
+    wait_until("the checkpoint after the burst", || {
+        c.space_value("s", Counter::WalCheckpoints) > before + during
+    });
+    assert_eq!(
+        c.host().get(Counter::WalCheckpoints),
+        c.space_value("s", Counter::WalCheckpoints)
+    );
+}

@@ -144,8 +144,9 @@ pub(crate) fn run(
         let now = Instant::now();
         let park_at = s.park_at();
         if s.checkpoint_at().is_some_and(|at| now >= at) {
-            if let Err(e) = s.rt.space().checkpoint() {
-                tracing::warn!(space = %id, error = %e, "checkpoint failed");
+            match s.rt.space().checkpoint() {
+                Ok(()) => s.rt.space().counters().inc(Counter::WalCheckpoints),
+                Err(e) => tracing::warn!(space = %id, error = %e, "checkpoint failed"),
             }
             s.waves_since_checkpoint = 0;
         }
