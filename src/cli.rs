@@ -253,6 +253,9 @@ pub enum BenchCommand {
     Serve {
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Run only these figures (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<crate::bench::serve::Figure>,
     },
     /// Compiler cache, instantiation, events and derivations.
     Patterns {

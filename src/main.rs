@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Command::Bench { which } => match which {
             BenchCommand::Store { dir, scale } => spacewake::bench::store::run(dir, scale),
             BenchCommand::Patterns { scale } => spacewake::bench::patterns::run(scale),
-            BenchCommand::Serve { scale } => spacewake::bench::serve::run(scale),
+            BenchCommand::Serve { scale, only } => spacewake::bench::serve::run(scale, &only),
             BenchCommand::ServeMemory {
                 spaces,
                 parked,

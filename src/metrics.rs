@@ -105,6 +105,7 @@ counters! {
     ActionsCapabilityDenied => ("actions", "capabilityDenied", Counter, "Actions that used a capability denied in their context"),
     Waves => ("waves", "committed", Counter, "Waves that committed"),
     ActiveSpaces => ("activation", "activeSpaces", Gauge, "Spaces with a running space server"),
+    ServerWakeups => ("activation", "serverWakeups", Counter, "Turns of a space server's loop (a command arrived or a timer fell due); an idle space adds none"),
     ServerThreadsStarted => ("activation", "serverThreadsStarted", Counter, "Threads started to run a space server (none idle to reuse)"),
     ServerThreadsReused => ("activation", "serverThreadsReused", Counter, "Space servers run on an idle thread of an earlier tenure"),
     RuntimeMemoryBytes => ("activation", "runtimeMemoryBytes", Gauge, "JavaScript heap bytes held by active space runtimes (0 once parked)"),

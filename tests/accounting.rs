@@ -328,48 +328,74 @@ fn each_space_is_billed_its_own_cpu_under_contention() {
     let clock = Arc::new(ManualClock::default());
     let store = Store::open(StoreConfig::new(dir.path()), clock.clone(), Counters::new()).unwrap();
     let (heavy_n, trivial_n) = (40, 400);
-    // Five rounds of: each space alone, then both at once on two threads
-    // (two cores). Medians, so a stretch of load from other processes on a
-    // shared machine (which inflates thread CPU time through cache and
-    // core sharing) does not decide the verdict.
-    let mut rounds: Vec<(u64, u64, u64, u64)> = Vec::new();
-    for r in 0..5 {
-        let heavy_alone =
-            ledger_cpu_of(&store, &clock, &format!("heavy-alone-{r}"), HEAVY, heavy_n);
-        let trivial_alone = ledger_cpu_of(
-            &store,
-            &clock,
-            &format!("trivial-alone-{r}"),
-            TRIVIAL,
-            trivial_n,
-        );
-        let (heavy_busy, trivial_busy) = std::thread::scope(|s| {
-            let h = s.spawn(|| {
-                ledger_cpu_of(&store, &clock, &format!("heavy-busy-{r}"), HEAVY, heavy_n)
+    let measure = |attempt: usize| -> (u64, u64, u64, u64) {
+        // Five rounds of: each space alone, then both at once on two threads
+        // (two cores). Medians, so a stretch of load from other processes on a
+        // shared machine (which inflates thread CPU time through cache and
+        // core sharing) does not decide the verdict.
+        let mut rounds: Vec<(u64, u64, u64, u64)> = Vec::new();
+        for r in 0..5 {
+            let heavy_alone = ledger_cpu_of(
+                &store,
+                &clock,
+                &format!("heavy-alone-{attempt}-{r}"),
+                HEAVY,
+                heavy_n,
+            );
+            let trivial_alone = ledger_cpu_of(
+                &store,
+                &clock,
+                &format!("trivial-alone-{attempt}-{r}"),
+                TRIVIAL,
+                trivial_n,
+            );
+            let (heavy_busy, trivial_busy) = std::thread::scope(|s| {
+                let h = s.spawn(|| {
+                    ledger_cpu_of(
+                        &store,
+                        &clock,
+                        &format!("heavy-busy-{attempt}-{r}"),
+                        HEAVY,
+                        heavy_n,
+                    )
+                });
+                let t = s.spawn(|| {
+                    ledger_cpu_of(
+                        &store,
+                        &clock,
+                        &format!("trivial-busy-{attempt}-{r}"),
+                        TRIVIAL,
+                        trivial_n,
+                    )
+                });
+                (h.join().unwrap(), t.join().unwrap())
             });
-            let t = s.spawn(|| {
-                ledger_cpu_of(
-                    &store,
-                    &clock,
-                    &format!("trivial-busy-{r}"),
-                    TRIVIAL,
-                    trivial_n,
-                )
-            });
-            (h.join().unwrap(), t.join().unwrap())
-        });
-        rounds.push((heavy_alone, trivial_alone, heavy_busy, trivial_busy));
-    }
-    let median = |f: fn(&(u64, u64, u64, u64)) -> u64| {
-        let mut v: Vec<u64> = rounds.iter().map(f).collect();
-        v.sort();
-        v[v.len() / 2]
+            rounds.push((heavy_alone, trivial_alone, heavy_busy, trivial_busy));
+        }
+        let median = |f: fn(&(u64, u64, u64, u64)) -> u64| {
+            let mut v: Vec<u64> = rounds.iter().map(f).collect();
+            v.sort();
+            v[v.len() / 2]
+        };
+        let heavy_alone = median(|r| r.0);
+        let trivial_alone = median(|r| r.1);
+        let heavy_busy = median(|r| r.2);
+        let trivial_busy = median(|r| r.3);
+        (heavy_alone, trivial_alone, heavy_busy, trivial_busy)
     };
-    let heavy_alone = median(|r| r.0);
-    let trivial_alone = median(|r| r.1);
-    let heavy_busy = median(|r| r.2);
-    let trivial_busy = median(|r| r.3);
     let off = |busy: u64, alone: u64| (busy as f64 - alone as f64).abs() / alone as f64;
+    // Up to three attempts: a billing that charged one space for another's
+    // work would be off in every one, while a burst of load from outside
+    // can spoil one attempt's medians.
+    let mut last = (0, 0, 0, 0);
+    for attempt in 0..3 {
+        last = measure(attempt);
+        let (heavy_alone, trivial_alone, heavy_busy, trivial_busy) = last;
+        if off(heavy_busy, heavy_alone) < 0.10 && off(trivial_busy, trivial_alone) < 0.10 {
+            break;
+        }
+    }
+    let (heavy_alone, trivial_alone, heavy_busy, trivial_busy) = last;
     assert!(
         heavy_alone > 20 * trivial_alone / 10,
         "the heavy work is heavy: {heavy_alone} vs {trivial_alone}"

@@ -353,3 +353,28 @@ fn a_busy_space_checkpoints_when_quiet_or_every_256_waves_not_per_wave() {
         c.space_value("s", Counter::WalCheckpoints)
     );
 }
+
+/// A space holding an idle session past its park time waits quietly: its
+/// loop wakes for commands and timers only. (Until session 6 the past park
+/// time became a zero wait, and such a space spun on a core.)
+#[test]
+fn an_idle_session_past_the_park_time_does_not_make_its_space_spin() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_on(dir.path(), 20);
+    host.store().create_space("s", "did:key:owner").unwrap();
+    deploy(&host, "s");
+    let _rx = common::attach(&host, "s", 1);
+    let c = host.counters();
+    // Past the park time (20 ms) and the first quiet checkpoint (50 ms).
+    std::thread::sleep(Duration::from_millis(200));
+    let before = c.space_value("s", Counter::ServerWakeups);
+    std::thread::sleep(Duration::from_millis(500));
+    let woke = c.space_value("s", Counter::ServerWakeups) - before;
+    assert!(woke <= 2, "an idle space woke {woke} times in 500 ms");
+    assert_eq!(
+        host.active_spaces(),
+        vec!["s".to_string()],
+        "held by its session"
+    );
+    assert_eq!(c.space_value("s", Counter::Parks), 0);
+}

@@ -153,10 +153,19 @@ pub(crate) fn run(
         let wait = if s.work {
             Duration::ZERO
         } else {
-            let timer = s.fire_at.map_or(park_at, |(at, _)| at.min(park_at));
-            let timer = s.checkpoint_at().map_or(timer, |at| at.min(timer));
-            s.next_renew.min(timer).saturating_duration_since(now)
+            // Parking is a timer only when nothing holds the space: with a
+            // session attached, a park time in the past would make this a
+            // busy loop (it did, until session 6: a session idle for the
+            // park time pinned a core, and the serving benchmark's spaces
+            // spun while their sessions connected).
+            let park = s.sessions.is_empty().then_some(park_at);
+            [park, s.fire_at.map(|(at, _)| at), s.checkpoint_at()]
+                .into_iter()
+                .flatten()
+                .fold(s.next_renew, Instant::min)
+                .saturating_duration_since(now)
         };
+        counters.inc(Counter::ServerWakeups);
         match rx.recv_timeout(wait) {
             Ok(cmd) => s.handle(cmd),
             Err(RecvTimeoutError::Timeout) => {}
