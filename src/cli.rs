@@ -141,6 +141,11 @@ pub struct ServeArgs {
     /// A wave stops taking new events after this many milliseconds.
     #[arg(long, env = "SPACEWAKE_FLUSH_DEADLINE_MS", default_value_t = 100)]
     pub flush_deadline_ms: u64,
+    /// A WebSocket connection that sends nothing for this long (not even a
+    /// pong: the server pings after half of it) is closed, so a client that
+    /// vanished without closing does not hold its space active. 0: never.
+    #[arg(long, env = "SPACEWAKE_SESSION_TIMEOUT_MS", default_value_t = 60_000)]
+    pub session_timeout_ms: u64,
     /// Scheduled wakes: `on` fires due [SCHEDULE] entries; `off` keeps them
     /// indexed and counts due wakes as suppressed.
     #[arg(long, env = "SPACEWAKE_SCHEDULE", value_enum, default_value_t = OnOff::On)]

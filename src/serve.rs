@@ -40,6 +40,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let host_cfg = crate::host::HostConfig {
         idle_park_ms: args.idle_park_ms,
         flush_deadline_ms: args.flush_deadline_ms,
+        session_timeout_ms: args.session_timeout_ms,
         schedule: crate::host::ScheduleConfig {
             enabled: args.schedule == crate::cli::OnOff::On,
             jitter_mode: match args.jitter {

@@ -23,6 +23,9 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 /// Policy-violation close code (RFC 6455) after a refused open.
 const CLOSE_POLICY: u16 = 1008;
 
+/// "Going away" (RFC 6455): the server ends a connection that went silent.
+const CLOSE_AWAY: u16 = 1001;
+
 struct OpenSession {
     id: SessionId,
     space: String,
@@ -46,10 +49,41 @@ pub async fn run(socket: WebSocket, host: Host) {
     }
     let (utx, mut urx) = tokio::sync::mpsc::unbounded_channel::<crate::host::Update>();
     let mut open: Option<OpenSession> = None;
+    // Silence detection: a client whose network vanished never closes, and
+    // its session would hold the space active (and its lease) for good.
+    // Any frame counts as a sign of life; after half the timeout of
+    // silence the server pings (browsers and WebSocket libraries answer
+    // on their own), and after the whole of it gives up.
+    let timeout = host.session_timeout();
+    let mut heard = tokio::time::Instant::now();
+    let mut pinged = false;
     loop {
+        let silence_deadline = timeout.map(|t| heard + if pinged { t } else { t / 2 });
         tokio::select! {
+            _ = sleep_until_or_never(silence_deadline) => {
+                if !pinged {
+                    pinged = true;
+                    if tx.send(Message::Ping(Default::default())).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                match &open {
+                    Some(s) => counters.space(&s.space).inc(Counter::SessionsTimedOut),
+                    None => counters.add_host(Counter::SessionsTimedOut, 1),
+                }
+                let _ = tx
+                    .send(Message::Close(Some(CloseFrame {
+                        code: CLOSE_AWAY,
+                        reason: Utf8Bytes::from_static("nothing received within the session timeout"),
+                    })))
+                    .await;
+                break;
+            }
             incoming = rx.next() => {
                 let Some(Ok(msg)) = incoming else { break };
+                heard = tokio::time::Instant::now();
+                pinged = false;
                 let frame = match &msg {
                     Message::Text(t) => Frame::Text(t.as_str()),
                     Message::Binary(b) => Frame::Binary(b),
@@ -124,6 +158,13 @@ pub async fn run(socket: WebSocket, host: Host) {
             Trigger::Session,
             Request::Detach { session: s.id },
         );
+    }
+}
+
+async fn sleep_until_or_never(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -27,15 +27,14 @@ impl Drop for Server {
 }
 
 fn serve(data: &Path) -> Server {
+    serve_with(data, &[])
+}
+
+fn serve_with(data: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spacewake"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--idle-park-ms",
-            "150",
-            "--data",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0", "--idle-park-ms", "150"])
+        .args(extra)
+        .arg("--data")
         .arg(data)
         .env("SPACEWAKE_LOG", "warn")
         .stdout(Stdio::piped())
@@ -605,4 +604,50 @@ fn the_cli_deploys_sends_and_reads_against_a_running_server() {
     let (ok, _, err) = cli(&["deploy", invalid.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("SCHEDULE_INTERVAL_TOO_SMALL"), "{err}");
+}
+
+/// A client that vanished without closing (it reads nothing, so it answers
+/// no ping) is closed after the session timeout and its space parks; a
+/// client that is only listening answers the server's pings and stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed_and_its_space_parks_while_a_listening_one_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_with(dir.path(), &["--session-timeout-ms", "400"]);
+    let me = Identity::generate();
+
+    let (mut listening, _) = Client::connect(&ws_url(&server), &me, "listening")
+        .await
+        .unwrap();
+    let piece = deploy(&mut listening, json!({"value": 0})).await;
+    track(&mut listening, &piece, "value", None).await;
+    assert_eq!(next_value(&mut listening).await.1, json!(0));
+
+    let (mut silent, _) = Client::connect(&ws_url(&server), &me, "silent")
+        .await
+        .unwrap();
+    deploy(&mut silent, json!({"value": 0})).await;
+
+    // Three timeouts long: the listening client only reads (and so answers
+    // pings); the silent one is not polled at all.
+    let quiet = listening.recv(Duration::from_millis(1200)).await.unwrap();
+    assert!(quiet.is_none(), "nothing but pings was sent: {quiet:?}");
+    let addr = server.addr.clone();
+    wait_for("the silent session to time out", || {
+        stats(&addr)["servingLoop"]["sessions"]["timedOut"].as_i64() == Some(1)
+    });
+    wait_for("the silent space to park", || {
+        space_counter(&addr, "silent", "activation", "parks") >= 1
+    });
+    assert_eq!(space_counter(&addr, "silent", "sessions", "timedOut"), 1);
+    assert!(
+        silent.recv(Duration::from_secs(2)).await.is_err()
+            || silent.recv(Duration::from_secs(2)).await.is_err(),
+        "the silent connection was closed"
+    );
+
+    // The listening session is still open and served.
+    assert_eq!(space_counter(&addr, "listening", "activation", "parks"), 0);
+    send(&mut listening, &piece, "increment", json!({})).await;
+    assert_eq!(next_value(&mut listening).await.1, json!(1));
+    assert_eq!(space_counter(&addr, "listening", "sessions", "timedOut"), 0);
 }

@@ -241,6 +241,9 @@ pub struct HostConfig {
     /// A wave stops taking new events after this long; the rest continue
     /// in the next wave, after pending commands are served.
     pub flush_deadline_ms: u64,
+    /// A WebSocket connection from which nothing arrives for this long is
+    /// closed; after half of it the server pings. 0: never.
+    pub session_timeout_ms: u64,
     /// First back-off after a failed activation; doubles per failure.
     pub failure_backoff_ms: u64,
     pub max_backoff_ms: u64,
@@ -253,6 +256,7 @@ impl Default for HostConfig {
         HostConfig {
             idle_park_ms: 30_000,
             flush_deadline_ms: 100,
+            session_timeout_ms: 60_000,
             failure_backoff_ms: 1_000,
             // Five minutes: long enough that a broken space costs little,
             // short enough that a fixed one comes back without an operator.
@@ -513,6 +517,12 @@ impl Host {
             .stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.inner.poke_waker();
+    }
+
+    /// How long a silent WebSocket connection is kept (`None`: for ever).
+    pub fn session_timeout(&self) -> Option<std::time::Duration> {
+        let ms = self.inner.cfg.session_timeout_ms;
+        (ms > 0).then(|| std::time::Duration::from_millis(ms))
     }
 
     /// Start-up check, run by `serve` before it listens: a sandbox with this
