@@ -122,7 +122,7 @@ counters! {
     SessionsAttached => ("sessions", "attached", Counter, "Sessions attached to a space"),
     SessionsOpen => ("sessions", "open", Gauge, "Open WebSocket sessions"),
     SessionsOpened => ("sessions", "opened", Counter, "Sessions opened (signature verified)"),
-    SessionsTimedOut => ("sessions", "timedOut", Counter, "Connections closed because the client sent nothing, not even a pong to the server's ping, for the session timeout"),
+    SessionsTimedOut => ("sessions", "timedOut", Counter, "Connections closed because the client sent nothing (not even a pong to the server's ping) or took no frame for the session timeout"),
     SessionsRejected => ("sessions", "rejected", Counter, "Session opens refused (bad signature, access)"),
     FramesRejected => ("sessions", "framesRejected", Counter, "Client frames answered with an error"),
     UpdatesSent => ("sessions", "updatesSent", Counter, "Updates pushed to sessions"),

@@ -40,11 +40,8 @@ pub async fn run(socket: WebSocket, host: Host) {
     let nonce = new_nonce();
     let challenge =
         ServerMessage::Challenge(crate::protocol::messages::Challenge::new(nonce.clone()));
-    if tx
-        .send(Message::Text(challenge.to_text().into()))
-        .await
-        .is_err()
-    {
+    let timeout = host.session_timeout();
+    if send_frame(&mut tx, Message::Text(challenge.to_text().into()), timeout).await != Sent::Ok {
         return;
     }
     let (utx, mut urx) = tokio::sync::mpsc::unbounded_channel::<crate::host::Update>();
@@ -54,7 +51,6 @@ pub async fn run(socket: WebSocket, host: Host) {
     // Any frame counts as a sign of life; after half the timeout of
     // silence the server pings (browsers and WebSocket libraries answer
     // on their own), and after the whole of it gives up.
-    let timeout = host.session_timeout();
     let mut heard = tokio::time::Instant::now();
     let mut pinged = false;
     loop {
@@ -63,21 +59,21 @@ pub async fn run(socket: WebSocket, host: Host) {
             _ = sleep_until_or_never(silence_deadline) => {
                 if !pinged {
                     pinged = true;
-                    if tx.send(Message::Ping(Default::default())).await.is_err() {
-                        break;
+                    match send_frame(&mut tx, Message::Ping(Default::default()), timeout).await {
+                        Sent::Ok => continue,
+                        Sent::Failed => break,
+                        Sent::Stalled => {
+                            count_timeout(&counters, open.as_ref());
+                            break;
+                        }
                     }
-                    continue;
                 }
-                match &open {
-                    Some(s) => counters.space(&s.space).inc(Counter::SessionsTimedOut),
-                    None => counters.add_host(Counter::SessionsTimedOut, 1),
-                }
-                let _ = tx
-                    .send(Message::Close(Some(CloseFrame {
-                        code: CLOSE_AWAY,
-                        reason: Utf8Bytes::from_static("nothing received within the session timeout"),
-                    })))
-                    .await;
+                count_timeout(&counters, open.as_ref());
+                let close = Message::Close(Some(CloseFrame {
+                    code: CLOSE_AWAY,
+                    reason: Utf8Bytes::from_static("nothing received within the session timeout"),
+                }));
+                let _ = send_frame(&mut tx, close, timeout).await;
                 break;
             }
             incoming = rx.next() => {
@@ -104,13 +100,13 @@ pub async fn run(socket: WebSocket, host: Host) {
                             }
                             Err(e) => {
                                 counters.add_host(Counter::SessionsRejected, 1);
-                                let _ = tx.send(Message::Text(e.to_server_message().to_text().into())).await;
-                                let _ = tx
-                                    .send(Message::Close(Some(CloseFrame {
-                                        code: CLOSE_POLICY,
-                                        reason: Utf8Bytes::from_static("session not opened"),
-                                    })))
-                                    .await;
+                                let refusal = Message::Text(e.to_server_message().to_text().into());
+                                let _ = send_frame(&mut tx, refusal, timeout).await;
+                                let close = Message::Close(Some(CloseFrame {
+                                    code: CLOSE_POLICY,
+                                    reason: Utf8Bytes::from_static("session not opened"),
+                                }));
+                                let _ = send_frame(&mut tx, close, timeout).await;
                                 break;
                             }
                         }
@@ -133,8 +129,13 @@ pub async fn run(socket: WebSocket, host: Host) {
                         e.to_server_message()
                     }
                 };
-                if tx.send(Message::Text(out.to_text().into())).await.is_err() {
-                    break;
+                match send_frame(&mut tx, Message::Text(out.to_text().into()), timeout).await {
+                    Sent::Ok => {}
+                    Sent::Failed => break,
+                    Sent::Stalled => {
+                        count_timeout(&counters, open.as_ref());
+                        break;
+                    }
                 }
             }
             update = urx.recv() => {
@@ -145,8 +146,13 @@ pub async fn run(socket: WebSocket, host: Host) {
                     path: u.path.into_iter().map(to_wire_seg).collect(),
                     value: u.value,
                 });
-                if tx.send(Message::Text(wire.to_text().into())).await.is_err() {
-                    break;
+                match send_frame(&mut tx, Message::Text(wire.to_text().into()), timeout).await {
+                    Sent::Ok => {}
+                    Sent::Failed => break,
+                    Sent::Stalled => {
+                        count_timeout(&counters, open.as_ref());
+                        break;
+                    }
                 }
             }
         }
@@ -158,6 +164,42 @@ pub async fn run(socket: WebSocket, host: Host) {
             Trigger::Session,
             Request::Detach { session: s.id },
         );
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Sent {
+    Ok,
+    Failed,
+    /// The client took nothing for the session timeout: a client that
+    /// stops reading fills the socket's buffers, and without a limit the
+    /// send (and with it this session's task) would wait for ever.
+    Stalled,
+}
+
+async fn send_frame(
+    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    msg: Message,
+    limit: Option<std::time::Duration>,
+) -> Sent {
+    let sent = match limit {
+        Some(t) => match tokio::time::timeout(t, tx.send(msg)).await {
+            Ok(r) => r,
+            Err(_) => return Sent::Stalled,
+        },
+        None => tx.send(msg).await,
+    };
+    if sent.is_ok() {
+        Sent::Ok
+    } else {
+        Sent::Failed
+    }
+}
+
+fn count_timeout(counters: &std::sync::Arc<crate::metrics::Counters>, open: Option<&OpenSession>) {
+    match open {
+        Some(s) => counters.space(&s.space).inc(Counter::SessionsTimedOut),
+        None => counters.add_host(Counter::SessionsTimedOut, 1),
     }
 }
 
