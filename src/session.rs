@@ -26,6 +26,9 @@ const CLOSE_POLICY: u16 = 1008;
 /// "Going away" (RFC 6455): the server ends a connection that went silent.
 const CLOSE_AWAY: u16 = 1001;
 
+/// "Internal error" (RFC 6455): the session's space server stopped.
+const CLOSE_INTERNAL: u16 = 1011;
+
 struct OpenSession {
     id: SessionId,
     space: String,
@@ -45,6 +48,10 @@ pub async fn run(socket: WebSocket, host: Host) {
         return;
     }
     let (utx, mut urx) = tokio::sync::mpsc::unbounded_channel::<crate::host::Update>();
+    // Handed to the space server at open, so the channel closes when the
+    // server lets go of it: the session's end of the space.
+    let mut utx = Some(utx);
+    let mut server_gone = false;
     let mut open: Option<OpenSession> = None;
     // Silence detection: a client whose network vanished never closes, and
     // its session would hold the space active (and its lease) for good.
@@ -91,7 +98,10 @@ pub async fn run(socket: WebSocket, host: Host) {
                 let reply = match parsed {
                     Err(e) => Err(e),
                     Ok(ClientMessage::Open(o)) => {
-                        match open_session(&host, &nonce, o, utx.clone()).await {
+                        let sink = utx.take().ok_or_else(|| {
+                            ProtocolError::new(ErrorCode::AlreadyOpen, "this connection already opened a session")
+                        });
+                        match async { open_session(&host, &nonce, o, sink?).await }.await {
                             Ok((session, opened)) => {
                                 open = Some(session);
                                 counters.add_host(Counter::SessionsOpen, 1);
@@ -139,7 +149,27 @@ pub async fn run(socket: WebSocket, host: Host) {
                 }
             }
             update = urx.recv() => {
-                let Some(u) = update else { continue };
+                let Some(u) = update else {
+                    // The space server let go of this session: its tenure
+                    // ended with an error (a lost lease, a failed commit)
+                    // or the host is stopping. Tell the client, which can
+                    // reconnect and resume from the last seq it saw.
+                    server_gone = true;
+                    if let Some(s) = &open {
+                        counters.space(&s.space).inc(Counter::SessionsEndedByServer);
+                    }
+                    let e = ProtocolError::new(
+                        ErrorCode::Internal,
+                        "the space's server stopped; reconnect to resume from the last seq you saw",
+                    );
+                    let _ = send_frame(&mut tx, Message::Text(e.to_server_message().to_text().into()), timeout).await;
+                    let close = Message::Close(Some(CloseFrame {
+                        code: CLOSE_INTERNAL,
+                        reason: Utf8Bytes::from_static("the space's server stopped"),
+                    }));
+                    let _ = send_frame(&mut tx, close, timeout).await;
+                    break;
+                };
                 let wire = ServerMessage::Update(WireUpdate {
                     seq: u.seq,
                     piece: u.piece,
@@ -159,6 +189,10 @@ pub async fn run(socket: WebSocket, host: Host) {
     }
     if let Some(s) = open {
         counters.add_host(Counter::SessionsOpen, -1);
+        if server_gone {
+            // Nothing to detach from; a notify would activate the space.
+            return;
+        }
         let _ = host.notify(
             &s.space,
             Trigger::Session,

@@ -651,3 +651,64 @@ async fn a_silent_connection_is_closed_and_its_space_parks_while_a_listening_one
     assert_eq!(next_value(&mut listening).await.1, json!(1));
     assert_eq!(space_counter(&addr, "listening", "sessions", "timedOut"), 0);
 }
+
+/// A session whose space server stops under it (here: another holder took
+/// the space's lease, so the renewal fails and the tenure ends) is told with
+/// an error frame and a close, instead of silently receiving nothing more;
+/// once the lease is free again a reconnecting client carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_told_when_its_space_server_stops_and_can_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_with(
+        dir.path(),
+        &["--lease-ttl-ms", "600", "--lease-renew-ms", "100"],
+    );
+    let me = Identity::generate();
+    let (mut c, _) = Client::connect(&ws_url(&server), &me, "home")
+        .await
+        .unwrap();
+    let piece = deploy(&mut c, json!({"value": 0})).await;
+    track(&mut c, &piece, "value", None).await;
+    assert_eq!(next_value(&mut c).await.1, json!(0));
+    send(&mut c, &piece, "increment", json!({})).await;
+    assert_eq!(next_value(&mut c).await.1, json!(1));
+
+    let file = dir.path().join("spaces").join("home.sqlite");
+    let db = rusqlite::Connection::open(&file).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.execute(
+        "UPDATE execution_lease SET holder = 'another-host', expires_at_ms = ?1",
+        [i64::MAX / 2],
+    )
+    .unwrap();
+
+    let told = loop {
+        match c.recv(Duration::from_secs(5)).await {
+            Ok(Some(ServerMessage::Error(e))) => break e,
+            Ok(Some(_)) => continue,
+            other => panic!("expected an error frame, got {other:?}"),
+        }
+    };
+    assert!(told.message.contains("reconnect"), "{told:?}");
+    assert!(c.recv(Duration::from_secs(5)).await.is_err(), "then closed");
+    let addr = server.addr.clone();
+    wait_for("the counters", || {
+        space_counter(&addr, "home", "sessions", "endedByServer") == 1
+            && space_counter(&addr, "home", "lease", "tenuresLost") == 1
+    });
+
+    // The other holder lets go; a new session finds the count where it was.
+    db.execute("UPDATE execution_lease SET expires_at_ms = 0", [])
+        .unwrap();
+    let (mut c, _) = loop {
+        match Client::connect(&ws_url(&server), &me, "home").await {
+            Ok(ok) => break ok,
+            // Backing off after the failed tenure (1 s at first).
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    track(&mut c, &piece, "value", None).await;
+    assert_eq!(next_value(&mut c).await.1, json!(1));
+    send(&mut c, &piece, "increment", json!({})).await;
+    assert_eq!(next_value(&mut c).await.1, json!(2));
+}
