@@ -131,12 +131,14 @@ fn tracked_values_are_pushed_in_seq_order_and_the_space_parks_when_left() {
     assert_eq!(c.space_value("s", Counter::ActivationsSession), 1);
     // The [UI] derivation was never demanded, so it never ran.
     assert_eq!(c.space_value("s", Counter::DerivationRuns), 6);
+    assert_eq!(c.space_value("s", Counter::DemandedInstances), 1);
 
     host.request_blocking("s", Trigger::Session, Request::Detach { session: 1 })
         .unwrap();
     wait_until("park", || c.space_value("s", Counter::Parks) == 1);
     assert!(host.active_spaces().is_empty());
     assert_eq!(c.space_value("s", Counter::ActiveSpaces), 0);
+    assert_eq!(c.space_value("s", Counter::DemandedInstances), 0);
     assert!(host
         .store()
         .directory()
