@@ -124,6 +124,7 @@ counters! {
     SessionsOpened => ("sessions", "opened", Counter, "Sessions opened (signature verified)"),
     SessionsTimedOut => ("sessions", "timedOut", Counter, "Connections closed because the client sent nothing (not even a pong to the server's ping) or took no frame for the session timeout"),
     SessionsEndedByServer => ("sessions", "endedByServer", Counter, "Sessions closed because their space's server stopped (a failed tenure, a lost lease, the host stopping)"),
+    SessionsRevoked => ("sessions", "revoked", Counter, "Open sessions ended because their principal's grant was revoked"),
     SessionsRejected => ("sessions", "rejected", Counter, "Session opens refused (bad signature, access)"),
     FramesRejected => ("sessions", "framesRejected", Counter, "Client frames answered with an error"),
     UpdatesSent => ("sessions", "updatesSent", Counter, "Updates pushed to sessions"),

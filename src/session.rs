@@ -35,6 +35,8 @@ struct OpenSession {
     did: String,
     access: Access,
     resume: Option<u64>,
+    /// The grants version under which `access` was last read.
+    access_version: u64,
 }
 
 pub async fn run(socket: WebSocket, host: Host) {
@@ -122,7 +124,12 @@ pub async fn run(socket: WebSocket, host: Host) {
                         }
                     }
                     Ok(m) => {
-                        let s = open.as_ref().expect("check_phase guarantees an open session");
+                        let s = open.as_mut().expect("check_phase guarantees an open session");
+                        if let Err(e) = refresh_access(&host, s) {
+                            counters.space(&s.space).inc(Counter::SessionsRevoked);
+                            close_revoked(&mut tx, e, timeout).await;
+                            break;
+                        }
                         match check_access(s.access, &m) {
                             Err(e) => Err(e),
                             Ok(()) => handle(&host, s, m).await,
@@ -170,6 +177,14 @@ pub async fn run(socket: WebSocket, host: Host) {
                     let _ = send_frame(&mut tx, close, timeout).await;
                     break;
                 };
+                if let Some(s) = open.as_mut() {
+                    // A revoked reader gets no further update.
+                    if let Err(e) = refresh_access(&host, s) {
+                        counters.space(&s.space).inc(Counter::SessionsRevoked);
+                        close_revoked(&mut tx, e, timeout).await;
+                        break;
+                    }
+                }
                 let wire = ServerMessage::Update(WireUpdate {
                     seq: u.seq,
                     piece: u.piece,
@@ -237,6 +252,61 @@ fn count_timeout(counters: &std::sync::Arc<crate::metrics::Counters>, open: Opti
     }
 }
 
+fn parse_access(grant: Option<&str>) -> Option<Access> {
+    match grant {
+        Some("owner") => Some(Access::Owner),
+        Some("write") => Some(Access::Write),
+        Some("read") => Some(Access::Read),
+        _ => None,
+    }
+}
+
+/// Grants change while sessions are open (`spacewake grant` writes the host
+/// directory from another process). When the grants version has moved since
+/// this session read its grant, the grant is read again: a downgrade
+/// applies from the next request, a revocation ends the session. A
+/// directory that cannot be read keeps the access the session had.
+fn refresh_access(host: &Host, s: &mut OpenSession) -> Result<(), ProtocolError> {
+    let version = host.grants_version();
+    if version == s.access_version {
+        return Ok(());
+    }
+    let Ok(grant) = host.store().directory().access(&s.space, &s.did) else {
+        return Ok(());
+    };
+    s.access_version = version;
+    match parse_access(grant.as_deref()) {
+        Some(a) => {
+            s.access = a;
+            Ok(())
+        }
+        None => Err(ProtocolError::new(
+            ErrorCode::Forbidden,
+            format!("{}'s access to space {} was revoked", s.did, s.space),
+        )),
+    }
+}
+
+/// Ends a session whose grant was revoked: the `forbidden` error, then a
+/// policy close.
+async fn close_revoked(
+    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    e: ProtocolError,
+    timeout: Option<std::time::Duration>,
+) {
+    let _ = send_frame(
+        tx,
+        Message::Text(e.to_server_message().to_text().into()),
+        timeout,
+    )
+    .await;
+    let close = Message::Close(Some(CloseFrame {
+        code: CLOSE_POLICY,
+        reason: Utf8Bytes::from_static("access revoked"),
+    }));
+    let _ = send_frame(tx, close, timeout).await;
+}
+
 async fn sleep_until_or_never(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -262,17 +332,15 @@ async fn open_session(
             })
             .map_err(|e| ProtocolError::new(ErrorCode::UnknownSpace, e.to_string()))?;
     }
-    let access = match directory.access(&o.space, &o.did).ok().flatten().as_deref() {
-        Some("owner") => Access::Owner,
-        Some("write") => Access::Write,
-        Some("read") => Access::Read,
-        _ => {
-            return Err(ProtocolError::new(
+    // Read before the grant, so a change in between is seen next time.
+    let access_version = directory.grants_version().unwrap_or(0);
+    let access = parse_access(directory.access(&o.space, &o.did).ok().flatten().as_deref())
+        .ok_or_else(|| {
+            ProtocolError::new(
                 ErrorCode::Forbidden,
                 format!("{} has no access to space {}", o.did, o.space),
-            ))
-        }
-    };
+            )
+        })?;
     let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
     let reply = host
         .request(
@@ -292,6 +360,7 @@ async fn open_session(
         did: o.did,
         access,
         resume: o.resume.map(|r| r.seq),
+        access_version,
     };
     let opened = ServerMessage::Opened(Opened {
         session: format!("s{id}"),

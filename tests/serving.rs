@@ -158,6 +158,27 @@ async fn next_value(c: &mut Client) -> (u64, Value) {
     (u.seq, u.value)
 }
 
+/// `spacewake grant` on the data directory, as an operator runs it.
+fn grant(data: &Path, who: &Identity, access: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args([
+            "grant",
+            "--space",
+            "home",
+            "--did",
+            &who.did(),
+            "--access",
+            access,
+            "--data",
+        ])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The server notices grant changes within its re-check interval.
+    std::thread::sleep(spacewake::host::GRANTS_RECHECK * 2);
+}
+
 fn ws_url(s: &Server) -> String {
     format!("ws://{}/ws", s.addr)
 }
@@ -711,4 +732,73 @@ async fn a_session_is_told_when_its_space_server_stops_and_can_reconnect() {
     assert_eq!(next_value(&mut c).await.1, json!(1));
     send(&mut c, &piece, "increment", json!({})).await;
     assert_eq!(next_value(&mut c).await.1, json!(2));
+}
+
+/// `spacewake grant` (another process, writing the host directory) changes
+/// a principal's access while its session is open: a downgrade applies from
+/// the session's next request, a revocation ends the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_changed_while_a_session_is_open_applies_to_its_next_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let owner = Identity::generate();
+    let bob = Identity::generate();
+    let (mut a, _) = Client::connect(&ws_url(&server), &owner, "home")
+        .await
+        .unwrap();
+    let piece = deploy(&mut a, json!({"value": 0})).await;
+    let code = |m: &ServerMessage| match m {
+        ServerMessage::Error(e) => e.code.as_str().to_string(),
+        other => other.to_text(),
+    };
+
+    grant(dir.path(), &bob, "write");
+    let (mut b, opened) = Client::connect(&ws_url(&server), &bob, "home")
+        .await
+        .unwrap();
+    assert_eq!(opened.access.as_str(), "write");
+    let r = send(&mut b, &piece, "increment", json!({})).await;
+    assert!(matches!(r, ServerMessage::Ack(_)), "{}", r.to_text());
+
+    grant(dir.path(), &bob, "read");
+    let r = send(&mut b, &piece, "increment", json!({})).await;
+    assert_eq!(code(&r), "forbidden");
+    // Still open, and still allowed to read.
+    track(&mut b, &piece, "value", None).await;
+    assert_eq!(next_value(&mut b).await.1, json!(1));
+
+    grant(dir.path(), &bob, "none");
+    let r = send(&mut b, &piece, "increment", json!({})).await;
+    assert_eq!(code(&r), "forbidden");
+    assert!(b.recv(Duration::from_secs(5)).await.is_err(), "then closed");
+    assert_eq!(
+        space_counter(&server.addr, "home", "sessions", "revoked"),
+        1
+    );
+    // The owner's session was never affected.
+    let r = send(&mut a, &piece, "increment", json!({})).await;
+    assert!(matches!(r, ServerMessage::Ack(_)), "{}", r.to_text());
+
+    // A reader that only listens is cut off at its next update.
+    let carol = Identity::generate();
+    grant(dir.path(), &carol, "read");
+    let (mut c, _) = Client::connect(&ws_url(&server), &carol, "home")
+        .await
+        .unwrap();
+    track(&mut c, &piece, "value", None).await;
+    assert_eq!(next_value(&mut c).await.1, json!(2));
+    grant(dir.path(), &carol, "none");
+    let r = send(&mut a, &piece, "increment", json!({})).await;
+    assert!(matches!(r, ServerMessage::Ack(_)), "{}", r.to_text());
+    let told = c
+        .recv(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a frame");
+    assert_eq!(code(&told), "forbidden", "not the update");
+    assert!(c.recv(Duration::from_secs(5)).await.is_err(), "then closed");
+    assert_eq!(
+        space_counter(&server.addr, "home", "sessions", "revoked"),
+        2
+    );
 }

@@ -291,6 +291,21 @@ pub(crate) struct HostInner {
     pool: Arc<pool::Pool>,
     failures: Mutex<HashMap<String, Failures>>,
     generation: std::sync::atomic::AtomicU64,
+    grants: GrantsWatch,
+}
+
+/// How stale the host's view of grant changes may get (see
+/// [`Host::grants_version`]).
+pub const GRANTS_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The directory's grants version as last read, and when. Re-read at most
+/// every [`GRANTS_RECHECK`] by whichever session needs it, because reading
+/// it on every request halved the serving benchmark's events/s: the
+/// directory's lock is also the one every space thread writes through.
+#[derive(Default)]
+struct GrantsWatch {
+    version: std::sync::atomic::AtomicU64,
+    checked_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// A handle to the host; cheap to clone.
@@ -346,6 +361,7 @@ impl Host {
                 pool,
                 failures: Mutex::new(HashMap::new()),
                 generation: 0.into(),
+                grants: GrantsWatch::default(),
             }),
         }
     }
@@ -517,6 +533,24 @@ impl Host {
             .stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.inner.poke_waker();
+    }
+
+    /// How many grant changes the host file has seen (`Directory::
+    /// grants_version`), at most [`GRANTS_RECHECK`] old. Open sessions
+    /// compare it with the value under which they read their grant.
+    pub fn grants_version(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let g = &self.inner.grants;
+        // One refresher at a time; the others use the value it last read.
+        if let Ok(mut at) = g.checked_at.try_lock() {
+            if at.is_none_or(|t| t.elapsed() >= GRANTS_RECHECK) {
+                if let Ok(v) = self.inner.store.directory().grants_version() {
+                    g.version.store(v, Relaxed);
+                }
+                *at = Some(std::time::Instant::now());
+            }
+        }
+        g.version.load(Relaxed)
     }
 
     /// How long a silent WebSocket connection is kept (`None`: for ever).

@@ -362,6 +362,7 @@ impl Directory {
     }
 
     /// Grants `did` access to a space (`"read"` or `"write"`); `None` revokes.
+    /// Bumps the grants version in the same transaction.
     pub fn set_grant(&self, space: &str, did: &str, access: Option<&str>) -> StoreResult<()> {
         if let Some(a) = access {
             if a != "read" && a != "write" {
@@ -370,17 +371,41 @@ impl Directory {
                 )));
             }
         }
-        self.with(|c| match access {
-            Some(a) => c.execute(
-                "INSERT OR REPLACE INTO grants (space, did, access) VALUES (?1, ?2, ?3)",
-                params![space, did, a],
-            ),
-            None => c.execute(
-                "DELETE FROM grants WHERE space = ?1 AND did = ?2",
-                params![space, did],
-            ),
+        self.with(|c| {
+            let tx = c.unchecked_transaction()?;
+            match access {
+                Some(a) => tx.execute(
+                    "INSERT OR REPLACE INTO grants (space, did, access) VALUES (?1, ?2, ?3)",
+                    params![space, did, a],
+                ),
+                None => tx.execute(
+                    "DELETE FROM grants WHERE space = ?1 AND did = ?2",
+                    params![space, did],
+                ),
+            }?;
+            tx.execute(
+                "INSERT INTO host_meta (key, value) VALUES ('grants_version', '1') \
+                 ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                [],
+            )?;
+            tx.commit()
         })?;
         Ok(())
+    }
+
+    /// How many grant changes the host file has seen, from any process:
+    /// open sessions compare it with the value under which they read their
+    /// grant (see `session.rs`).
+    pub fn grants_version(&self) -> StoreResult<u64> {
+        let v: Option<String> = self.with(|c| {
+            c.query_row(
+                "SELECT value FROM host_meta WHERE key = 'grants_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+        })?;
+        Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
     }
 
     /// The access `did` has to `space`: `"owner"`, `"write"`, `"read"` or none.
