@@ -471,6 +471,31 @@ fn entry_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceEntry> {
 mod tests {
     use super::*;
 
+    /// A grant change made by another process (the CLI) is visible to the
+    /// serving host as a new grants version.
+    #[test]
+    fn every_grant_change_bumps_the_grants_version_seen_by_other_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.sqlite");
+        let host = Directory::open(&path).unwrap();
+        host.insert_space("s", "did:key:owner", 0).unwrap();
+        assert_eq!(host.grants_version().unwrap(), 0);
+        // The operator's CLI: another connection to the same file.
+        let cli = Directory::open(&path).unwrap();
+        cli.set_grant("s", "did:key:bob", Some("write")).unwrap();
+        assert_eq!(host.grants_version().unwrap(), 1);
+        assert_eq!(
+            host.access("s", "did:key:bob").unwrap().as_deref(),
+            Some("write")
+        );
+        cli.set_grant("s", "did:key:bob", None).unwrap();
+        assert_eq!(host.grants_version().unwrap(), 2);
+        assert_eq!(host.access("s", "did:key:bob").unwrap(), None);
+        // A refused grant changes nothing.
+        assert!(cli.set_grant("s", "did:key:bob", Some("admin")).is_err());
+        assert_eq!(host.grants_version().unwrap(), 2);
+    }
+
     /// Writes nudge the checkpointer thread, which checkpoints the host
     /// file on its own connection while the directory keeps its data.
     #[test]
