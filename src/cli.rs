@@ -146,6 +146,12 @@ pub struct ServeArgs {
     /// vanished without closing does not hold its space active. 0: never.
     #[arg(long, env = "SPACEWAKE_SESSION_TIMEOUT_MS", default_value_t = 60_000)]
     pub session_timeout_ms: u64,
+    /// At most this many spaces active at once (each a thread, a JavaScript
+    /// runtime and an open file); past it, opens and ingests for another
+    /// space are refused (`overloaded`, HTTP 503) and boot discovery waits.
+    #[arg(long, env = "SPACEWAKE_MAX_ACTIVE_SPACES", default_value_t = 4_096,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_active_spaces: u64,
     /// Scheduled wakes: `on` fires due [SCHEDULE] entries; `off` keeps them
     /// indexed and counts due wakes as suppressed.
     #[arg(long, env = "SPACEWAKE_SCHEDULE", value_enum, default_value_t = OnOff::On)]

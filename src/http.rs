@@ -162,10 +162,7 @@ async fn warm(
         .await
     {
         Ok(_) => (StatusCode::OK, Json(json!({"warmed": true}))).into_response(),
-        Err(e) => {
-            let pe = crate::session::host_error(None, e);
-            http_error(StatusCode::NOT_FOUND, pe.code.as_str(), pe.message)
-        }
+        Err(e) => host_error_response(e, StatusCode::NOT_FOUND),
     }
 }
 
@@ -213,14 +210,19 @@ async fn ingest(
             "internal",
             format!("{other:?}"),
         ),
-        Err(e) => {
-            let pe = crate::session::host_error(None, e);
-            let status = match pe.code.as_str() {
-                "unknownPiece" | "unknownStream" => StatusCode::NOT_FOUND,
-                "overloaded" => StatusCode::SERVICE_UNAVAILABLE,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
-            };
-            http_error(status, pe.code.as_str(), pe.message)
-        }
+        Err(e) => host_error_response(e, StatusCode::INTERNAL_SERVER_ERROR),
     }
+}
+
+/// A host error as an HTTP error: unknown things are 404, an unavailable
+/// space (backing off, or the host at its limit of active spaces) 503,
+/// anything else `otherwise`.
+fn host_error_response(e: crate::host::HostError, otherwise: StatusCode) -> Response {
+    let pe = crate::session::host_error(None, e);
+    let status = match pe.code.as_str() {
+        "unknownPiece" | "unknownStream" => StatusCode::NOT_FOUND,
+        "overloaded" => StatusCode::SERVICE_UNAVAILABLE,
+        _ => otherwise,
+    };
+    http_error(status, pe.code.as_str(), pe.message)
 }

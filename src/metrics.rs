@@ -115,6 +115,8 @@ counters! {
     ActivationsBoot => ("activation", "byBoot", Counter, "Activations by boot discovery"),
     ActivationFailures => ("activation", "failures", Counter, "Activations that failed (retried with back-off)"),
     ActivationsDeferred => ("activation", "deferred", Counter, "Requests refused while a failed space backs off"),
+    ActivationsRefusedAtCapacity => ("activation", "refusedAtCapacity", Counter, "Requests refused because the host was at its limit of active spaces"),
+    ActivationsQueued => ("activation", "queuedAtCapacity", Counter, "Wakes (boot discovery) that waited for a slot because the host was at its limit of active spaces"),
     Parks => ("activation", "parks", Counter, "Spaces parked (runtime disposed, lease released)"),
     TenuresLost => ("lease", "tenuresLost", Counter, "Tenures ended because a lease renewal failed"),
     BootDiscovered => ("activation", "bootDiscovered", Counter, "Spaces found by boot discovery"),

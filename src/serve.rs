@@ -41,6 +41,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         idle_park_ms: args.idle_park_ms,
         flush_deadline_ms: args.flush_deadline_ms,
         session_timeout_ms: args.session_timeout_ms,
+        max_active_spaces: args.max_active_spaces as usize,
         schedule: crate::host::ScheduleConfig {
             enabled: args.schedule == crate::cli::OnOff::On,
             jitter_mode: match args.jitter {

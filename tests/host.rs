@@ -380,3 +380,97 @@ fn an_idle_session_past_the_park_time_does_not_make_its_space_spin() {
     );
     assert_eq!(c.space_value("s", Counter::Parks), 0);
 }
+
+/// Past `max_active_spaces`, a request that would activate another space is
+/// refused as unavailable (the client retries), while boot discovery's wakes
+/// wait for a slot: every space with undelivered events is still delivered.
+#[test]
+fn past_its_limit_of_active_spaces_the_host_refuses_requests_and_queues_boot_wakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spaces = ["s0", "s1", "s2", "s3"];
+    let mut pieces = Vec::new();
+    {
+        let host = host_on(dir.path(), 20);
+        for s in spaces {
+            host.store().create_space(s, "did:key:owner").unwrap();
+            pieces.push(deploy(&host, s));
+            parked(&host, s, 1);
+        }
+    }
+    // Events accepted while no host ran (as if it crashed after the acks).
+    {
+        let store = Store::open(
+            StoreConfig::new(dir.path()),
+            Arc::new(SystemClock),
+            Counters::new(),
+        )
+        .unwrap();
+        for (s, piece) in spaces.iter().zip(&pieces) {
+            let mut sp = store.open_space(s).unwrap();
+            let stream = sp.read(piece).unwrap().unwrap().value["bump"]["$stream"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            sp.append_event(
+                Author::principal("did:key:owner"),
+                spacewake::store::NewEvent {
+                    event_id: format!("before-crash-{s}"),
+                    stream,
+                    payload: json!({"by": 5}),
+                    fired_by: "did:key:owner".into(),
+                },
+            )
+            .unwrap();
+        }
+    }
+    let store = Store::open(
+        StoreConfig::new(dir.path()),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )
+    .unwrap();
+    let host = Host::new(
+        store,
+        HostConfig {
+            idle_park_ms: 20,
+            max_active_spaces: 1,
+            ..HostConfig::default()
+        },
+    );
+    // A session holds the only slot.
+    let _rx = common::attach(&host, "s0", 1);
+    let refused = host
+        .request_blocking(
+            "s1",
+            Trigger::Session,
+            Request::Attach {
+                session: 2,
+                sink: tokio::sync::mpsc::unbounded_channel().0,
+            },
+        )
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("limit of 1 active spaces"),
+        "{refused}"
+    );
+    let c = host.counters();
+    assert_eq!(
+        c.space_value("s1", Counter::ActivationsRefusedAtCapacity),
+        1
+    );
+
+    // Boot finds all four; s0 is active already, the other three wait.
+    assert_eq!(host.boot().unwrap(), 4);
+    assert_eq!(host.active_spaces(), vec!["s0".to_string()]);
+    assert_eq!(c.host().get(Counter::ActivationsQueued), 3);
+    // The session leaves: each parked space frees the slot for the next.
+    host.request_blocking("s0", Trigger::Session, Request::Detach { session: 1 })
+        .unwrap();
+    for s in spaces {
+        wait_until("every event delivered", || {
+            c.space_value(s, Counter::EventsProcessed) == 1 && c.space_value(s, Counter::Parks) >= 1
+        });
+    }
+    wait_until("all parked", || host.active_spaces().is_empty());
+    assert_eq!(c.host().get(Counter::ActivationsBoot), 3);
+}

@@ -244,6 +244,11 @@ pub struct HostConfig {
     /// A WebSocket connection from which nothing arrives for this long is
     /// closed; after half of it the server pings. 0: never.
     pub session_timeout_ms: u64,
+    /// At most this many spaces are active at once (each is a thread, a
+    /// JavaScript runtime and an open file). Past it, requests that would
+    /// activate another space are refused as unavailable, and boot
+    /// discovery's wakes wait for a slot.
+    pub max_active_spaces: usize,
     /// First back-off after a failed activation; doubles per failure.
     pub failure_backoff_ms: u64,
     pub max_backoff_ms: u64,
@@ -257,6 +262,7 @@ impl Default for HostConfig {
             idle_park_ms: 30_000,
             flush_deadline_ms: 100,
             session_timeout_ms: 60_000,
+            max_active_spaces: 4_096,
             failure_backoff_ms: 1_000,
             // Five minutes: long enough that a broken space costs little,
             // short enough that a fixed one comes back without an operator.
@@ -292,6 +298,8 @@ pub(crate) struct HostInner {
     failures: Mutex<HashMap<String, Failures>>,
     generation: std::sync::atomic::AtomicU64,
     grants: GrantsWatch,
+    /// Wakes that found the host at `max_active_spaces`, in arrival order.
+    waiting: Mutex<std::collections::VecDeque<(String, Trigger)>>,
 }
 
 /// How stale the host's view of grant changes may get (see
@@ -362,6 +370,7 @@ impl Host {
                 failures: Mutex::new(HashMap::new()),
                 generation: 0.into(),
                 grants: GrantsWatch::default(),
+                waiting: Mutex::new(std::collections::VecDeque::new()),
             }),
         }
     }
@@ -501,6 +510,27 @@ impl Host {
             return Err(HostError::Unavailable {
                 space: space.to_string(),
                 reason: "no such space".into(),
+            });
+        }
+        let cap = self.inner.cfg.max_active_spaces.max(1);
+        if active.len() >= cap {
+            let counters = self.inner.counters.space(space);
+            if matches!(cmd.req, Request::Wake) && cmd.reply.is_none() {
+                // A wake that owes a delivery (boot discovery's) is not
+                // dropped: it waits for a space to park.
+                let mut waiting = self.inner.waiting.lock().unwrap_or_else(|p| p.into_inner());
+                if !waiting.iter().any(|(s, _)| s == space) {
+                    waiting.push_back((space.to_string(), trigger));
+                    counters.inc(Counter::ActivationsQueued);
+                }
+                return Ok(());
+            }
+            counters.inc(Counter::ActivationsRefusedAtCapacity);
+            return Err(HostError::Unavailable {
+                space: space.to_string(),
+                reason: format!(
+                    "the host is at its limit of {cap} active spaces (--max-active-spaces); retry shortly"
+                ),
             });
         }
         let (tx, rx) = mpsc::channel();
@@ -753,6 +783,29 @@ impl HostInner {
     /// Removes a space server's entry if it is still the one registered;
     /// `park` is true when it left by parking (checked under the lock that
     /// dispatch holds, so no command can slip in between).
+    /// Activates waiting wakes while the host is below its limit; called
+    /// whenever a tenure ends.
+    pub(crate) fn admit_waiting(self: &Arc<Self>) {
+        let cap = self.cfg.max_active_spaces.max(1);
+        loop {
+            if self.active.lock().unwrap_or_else(|p| p.into_inner()).len() >= cap {
+                return;
+            }
+            let next = self
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front();
+            let Some((space, trigger)) = next else { return };
+            let host = Host {
+                inner: self.clone(),
+            };
+            // At the limit again (a race): it is queued anew and waits for
+            // the next tenure to end.
+            let _ = host.notify(&space, trigger, Request::Wake);
+        }
+    }
+
     pub(crate) fn try_retire(
         &self,
         id: &str,

@@ -260,12 +260,14 @@ pub(crate) fn run(
 /// The space is no longer active, however its tenure ended: its gauges
 /// drop to what a parked space holds (no runtime memory, no demand) and its
 /// counter set may be retired.
-fn end_tenure(inner: &HostInner, counters: &crate::metrics::SpaceCounters, id: &str) {
+fn end_tenure(inner: &Arc<HostInner>, counters: &crate::metrics::SpaceCounters, id: &str) {
     for gauge in [Counter::RuntimeMemoryBytes, Counter::DemandedInstances] {
         counters.add(gauge, -counters.get(gauge));
     }
     counters.add(Counter::ActiveSpaces, -1);
     inner.counters.retire_space(id);
+    // A slot is free: a wake waiting for one may go.
+    inner.admit_waiting();
 }
 
 /// Hands memory freed by a parked runtime back to the operating system.
