@@ -68,21 +68,15 @@ pub async fn run(socket: WebSocket, host: Host) {
             _ = sleep_until_or_never(silence_deadline) => {
                 if !pinged {
                     pinged = true;
-                    match send_frame(&mut tx, Message::Ping(Default::default()), timeout).await {
-                        Sent::Ok => continue,
-                        Sent::Failed => break,
-                        Sent::Stalled => {
-                            count_timeout(&counters, open.as_ref());
-                            break;
-                        }
+                    let ping = Message::Ping(Default::default());
+                    if send_or_end(&mut tx, ping, timeout, &counters, open.as_ref()).await {
+                        continue;
                     }
+                    break;
                 }
                 count_timeout(&counters, open.as_ref());
-                let close = Message::Close(Some(CloseFrame {
-                    code: CLOSE_AWAY,
-                    reason: Utf8Bytes::from_static("nothing received within the session timeout"),
-                }));
-                let _ = send_frame(&mut tx, close, timeout).await;
+                let why = "nothing received within the session timeout";
+                end_connection(&mut tx, None, CLOSE_AWAY, why, timeout).await;
                 break;
             }
             incoming = rx.next() => {
@@ -112,13 +106,8 @@ pub async fn run(socket: WebSocket, host: Host) {
                             }
                             Err(e) => {
                                 counters.add_host(Counter::SessionsRejected, 1);
-                                let refusal = Message::Text(e.to_server_message().to_text().into());
-                                let _ = send_frame(&mut tx, refusal, timeout).await;
-                                let close = Message::Close(Some(CloseFrame {
-                                    code: CLOSE_POLICY,
-                                    reason: Utf8Bytes::from_static("session not opened"),
-                                }));
-                                let _ = send_frame(&mut tx, close, timeout).await;
+                                let why = "session not opened";
+                                end_connection(&mut tx, Some(e), CLOSE_POLICY, why, timeout).await;
                                 break;
                             }
                         }
@@ -127,7 +116,7 @@ pub async fn run(socket: WebSocket, host: Host) {
                         let s = open.as_mut().expect("check_phase guarantees an open session");
                         if let Err(e) = refresh_access(&host, s) {
                             counters.space(&s.space).inc(Counter::SessionsRevoked);
-                            close_revoked(&mut tx, e, timeout).await;
+                            end_connection(&mut tx, Some(e), CLOSE_POLICY, "access revoked", timeout).await;
                             break;
                         }
                         match check_access(s.access, &m) {
@@ -146,13 +135,9 @@ pub async fn run(socket: WebSocket, host: Host) {
                         e.to_server_message()
                     }
                 };
-                match send_frame(&mut tx, Message::Text(out.to_text().into()), timeout).await {
-                    Sent::Ok => {}
-                    Sent::Failed => break,
-                    Sent::Stalled => {
-                        count_timeout(&counters, open.as_ref());
-                        break;
-                    }
+                let out = Message::Text(out.to_text().into());
+                if !send_or_end(&mut tx, out, timeout, &counters, open.as_ref()).await {
+                    break;
                 }
             }
             update = urx.recv() => {
@@ -169,19 +154,15 @@ pub async fn run(socket: WebSocket, host: Host) {
                         ErrorCode::Internal,
                         "the space's server stopped; reconnect to resume from the last seq you saw",
                     );
-                    let _ = send_frame(&mut tx, Message::Text(e.to_server_message().to_text().into()), timeout).await;
-                    let close = Message::Close(Some(CloseFrame {
-                        code: CLOSE_INTERNAL,
-                        reason: Utf8Bytes::from_static("the space's server stopped"),
-                    }));
-                    let _ = send_frame(&mut tx, close, timeout).await;
+                    let why = "the space's server stopped";
+                    end_connection(&mut tx, Some(e), CLOSE_INTERNAL, why, timeout).await;
                     break;
                 };
                 if let Some(s) = open.as_mut() {
                     // A revoked reader gets no further update.
                     if let Err(e) = refresh_access(&host, s) {
                         counters.space(&s.space).inc(Counter::SessionsRevoked);
-                        close_revoked(&mut tx, e, timeout).await;
+                        end_connection(&mut tx, Some(e), CLOSE_POLICY, "access revoked", timeout).await;
                         break;
                     }
                 }
@@ -191,13 +172,9 @@ pub async fn run(socket: WebSocket, host: Host) {
                     path: u.path.into_iter().map(to_wire_seg).collect(),
                     value: u.value,
                 });
-                match send_frame(&mut tx, Message::Text(wire.to_text().into()), timeout).await {
-                    Sent::Ok => {}
-                    Sent::Failed => break,
-                    Sent::Stalled => {
-                        count_timeout(&counters, open.as_ref());
-                        break;
-                    }
+                let wire = Message::Text(wire.to_text().into());
+                if !send_or_end(&mut tx, wire, timeout, &counters, open.as_ref()).await {
+                    break;
                 }
             }
         }
@@ -245,6 +222,25 @@ async fn send_frame(
     }
 }
 
+/// Sends one frame of an open connection; false when the connection is
+/// done: the send failed, or stalled (counted as a timeout).
+async fn send_or_end(
+    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    msg: Message,
+    timeout: Option<std::time::Duration>,
+    counters: &std::sync::Arc<crate::metrics::Counters>,
+    open: Option<&OpenSession>,
+) -> bool {
+    match send_frame(tx, msg, timeout).await {
+        Sent::Ok => true,
+        Sent::Failed => false,
+        Sent::Stalled => {
+            count_timeout(counters, open);
+            false
+        }
+    }
+}
+
 fn count_timeout(counters: &std::sync::Arc<crate::metrics::Counters>, open: Option<&OpenSession>) {
     match open {
         Some(s) => counters.space(&s.space).inc(Counter::SessionsTimedOut),
@@ -287,22 +283,23 @@ fn refresh_access(host: &Host, s: &mut OpenSession) -> Result<(), ProtocolError>
     }
 }
 
-/// Ends a session whose grant was revoked: the `forbidden` error, then a
-/// policy close.
-async fn close_revoked(
+/// The server's end of a connection: the error that explains it, if any,
+/// then a close frame with `code` and `reason`. Best effort: the client
+/// may be gone.
+async fn end_connection(
     tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
-    e: ProtocolError,
+    error: Option<ProtocolError>,
+    code: u16,
+    reason: &'static str,
     timeout: Option<std::time::Duration>,
 ) {
-    let _ = send_frame(
-        tx,
-        Message::Text(e.to_server_message().to_text().into()),
-        timeout,
-    )
-    .await;
+    if let Some(e) = error {
+        let text = Message::Text(e.to_server_message().to_text().into());
+        let _ = send_frame(tx, text, timeout).await;
+    }
     let close = Message::Close(Some(CloseFrame {
-        code: CLOSE_POLICY,
-        reason: Utf8Bytes::from_static("access revoked"),
+        code,
+        reason: Utf8Bytes::from_static(reason),
     }));
     let _ = send_frame(tx, close, timeout).await;
 }

@@ -16,16 +16,22 @@ use std::time::{Duration, Instant};
 const LAZY: &str = include_str!("../fixtures/runtime/lazy.tsx");
 
 fn host_on(dir: &std::path::Path, idle_ms: u64) -> Host {
+    host_with(
+        dir,
+        HostConfig {
+            idle_park_ms: idle_ms,
+            ..HostConfig::default()
+        },
+    )
+}
+
+fn host_with(dir: &std::path::Path, cfg: HostConfig) -> Host {
     let store = Store::open(
         StoreConfig::new(dir),
         Arc::new(SystemClock),
         Counters::new(),
     )
     .unwrap();
-    let cfg = HostConfig {
-        idle_park_ms: idle_ms,
-        ..HostConfig::default()
-    };
     Host::new(store, cfg)
 }
 
@@ -80,6 +86,63 @@ fn recv(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Update>) -> Update {
     }
 }
 
+/// Appends an event to the piece's `bump` stream straight into the store,
+/// with no host running: an event acknowledged just before a crash.
+fn accept_while_down(dir: &std::path::Path, space: &str, piece: &str, event_id: &str) {
+    let store = Store::open(
+        StoreConfig::new(dir),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )
+    .unwrap();
+    let mut sp = store.open_space(space).unwrap();
+    let stream = sp.read(piece).unwrap().unwrap().value["bump"]["$stream"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sp.append_event(
+        Author::principal("did:key:owner"),
+        spacewake::store::NewEvent {
+            event_id: event_id.into(),
+            stream,
+            payload: json!({"by": 5}),
+            fired_by: "did:key:owner".into(),
+        },
+    )
+    .unwrap();
+}
+
+/// Session `session` tracks `path` of `piece` in `space`.
+fn track(host: &Host, space: &str, session: u64, piece: &str, path: &str) {
+    host.request_blocking(
+        space,
+        Trigger::Session,
+        Request::Track {
+            session,
+            piece: piece.to_string(),
+            path: parse_dotted(path),
+            since: None,
+        },
+    )
+    .unwrap();
+}
+
+/// Sends `{}` to the piece's `bump` stream as its owner, from a session.
+fn bump(host: &Host, space: &str, piece: &str, event_id: String) -> Reply {
+    host.request_blocking(
+        space,
+        Trigger::Session,
+        Request::Send {
+            author: Author::principal("did:key:owner"),
+            piece: piece.to_string(),
+            path: parse_dotted("bump"),
+            event_id: Some(event_id),
+            payload: json!({}),
+        },
+    )
+    .unwrap()
+}
+
 #[test]
 fn tracked_values_are_pushed_in_seq_order_and_the_space_parks_when_left() {
     let dir = tempfile::tempdir().unwrap();
@@ -87,34 +150,12 @@ fn tracked_values_are_pushed_in_seq_order_and_the_space_parks_when_left() {
     host.store().create_space("s", "did:key:owner").unwrap();
     let piece = deploy(&host, "s");
     let mut rx = common::attach(&host, "s", 1);
-    host.request_blocking(
-        "s",
-        Trigger::Session,
-        Request::Track {
-            session: 1,
-            piece: piece.clone(),
-            path: parse_dotted("doubled"),
-            since: None,
-        },
-    )
-    .unwrap();
+    track(&host, "s", 1, &piece, "doubled");
     let first = recv(&mut rx);
     assert_eq!(first.value, json!(2));
     let mut last_seq = first.seq;
     for i in 0..5 {
-        let r = host
-            .request_blocking(
-                "s",
-                Trigger::Session,
-                Request::Send {
-                    author: Author::principal("did:key:owner"),
-                    piece: piece.clone(),
-                    path: parse_dotted("bump"),
-                    event_id: Some(format!("e{i}")),
-                    payload: json!({}),
-                },
-            )
-            .unwrap();
+        let r = bump(&host, "s", &piece, format!("e{i}"));
         assert!(matches!(
             r,
             Reply::Appended {
@@ -219,29 +260,7 @@ fn boot_discovery_delivers_events_accepted_before_a_restart() {
     }
     // Accepted into the store while no host runs the space (as if the host
     // had crashed right after acknowledging it).
-    {
-        let store = Store::open(
-            StoreConfig::new(dir.path()),
-            Arc::new(SystemClock),
-            Counters::new(),
-        )
-        .unwrap();
-        let mut sp = store.open_space("s").unwrap();
-        let stream = sp.read(&piece).unwrap().unwrap().value["bump"]["$stream"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        sp.append_event(
-            Author::principal("did:key:owner"),
-            spacewake::store::NewEvent {
-                event_id: "before-crash".into(),
-                stream,
-                payload: json!({"by": 5}),
-                fired_by: "did:key:owner".into(),
-            },
-        )
-        .unwrap();
-    }
+    accept_while_down(dir.path(), "s", &piece, "before-crash");
     let host = host_on(dir.path(), 20);
     assert_eq!(host.boot().unwrap(), 1);
     parked(&host, "s", 1);
@@ -268,20 +287,12 @@ fn the_engine_start_up_check_passes_and_refuses_impossible_limits() {
 
     // A heap limit too small for the authoring API: the check fails with
     // the engine's reason, where every activation would otherwise fail.
-    let store = Store::open(
-        StoreConfig::new(dir.path().join("tiny")),
-        Arc::new(SystemClock),
-        Counters::new(),
-    )
-    .unwrap();
     let mut cfg = HostConfig::default();
     cfg.runtime.sandbox.memory_limit_bytes = 64 * 1024;
-    let err = Host::new(store, cfg).check_engine().unwrap_err();
-    let text = err.to_string();
-    assert!(
-        text.contains("memory") || text.contains("out of"),
-        "unclear error: {text}"
-    );
+    let err = host_with(&dir.path().join("tiny"), cfg)
+        .check_engine()
+        .unwrap_err();
+    assert_eq!(err.to_string(), "out of memory (runtime limit 65536 bytes)");
 }
 
 /// A space with a session checkpoints its WAL when it goes quiet (50 ms
@@ -294,17 +305,7 @@ fn a_busy_space_checkpoints_when_quiet_or_every_256_waves_not_per_wave() {
     host.store().create_space("s", "did:key:owner").unwrap();
     let piece = deploy(&host, "s");
     let mut rx = common::attach(&host, "s", 1);
-    host.request_blocking(
-        "s",
-        Trigger::Session,
-        Request::Track {
-            session: 1,
-            piece: piece.clone(),
-            path: parse_dotted("doubled"),
-            since: None,
-        },
-    )
-    .unwrap();
+    track(&host, "s", 1, &piece, "doubled");
     recv(&mut rx);
     let c = host.counters();
     // Quiet after the deploy's waves: one checkpoint, then none while idle.
@@ -317,18 +318,7 @@ fn a_busy_space_checkpoints_when_quiet_or_every_256_waves_not_per_wave() {
 
     let waves_before = c.space_value("s", Counter::Waves);
     for i in 0..600 {
-        host.request_blocking(
-            "s",
-            Trigger::Session,
-            Request::Send {
-                author: Author::principal("did:key:owner"),
-                piece: piece.clone(),
-                path: parse_dotted("bump"),
-                event_id: Some(format!("e{i}")),
-                payload: json!({}),
-            },
-        )
-        .unwrap();
+        bump(&host, "s", &piece, format!("e{i}"));
         // Each send's wave is done before the next is sent.
         recv(&mut rx);
     }
@@ -398,39 +388,11 @@ fn past_its_limit_of_active_spaces_the_host_refuses_requests_and_queues_boot_wak
         }
     }
     // Events accepted while no host ran (as if it crashed after the acks).
-    {
-        let store = Store::open(
-            StoreConfig::new(dir.path()),
-            Arc::new(SystemClock),
-            Counters::new(),
-        )
-        .unwrap();
-        for (s, piece) in spaces.iter().zip(&pieces) {
-            let mut sp = store.open_space(s).unwrap();
-            let stream = sp.read(piece).unwrap().unwrap().value["bump"]["$stream"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            sp.append_event(
-                Author::principal("did:key:owner"),
-                spacewake::store::NewEvent {
-                    event_id: format!("before-crash-{s}"),
-                    stream,
-                    payload: json!({"by": 5}),
-                    fired_by: "did:key:owner".into(),
-                },
-            )
-            .unwrap();
-        }
+    for (s, piece) in spaces.iter().zip(&pieces) {
+        accept_while_down(dir.path(), s, piece, &format!("before-crash-{s}"));
     }
-    let store = Store::open(
-        StoreConfig::new(dir.path()),
-        Arc::new(SystemClock),
-        Counters::new(),
-    )
-    .unwrap();
-    let host = Host::new(
-        store,
+    let host = host_with(
+        dir.path(),
         HostConfig {
             idle_park_ms: 20,
             max_active_spaces: 1,

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use spacewake::protocol::client::Client;
-use spacewake::protocol::messages::{Deploy, Ping, ReadValue, SendEvent, Track};
+use spacewake::protocol::messages::{Deploy, Opened, Ping, ReadValue, SendEvent, Track};
 use spacewake::protocol::{
     sign_ingest, ClientMessage, Identity, PathSegment, RequestId, ServerMessage,
 };
@@ -179,6 +179,11 @@ fn grant(data: &Path, who: &Identity, access: &str) {
     std::thread::sleep(spacewake::host::GRANTS_RECHECK * 2);
 }
 
+/// Opens a session on `space` as `who`; returns the client and `opened`.
+async fn connect(server: &Server, who: &Identity, space: &str) -> (Client, Opened) {
+    Client::connect(&ws_url(server), who, space).await.unwrap()
+}
+
 fn ws_url(s: &Server) -> String {
     format!("ws://{}/ws", s.addr)
 }
@@ -189,9 +194,7 @@ async fn two_clients_see_every_update_in_order_and_a_reader_cannot_send() {
     let server = serve(dir.path());
     let owner = Identity::generate();
     let reader = Identity::generate();
-    let (mut a, opened) = Client::connect(&ws_url(&server), &owner, "home")
-        .await
-        .unwrap();
+    let (mut a, opened) = connect(&server, &owner, "home").await;
     assert_eq!(opened.access.as_str(), "owner");
     let piece = deploy(&mut a, json!({"value": 0})).await;
 
@@ -208,9 +211,7 @@ async fn two_clients_see_every_update_in_order_and_a_reader_cannot_send() {
             .set_grant("home", &reader.did(), Some("read"))
             .unwrap();
     }
-    let (mut b, opened_b) = Client::connect(&ws_url(&server), &reader, "home")
-        .await
-        .unwrap();
+    let (mut b, opened_b) = connect(&server, &reader, "home").await;
     assert_eq!(opened_b.access.as_str(), "read");
 
     track(&mut a, &piece, "value", None).await;
@@ -339,12 +340,8 @@ async fn bad_frames_get_error_frames_and_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path());
     let me = Identity::generate();
-    let (mut a, _) = Client::connect(&ws_url(&server), &me, "fuzz")
-        .await
-        .unwrap();
-    let (mut bystander, _) = Client::connect(&ws_url(&server), &me, "fuzz")
-        .await
-        .unwrap();
+    let (mut a, _) = connect(&server, &me, "fuzz").await;
+    let (mut bystander, _) = connect(&server, &me, "fuzz").await;
     let piece = deploy(&mut a, json!({"value": 0})).await;
     track(&mut bystander, &piece, "value", None).await;
     assert_eq!(next_value(&mut bystander).await.1, json!(0));
@@ -446,9 +443,7 @@ async fn a_host_killed_with_undelivered_events_delivers_them_after_restart() {
     let piece;
     {
         let server = serve(dir.path());
-        let (mut a, _) = Client::connect(&ws_url(&server), &me, "crashy")
-            .await
-            .unwrap();
+        let (mut a, _) = connect(&server, &me, "crashy").await;
         piece = deploy(&mut a, json!({"value": 0})).await;
         a.close().await.unwrap();
         wait_for("park", || {
@@ -487,9 +482,7 @@ async fn a_host_killed_with_undelivered_events_delivers_them_after_restart() {
         space_counter(&server.addr, "crashy", "activation", "bootDiscovered"),
         1
     );
-    let (mut a, _) = Client::connect(&ws_url(&server), &me, "crashy")
-        .await
-        .unwrap();
+    let (mut a, _) = connect(&server, &me, "crashy").await;
     track(&mut a, &piece, "value", None).await;
     assert_eq!(next_value(&mut a).await.1, json!(41));
 }
@@ -499,9 +492,7 @@ async fn a_warm_request_runs_only_the_warmed_instance_and_a_resuming_client_miss
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path());
     let me = Identity::generate();
-    let (mut a, _) = Client::connect(&ws_url(&server), &me, "warmth")
-        .await
-        .unwrap();
+    let (mut a, _) = connect(&server, &me, "warmth").await;
     let p1 = deploy(&mut a, json!({"value": 2})).await;
     let _p2 = deploy(&mut a, json!({"value": 3})).await;
     track(&mut a, &p1, "value", None).await;
@@ -545,9 +536,7 @@ async fn a_warm_request_runs_only_the_warmed_instance_and_a_resuming_client_miss
     );
 
     // Meanwhile another client changes the value twice; the first resumes.
-    let (mut b, _) = Client::connect(&ws_url(&server), &me, "warmth")
-        .await
-        .unwrap();
+    let (mut b, _) = connect(&server, &me, "warmth").await;
     send(&mut b, &p1, "increment", json!({})).await;
     send(&mut b, &p1, "increment", json!({})).await;
     let (mut a, _) = Client::connect_resuming(&ws_url(&server), &me, "warmth", Some(seen))
@@ -636,16 +625,12 @@ async fn a_silent_connection_is_closed_and_its_space_parks_while_a_listening_one
     let server = serve_with(dir.path(), &["--session-timeout-ms", "400"]);
     let me = Identity::generate();
 
-    let (mut listening, _) = Client::connect(&ws_url(&server), &me, "listening")
-        .await
-        .unwrap();
+    let (mut listening, _) = connect(&server, &me, "listening").await;
     let piece = deploy(&mut listening, json!({"value": 0})).await;
     track(&mut listening, &piece, "value", None).await;
     assert_eq!(next_value(&mut listening).await.1, json!(0));
 
-    let (mut silent, _) = Client::connect(&ws_url(&server), &me, "silent")
-        .await
-        .unwrap();
+    let (mut silent, _) = connect(&server, &me, "silent").await;
     deploy(&mut silent, json!({"value": 0})).await;
 
     // Three timeouts long: the listening client only reads (and so answers
@@ -685,9 +670,7 @@ async fn a_session_is_told_when_its_space_server_stops_and_can_reconnect() {
         &["--lease-ttl-ms", "600", "--lease-renew-ms", "100"],
     );
     let me = Identity::generate();
-    let (mut c, _) = Client::connect(&ws_url(&server), &me, "home")
-        .await
-        .unwrap();
+    let (mut c, _) = connect(&server, &me, "home").await;
     let piece = deploy(&mut c, json!({"value": 0})).await;
     track(&mut c, &piece, "value", None).await;
     assert_eq!(next_value(&mut c).await.1, json!(0));
@@ -743,9 +726,7 @@ async fn a_grant_changed_while_a_session_is_open_applies_to_its_next_request() {
     let server = serve(dir.path());
     let owner = Identity::generate();
     let bob = Identity::generate();
-    let (mut a, _) = Client::connect(&ws_url(&server), &owner, "home")
-        .await
-        .unwrap();
+    let (mut a, _) = connect(&server, &owner, "home").await;
     let piece = deploy(&mut a, json!({"value": 0})).await;
     let code = |m: &ServerMessage| match m {
         ServerMessage::Error(e) => e.code.as_str().to_string(),
@@ -753,9 +734,7 @@ async fn a_grant_changed_while_a_session_is_open_applies_to_its_next_request() {
     };
 
     grant(dir.path(), &bob, "write");
-    let (mut b, opened) = Client::connect(&ws_url(&server), &bob, "home")
-        .await
-        .unwrap();
+    let (mut b, opened) = connect(&server, &bob, "home").await;
     assert_eq!(opened.access.as_str(), "write");
     let r = send(&mut b, &piece, "increment", json!({})).await;
     assert!(matches!(r, ServerMessage::Ack(_)), "{}", r.to_text());
@@ -782,9 +761,7 @@ async fn a_grant_changed_while_a_session_is_open_applies_to_its_next_request() {
     // A reader that only listens is cut off at its next update.
     let carol = Identity::generate();
     grant(dir.path(), &carol, "read");
-    let (mut c, _) = Client::connect(&ws_url(&server), &carol, "home")
-        .await
-        .unwrap();
+    let (mut c, _) = connect(&server, &carol, "home").await;
     track(&mut c, &piece, "value", None).await;
     assert_eq!(next_value(&mut c).await.1, json!(2));
     grant(dir.path(), &carol, "none");

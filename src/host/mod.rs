@@ -780,9 +780,6 @@ impl HostInner {
         at_least.max(self.cfg.failure_backoff_ms)
     }
 
-    /// Removes a space server's entry if it is still the one registered;
-    /// `park` is true when it left by parking (checked under the lock that
-    /// dispatch holds, so no command can slip in between).
     /// Activates waiting wakes while the host is below its limit; called
     /// whenever a tenure ends.
     pub(crate) fn admit_waiting(self: &Arc<Self>) {
@@ -806,6 +803,10 @@ impl HostInner {
         }
     }
 
+    /// Removes a space server's entry if it is still the one registered,
+    /// unless commands are still queued for it: those are returned, to be
+    /// handled first. Checked under the lock dispatch holds, so no command
+    /// can slip in between.
     pub(crate) fn try_retire(
         &self,
         id: &str,

@@ -471,14 +471,20 @@ fn entry_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceEntry> {
 mod tests {
     use super::*;
 
+    /// A directory in a fresh temporary directory, with space `s` in it.
+    fn one_space() -> (tempfile::TempDir, PathBuf, Directory) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.sqlite");
+        let d = Directory::open(&path).unwrap();
+        d.insert_space("s", "did:key:owner", 0).unwrap();
+        (dir, path, d)
+    }
+
     /// A grant change made by another process (the CLI) is visible to the
     /// serving host as a new grants version.
     #[test]
     fn every_grant_change_bumps_the_grants_version_seen_by_other_connections() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("host.sqlite");
-        let host = Directory::open(&path).unwrap();
-        host.insert_space("s", "did:key:owner", 0).unwrap();
+        let (_dir, path, host) = one_space();
         assert_eq!(host.grants_version().unwrap(), 0);
         // The operator's CLI: another connection to the same file.
         let cli = Directory::open(&path).unwrap();
@@ -500,10 +506,7 @@ mod tests {
     /// file on its own connection while the directory keeps its data.
     #[test]
     fn directory_writes_are_checkpointed_off_the_write_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("host.sqlite");
-        let d = Directory::open(&path).unwrap();
-        d.insert_space("s", "did:key:owner", 0).unwrap();
+        let (_dir, _path, d) = one_space();
         assert_eq!(d.checkpoints(), 0);
         for i in 0..(3 * CHECKPOINT_EVERY_WRITES) {
             d.set_projection(
