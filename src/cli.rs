@@ -253,12 +253,14 @@ pub enum BenchCommand {
     ServeMemory {
         #[arg(long)]
         spaces: usize,
+        /// A space file every registered space starts as a copy of.
+        #[arg(long)]
+        template: std::path::PathBuf,
+        /// The template's piece each parked space is sent an event for.
+        #[arg(long)]
+        piece: String,
         #[arg(long)]
         parked: bool,
-        /// Activate and park this many other spaces first (warms code and
-        /// caches the same way in both probes).
-        #[arg(long, default_value_t = 0)]
-        warm: usize,
     },
     /// Load generator against the real server on loopback.
     Serve {

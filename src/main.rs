@@ -3,6 +3,8 @@ use spacewake::cli::{BenchCommand, Cli, Command, DebugCommand};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Before any thread starts (telemetry, the async runtime, the host).
+    spacewake::host::limit_malloc_arenas();
     let cli = Cli::parse();
     // The host logs at info; one-shot commands keep their output to results.
     let (default_filter, otlp_endpoint) = match &cli.command {
@@ -27,9 +29,10 @@ fn main() -> ExitCode {
             BenchCommand::Serve { scale, only } => spacewake::bench::serve::run(scale, &only),
             BenchCommand::ServeMemory {
                 spaces,
+                template,
+                piece,
                 parked,
-                warm,
-            } => spacewake::bench::serve::memory_probe(spaces, parked, warm),
+            } => spacewake::bench::serve::memory_probe(spaces, &template, &piece, parked),
             BenchCommand::Accounting { scale } => spacewake::bench::accounting::run(scale),
             BenchCommand::Schedule { scale, only } => spacewake::bench::schedule::run(scale, &only),
         },

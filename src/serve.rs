@@ -65,8 +65,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let host = crate::host::Host::new(store.clone(), host_cfg);
-    host.check_engine()
-        .context("the JavaScript engine failed its start-up check")?;
+    let checked = std::time::Instant::now();
+    host.check_start().context("the start-up check failed")?;
+    tracing::info!(
+        ms = checked.elapsed().as_millis() as u64,
+        "start-up check passed (engine, and one tenure in a scratch space)"
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -65,3 +65,18 @@ fn bench_schedule_prints_its_side_by_side_figures() {
         ],
     );
 }
+
+#[test]
+fn bench_serve_prints_its_side_by_side_figures() {
+    prints_all(
+        "serve",
+        &[
+            "latency: event-to-update p50",
+            "throughput: ",
+            "events/s sustained",
+            "memory: 10 spaces with a counter piece, never opened",
+            "after an event activated each and all parked",
+            "pairwise ratios",
+        ],
+    );
+}

@@ -279,18 +279,36 @@ fn boot_discovery_delivers_events_accepted_before_a_restart() {
 }
 
 #[test]
-fn the_engine_start_up_check_passes_and_refuses_impossible_limits() {
+fn the_start_up_check_runs_a_scratch_tenure_and_refuses_impossible_limits() {
     let dir = tempfile::tempdir().unwrap();
     let host = host_on(dir.path(), 30_000);
-    host.check_engine()
-        .expect("the default limits build a sandbox");
+    host.check_start()
+        .expect("the default limits build a sandbox and run a tenure");
+    // The scratch store is gone and the real one never saw it: no space,
+    // no activation, no park in the operator's counters.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".startup-check"))
+        .collect();
+    assert!(left.is_empty(), "scratch left behind: {left:?}");
+    assert!(host.store().directory().list(None, 10).unwrap().is_empty());
+    let c = host.counters().host();
+    for counter in [
+        Counter::ActivationsSession,
+        Counter::ActivationsEvents,
+        Counter::Parks,
+        Counter::Waves,
+    ] {
+        assert_eq!(c.get(counter), 0, "{counter:?}");
+    }
 
     // A heap limit too small for the authoring API: the check fails with
     // the engine's reason, where every activation would otherwise fail.
     let mut cfg = HostConfig::default();
     cfg.runtime.sandbox.memory_limit_bytes = 64 * 1024;
     let err = host_with(&dir.path().join("tiny"), cfg)
-        .check_engine()
+        .check_start()
         .unwrap_err();
     assert_eq!(err.to_string(), "out of memory (runtime limit 65536 bytes)");
 }

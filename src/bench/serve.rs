@@ -8,12 +8,12 @@
 
 use super::{rss_kib, status_kib};
 use crate::clock::SystemClock;
-use crate::host::{Host, HostConfig, Request, Trigger};
+use crate::host::{Host, HostConfig, Reply, Request, Trigger};
 use crate::metrics::{Counter, Counters};
 use crate::protocol::client::Client;
 use crate::protocol::messages::{Deploy, SendEvent, Track};
 use crate::protocol::{ClientMessage, Identity, PathSegment, ServerMessage};
-use crate::store::{Store, StoreConfig};
+use crate::store::{Author, PathSeg, Store, StoreConfig};
 use anyhow::{bail, Context};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -266,16 +266,23 @@ fn fresh_host(tag: &str, idle_park_ms: u64) -> anyhow::Result<(std::path::PathBu
 }
 
 /// Resident memory of a host with `spaces` parked spaces vs the same host
-/// whose spaces were never opened. Each figure comes from its own fresh
-/// process (this binary, `bench serve-memory`), so neither inherits the
-/// other phases' allocator state.
+/// whose spaces were never opened. Every space is a copy of one template
+/// file holding a deployed counter piece; "parked" spaces were each
+/// activated by an event, ran it and parked. Each figure comes from its own
+/// fresh process (this binary, `bench serve-memory`), started as `serve`
+/// starts (the start-up check included), so neither inherits the other's
+/// allocator or page-cache state.
 fn memory(spaces: usize) -> anyhow::Result<()> {
-    let measure = |parked: bool, warm: usize| -> anyhow::Result<Probe> {
+    let (dir, piece) = memory_template()?;
+    let template = dir.join("spaces").join("template.sqlite");
+    let measure = |parked: bool| -> anyhow::Result<Probe> {
         let out = std::process::Command::new(std::env::current_exe()?)
             .args(["bench", "serve-memory", "--spaces"])
             .arg(spaces.to_string())
+            .arg("--template")
+            .arg(&template)
+            .args(["--piece", &piece])
             .args(if parked { &["--parked"][..] } else { &[][..] })
-            .args(["--warm", &warm.to_string()])
             .env("SPACEWAKE_LOG", "error")
             .output()?;
         anyhow::ensure!(out.status.success(), "memory probe failed: {out:?}");
@@ -294,42 +301,79 @@ fn memory(spaces: usize) -> anyhow::Result<()> {
     // Code pages and allocator state move by a few hundred KiB between
     // otherwise identical processes, so each figure is the median of
     // several fresh processes, the two kinds alternating.
-    for (warm, probes) in [(0, 3), (10, 5)] {
-        let mut never = Vec::new();
-        let mut parked = Vec::new();
-        for _ in 0..probes {
-            never.push(measure(false, warm)?);
-            parked.push(measure(true, warm)?);
-        }
-        let median = |v: &[Probe], f: fn(&Probe) -> u64| -> u64 {
-            let mut xs: Vec<u64> = v.iter().map(f).collect();
-            xs.sort_unstable();
-            xs[xs.len() / 2]
-        };
-        let (n_rss, n_anon) = (median(&never, |p| p.rss), median(&never, |p| p.anon));
-        let (p_rss, p_anon) = (median(&parked, |p| p.rss), median(&parked, |p| p.anon));
-        let label = if warm == 0 {
-            "fresh processes".to_string()
-        } else {
-            format!("both after {warm} warm-up spaces were activated and parked")
-        };
-        let each: Vec<String> = never
-            .iter()
-            .zip(&parked)
-            .map(|(n, p)| format!("{:.3}", p.rss as f64 / n.rss.max(1) as f64))
-            .collect();
-        println!(
-            "memory: {spaces} spaces never opened {:.1} MiB RSS ({:.1} anonymous), after activating and parking all {:.1} MiB RSS ({:.1} anonymous), ratio {:.3}, {:.0} bytes per parked space (target within 5%; {label}; medians of {probes} processes each, pairwise ratios {})",
-            mib(n_rss),
-            mib(n_anon),
-            mib(p_rss),
-            mib(p_anon),
-            p_rss as f64 / n_rss.max(1) as f64,
-            (p_rss as f64 - n_rss as f64) * 1024.0 / spaces.max(1) as f64,
-            each.join(" ")
-        );
+    const PROBES: usize = 5;
+    let mut never = Vec::new();
+    let mut parked = Vec::new();
+    for _ in 0..PROBES {
+        never.push(measure(false)?);
+        parked.push(measure(true)?);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+    let median = |v: &[Probe], f: fn(&Probe) -> u64| -> u64 {
+        let mut xs: Vec<u64> = v.iter().map(f).collect();
+        xs.sort_unstable();
+        xs[xs.len() / 2]
+    };
+    let (n_rss, n_anon) = (median(&never, |p| p.rss), median(&never, |p| p.anon));
+    let (p_rss, p_anon) = (median(&parked, |p| p.rss), median(&parked, |p| p.anon));
+    let each: Vec<String> = never
+        .iter()
+        .zip(&parked)
+        .map(|(n, p)| format!("{:.3}", p.rss as f64 / n.rss.max(1) as f64))
+        .collect();
+    println!(
+        "memory: {spaces} spaces with a counter piece, never opened {:.1} MiB RSS ({:.1} anonymous), after an event activated each and all parked {:.1} MiB RSS ({:.1} anonymous), ratio {:.3}, {:+.0} KiB in all, {:.0} bytes per parked space (target within 5%; fresh processes, medians of {PROBES} each, pairwise ratios {})",
+        mib(n_rss),
+        mib(n_anon),
+        mib(p_rss),
+        mib(p_anon),
+        p_rss as f64 / n_rss.max(1) as f64,
+        p_rss as f64 - n_rss as f64,
+        (p_rss as f64 - n_rss as f64) * 1024.0 / spaces.max(1) as f64,
+        each.join(" ")
+    );
     Ok(())
+}
+
+/// The memory probes' template: a space named `template` with a deployed
+/// counter piece that has handled one event, parked. Returns its data
+/// directory and the piece's id.
+fn memory_template() -> anyhow::Result<(std::path::PathBuf, String)> {
+    let (dir, store, host) = fresh_host("mem-template", 0)?;
+    store.create_space("template", OWNER)?;
+    let deploy = Request::Deploy {
+        entry: "counter.tsx".into(),
+        files: BTreeMap::from([("counter.tsx".to_string(), COUNTER.to_string())]),
+        export: None,
+        argument: json!({}),
+    };
+    let piece = match host.request_blocking("template", Trigger::Session, deploy) {
+        Ok(Reply::Deployed { piece }) => piece,
+        other => bail!("deploying the template's counter answered {other:?}"),
+    };
+    host.request_blocking("template", Trigger::Events, increment(&piece, "template"))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    wait_for_parks(&host, 1, Duration::from_secs(30))?;
+    while !host.active_spaces().is_empty() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    host.shutdown();
+    // Fold the WAL into the file: the probes copy the file alone.
+    let conn = rusqlite::Connection::open(store.space_path("template"))?;
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    Ok((dir, piece))
+}
+
+const OWNER: &str = "did:key:bench";
+
+fn increment(piece: &str, event_id: &str) -> Request {
+    Request::Send {
+        author: Author::principal(OWNER),
+        piece: piece.to_string(),
+        path: vec![PathSeg::Key("increment".into())],
+        event_id: Some(event_id.to_string()),
+        payload: json!({}),
+    }
 }
 
 struct Probe {
@@ -349,35 +393,41 @@ fn wait_for_parks(host: &Host, n: usize, timeout: Duration) -> anyhow::Result<()
     Ok(())
 }
 
-/// `bench serve-memory`: one probe of [`memory`]. Registers `spaces` spaces
-/// on a fresh host (after activating and parking `warm` others, when asked);
-/// with `parked`, activates them (in waves of 100, as a host under steady
-/// load would) and waits until all have parked; prints `rss_kib N`,
-/// `rss_anon_kib N` and `counter_sets N`.
-pub fn memory_probe(spaces: usize, parked: bool, warm: usize) -> anyhow::Result<ExitCode> {
+/// `bench serve-memory`: one probe of [`memory`]. Starts a host as `serve`
+/// does and registers `spaces` spaces, each a copy of `template`; with
+/// `parked`, sends each one event to `piece` (in waves of 100, as a host
+/// under steady load would see them) and waits until all have parked.
+/// Prints `rss_kib N`, `rss_anon_kib N` and `counter_sets N`.
+pub fn memory_probe(
+    spaces: usize,
+    template: &std::path::Path,
+    piece: &str,
+    parked: bool,
+) -> anyhow::Result<ExitCode> {
     let (dir, store, host) = fresh_host("mem", 50)?;
-    // As `serve` starts a host.
-    host.check_engine()?;
+    host.check_start()?;
     host.start_waker();
-    for i in 0..warm {
-        let id = format!("warm-{i}");
-        store.create_space(&id, "did:key:bench")?;
-        host.notify(&id, Trigger::Warm, Request::Wake)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    wait_for_parks(&host, warm, Duration::from_secs(60))?;
     for i in 0..spaces {
-        store.create_space(&format!("idle-{i}"), "did:key:bench")?;
+        let id = format!("idle-{i}");
+        std::fs::copy(template, store.space_path(&id))
+            .with_context(|| format!("copying {}", template.display()))?;
+        store.create_space(&id, OWNER)?;
     }
     if parked {
         for start in (0..spaces).step_by(100) {
             let end = (start + 100).min(spaces);
             for i in start..end {
-                host.notify(&format!("idle-{i}"), Trigger::Warm, Request::Wake)
+                let id = format!("idle-{i}");
+                host.notify(&id, Trigger::Events, increment(piece, &id))
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
-            wait_for_parks(&host, warm + end, Duration::from_secs(120))?;
+            wait_for_parks(&host, end, Duration::from_secs(120))?;
         }
+        let processed = host.counters().host().get(Counter::EventsProcessed);
+        anyhow::ensure!(
+            processed == spaces as i64,
+            "{processed} events processed, not {spaces}"
+        );
     }
     // Steady state: the pool's idle space-server threads have exited.
     std::thread::sleep(crate::host::POOL_KEEP + Duration::from_millis(300));

@@ -21,6 +21,7 @@
 
 mod pool;
 mod server;
+mod startup;
 mod waker;
 
 use crate::clock::Clock;
@@ -32,7 +33,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-pub use server::release_freed_memory;
+pub use server::{limit_malloc_arenas, release_freed_memory};
 
 /// Why a space was activated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -587,18 +588,6 @@ impl Host {
     pub fn session_timeout(&self) -> Option<std::time::Duration> {
         let ms = self.inner.cfg.session_timeout_ms;
         (ms > 0).then(|| std::time::Duration::from_millis(ms))
-    }
-
-    /// Start-up check, run by `serve` before it listens: a sandbox with this
-    /// host's limits builds and loads the authoring API. A broken engine or
-    /// impossible limits then stop the host at boot instead of failing every
-    /// activation, and the first activation finds the API compiled. (It
-    /// also makes a host that has activated nothing yet touch the engine's
-    /// code and caches, as every host soon does.)
-    pub fn check_engine(&self) -> crate::runtime::RuntimeResult<()> {
-        crate::runtime::check_engine(&self.inner.cfg.runtime)?;
-        release_freed_memory();
-        Ok(())
     }
 
     /// Boot discovery: activates every space an arm names.

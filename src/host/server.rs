@@ -281,6 +281,27 @@ pub fn release_freed_memory() {
     }
 }
 
+/// Caps glibc's malloc arenas at two per core (at least four) before any
+/// thread starts; glibc's default is eight per core. Every space-server
+/// thread otherwise ends up with an arena of its own, and a thread arena
+/// keeps its top chunk resident after `malloc_trim`: a host that once ran
+/// sixteen spaces at a time kept ~0.8 MiB it no longer used. One arena per
+/// core made a herd of scheduled wakes ~10% slower (threads queue on the
+/// arena locks); two per core measured the same as glibc's default
+/// (`spec/performance.md`).
+pub fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let arenas = libc::c_int::try_from((2 * cores).max(4)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only sets an allocator parameter; called from
+        // `main` before other threads exist.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        }
+    }
+}
+
 /// Retires a failed server and answers every command still queued for it.
 fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, reason: &str) {
     loop {

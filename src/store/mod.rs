@@ -618,6 +618,6 @@ fn check_file(path: &Path) -> StoreResult<bool> {
     Ok(header[18] == 2 && header[19] == 2)
 }
 
-fn hex_id(bytes: &[u8]) -> String {
+pub(crate) fn hex_id(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
