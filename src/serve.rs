@@ -83,6 +83,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let booted = host.boot().context("boot discovery")?;
         // The waker's first pass is boot discovery's "a schedule is due" arm.
         host.start_waker();
+        tokio::spawn(crate::session::watch_grants(host.clone()));
         tracing::info!(
             listen = %listener.local_addr()?,
             data = %args.data.display(),

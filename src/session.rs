@@ -5,7 +5,7 @@
 //! reply is awaited. Every malformed or refused frame is answered with an
 //! error frame and counted; only a failed `open` closes the connection.
 
-use crate::host::{Host, HostError, Reply, Request, SessionId, Trigger};
+use crate::host::{Host, HostError, Reply, Request, SessionId, Trigger, GRANTS_RECHECK};
 use crate::metrics::Counter;
 use crate::protocol::messages::{Ack, Deployed, Opened, Pong, Update as WireUpdate, ValueReply};
 use crate::protocol::{
@@ -62,6 +62,7 @@ pub async fn run(socket: WebSocket, host: Host) {
     // on their own), and after the whole of it gives up.
     let mut heard = tokio::time::Instant::now();
     let mut pinged = false;
+    let mut grants = host.grant_changes();
     loop {
         let silence_deadline = timeout.map(|t| heard + if pinged { t } else { t / 2 });
         tokio::select! {
@@ -140,6 +141,16 @@ pub async fn run(socket: WebSocket, host: Host) {
                     break;
                 }
             }
+            Ok(()) = grants.changed(), if open.is_some() => {
+                // A grant changed somewhere: a revoked session that only
+                // listens (or is silent) ends now, not at its next frame.
+                let s = open.as_mut().expect("guarded by open.is_some()");
+                if let Err(e) = refresh_access(&host, s) {
+                    counters.space(&s.space).inc(Counter::SessionsRevoked);
+                    end_connection(&mut tx, Some(e), CLOSE_POLICY, "access revoked", timeout).await;
+                    break;
+                }
+            }
             update = urx.recv() => {
                 let Some(u) = update else {
                     // The space server let go of this session: its tenure
@@ -190,6 +201,20 @@ pub async fn run(socket: WebSocket, host: Host) {
             Trigger::Session,
             Request::Detach { session: s.id },
         );
+    }
+}
+
+/// Re-reads the grants version every [`GRANTS_RECHECK`] while sessions
+/// are open, so a grant change reaches sessions that send nothing (through
+/// [`Host::grant_changes`]). Runs for as long as the async runtime does.
+pub async fn watch_grants(host: Host) {
+    let mut tick = tokio::time::interval(GRANTS_RECHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if host.counters().host().get(Counter::SessionsOpen) > 0 {
+            host.grants_version();
+        }
     }
 }
 

@@ -778,4 +778,22 @@ async fn a_grant_changed_while_a_session_is_open_applies_to_its_next_request() {
         space_counter(&server.addr, "home", "sessions", "revoked"),
         2
     );
+
+    // A reader that neither sends nor receives is cut off too, within the
+    // re-check period, with no update to carry the news.
+    let dave = Identity::generate();
+    grant(dir.path(), &dave, "read");
+    let (mut d, _) = connect(&server, &dave, "home").await;
+    grant(dir.path(), &dave, "none");
+    let told = d
+        .recv(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a frame");
+    assert_eq!(code(&told), "forbidden");
+    assert!(d.recv(Duration::from_secs(5)).await.is_err(), "then closed");
+    assert_eq!(
+        space_counter(&server.addr, "home", "sessions", "revoked"),
+        3
+    );
 }

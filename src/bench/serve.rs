@@ -47,6 +47,7 @@ pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let app = crate::http::router(crate::http::HttpState { host: host.clone() });
+        tokio::spawn(crate::session::watch_grants(host.clone()));
         tokio::spawn(async move {
             let _ = axum::serve(crate::http::nodelay(listener), app).await;
         });
@@ -304,11 +305,13 @@ fn memory(spaces: usize) -> anyhow::Result<()> {
     const PROBES: usize = 5;
     let mut never = Vec::new();
     let mut parked = Vec::new();
-    for _ in 0..PROBES {
+    let probed = (0..PROBES).try_for_each(|_| {
         never.push(measure(false)?);
         parked.push(measure(true)?);
-    }
+        anyhow::Ok(())
+    });
     let _ = std::fs::remove_dir_all(&dir);
+    probed?;
     let median = |v: &[Probe], f: fn(&Probe) -> u64| -> u64 {
         let mut xs: Vec<u64> = v.iter().map(f).collect();
         xs.sort_unstable();

@@ -308,13 +308,26 @@ pub(crate) struct HostInner {
 pub const GRANTS_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The directory's grants version as last read, and when. Re-read at most
-/// every [`GRANTS_RECHECK`] by whichever session needs it, because reading
-/// it on every request halved the serving benchmark's events/s: the
-/// directory's lock is also the one every space thread writes through.
-#[derive(Default)]
+/// every [`GRANTS_RECHECK`] by whichever session needs it (and by
+/// `session::watch_grants` while sessions are open), because reading it on
+/// every request halved the serving benchmark's events/s: the directory's
+/// lock is also the one every space thread writes through.
 struct GrantsWatch {
     version: std::sync::atomic::AtomicU64,
     checked_at: Mutex<Option<std::time::Instant>>,
+    /// Publishes each new version, so a session that neither sends nor
+    /// receives still learns of a revocation.
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for GrantsWatch {
+    fn default() -> Self {
+        GrantsWatch {
+            version: Default::default(),
+            checked_at: Default::default(),
+            changed: tokio::sync::watch::channel(0).0,
+        }
+    }
 }
 
 /// A handle to the host; cheap to clone.
@@ -576,12 +589,19 @@ impl Host {
         if let Ok(mut at) = g.checked_at.try_lock() {
             if at.is_none_or(|t| t.elapsed() >= GRANTS_RECHECK) {
                 if let Ok(v) = self.inner.store.directory().grants_version() {
-                    g.version.store(v, Relaxed);
+                    if g.version.swap(v, Relaxed) != v {
+                        g.changed.send_replace(v);
+                    }
                 }
                 *at = Some(std::time::Instant::now());
             }
         }
         g.version.load(Relaxed)
+    }
+
+    /// Wakes when [`Host::grants_version`] reads a new version.
+    pub fn grant_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.grants.changed.subscribe()
     }
 
     /// How long a silent WebSocket connection is kept (`None`: for ever).
