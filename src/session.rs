@@ -115,9 +115,7 @@ pub async fn run(socket: WebSocket, host: Host) {
                     }
                     Ok(m) => {
                         let s = open.as_mut().expect("check_phase guarantees an open session");
-                        if let Err(e) = refresh_access(&host, s) {
-                            counters.space(&s.space).inc(Counter::SessionsRevoked);
-                            end_connection(&mut tx, Some(e), CLOSE_POLICY, "access revoked", timeout).await;
+                        if !keep_access(&host, s, &mut tx, timeout).await {
                             break;
                         }
                         match check_access(s.access, &m) {
@@ -145,9 +143,7 @@ pub async fn run(socket: WebSocket, host: Host) {
                 // A grant changed somewhere: a revoked session that only
                 // listens (or is silent) ends now, not at its next frame.
                 let s = open.as_mut().expect("guarded by open.is_some()");
-                if let Err(e) = refresh_access(&host, s) {
-                    counters.space(&s.space).inc(Counter::SessionsRevoked);
-                    end_connection(&mut tx, Some(e), CLOSE_POLICY, "access revoked", timeout).await;
+                if !keep_access(&host, s, &mut tx, timeout).await {
                     break;
                 }
             }
@@ -171,9 +167,7 @@ pub async fn run(socket: WebSocket, host: Host) {
                 };
                 if let Some(s) = open.as_mut() {
                     // A revoked reader gets no further update.
-                    if let Err(e) = refresh_access(&host, s) {
-                        counters.space(&s.space).inc(Counter::SessionsRevoked);
-                        end_connection(&mut tx, Some(e), CLOSE_POLICY, "access revoked", timeout).await;
+                    if !keep_access(&host, s, &mut tx, timeout).await {
                         break;
                     }
                 }
@@ -305,6 +299,26 @@ fn refresh_access(host: &Host, s: &mut OpenSession) -> Result<(), ProtocolError>
             ErrorCode::Forbidden,
             format!("{}'s access to space {} was revoked", s.did, s.space),
         )),
+    }
+}
+
+/// [`refresh_access`], ending the connection on a revocation (told with
+/// `forbidden`, closed with 1008, counted); false when it ended.
+async fn keep_access(
+    host: &Host,
+    s: &mut OpenSession,
+    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    timeout: Option<std::time::Duration>,
+) -> bool {
+    match refresh_access(host, s) {
+        Ok(()) => true,
+        Err(e) => {
+            host.counters()
+                .space(&s.space)
+                .inc(Counter::SessionsRevoked);
+            end_connection(tx, Some(e), CLOSE_POLICY, "access revoked", timeout).await;
+            false
+        }
     }
 }
 

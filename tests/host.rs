@@ -9,7 +9,6 @@ use spacewake::host::{Host, HostConfig, Reply, Request, Trigger, Update};
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::path::parse_dotted;
 use spacewake::store::{Author, Store, StoreConfig};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,24 +35,8 @@ fn host_with(dir: &std::path::Path, cfg: HostConfig) -> Host {
 }
 
 fn deploy(host: &Host, space: &str) -> String {
-    let mut files = BTreeMap::new();
-    files.insert("lazy.tsx".to_string(), LAZY.to_string());
-    match host
-        .request_blocking(
-            space,
-            Trigger::Session,
-            Request::Deploy {
-                entry: "lazy.tsx".into(),
-                files,
-                export: None,
-                argument: json!({"value": 1}),
-            },
-        )
+    host.deploy_file_blocking(space, "lazy.tsx", LAZY, json!({"value": 1}))
         .unwrap()
-    {
-        Reply::Deployed { piece } => piece,
-        other => panic!("{other:?}"),
-    }
 }
 
 /// Waits until the space has parked (its park is counted after the lease is

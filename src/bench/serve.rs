@@ -8,7 +8,7 @@
 
 use super::{rss_kib, status_kib};
 use crate::clock::SystemClock;
-use crate::host::{Host, HostConfig, Reply, Request, Trigger};
+use crate::host::{Host, HostConfig, Request, Trigger};
 use crate::metrics::{Counter, Counters};
 use crate::protocol::client::Client;
 use crate::protocol::messages::{Deploy, SendEvent, Track};
@@ -344,16 +344,9 @@ fn memory(spaces: usize) -> anyhow::Result<()> {
 fn memory_template() -> anyhow::Result<(std::path::PathBuf, String)> {
     let (dir, store, host) = fresh_host("mem-template", 0)?;
     store.create_space("template", OWNER)?;
-    let deploy = Request::Deploy {
-        entry: "counter.tsx".into(),
-        files: BTreeMap::from([("counter.tsx".to_string(), COUNTER.to_string())]),
-        export: None,
-        argument: json!({}),
-    };
-    let piece = match host.request_blocking("template", Trigger::Session, deploy) {
-        Ok(Reply::Deployed { piece }) => piece,
-        other => bail!("deploying the template's counter answered {other:?}"),
-    };
+    let piece = host
+        .deploy_file_blocking("template", "counter.tsx", COUNTER, json!({}))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     host.request_blocking("template", Trigger::Events, increment(&piece, "template"))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     wait_for_parks(&host, 1, Duration::from_secs(30))?;

@@ -462,6 +462,28 @@ impl Host {
             .unwrap_or_else(|_| Err(stopped_before_reply(space)))
     }
 
+    /// Deploys a one-file pattern (its default export, with `argument`) as
+    /// a piece of `space`, blocking; returns the piece's id. For the
+    /// start-up check and the benchmarks.
+    pub fn deploy_file_blocking(
+        &self,
+        space: &str,
+        file: &str,
+        source: &str,
+        argument: Value,
+    ) -> Result<String, HostError> {
+        let deploy = Request::Deploy {
+            entry: file.to_string(),
+            files: BTreeMap::from([(file.to_string(), source.to_string())]),
+            export: None,
+            argument,
+        };
+        match self.request_blocking(space, Trigger::Session, deploy)? {
+            Reply::Deployed { piece } => Ok(piece),
+            other => Err(HostError::Internal(format!("a deploy answered {other:?}"))),
+        }
+    }
+
     fn send_for_reply(
         &self,
         space: &str,
@@ -526,7 +548,7 @@ impl Host {
                 reason: "no such space".into(),
             });
         }
-        let cap = self.inner.cfg.max_active_spaces.max(1);
+        let cap = self.inner.active_limit();
         if active.len() >= cap {
             let counters = self.inner.counters.space(space);
             if matches!(cmd.req, Request::Wake) && cmd.reply.is_none() {
@@ -789,10 +811,15 @@ impl HostInner {
         at_least.max(self.cfg.failure_backoff_ms)
     }
 
+    /// How many spaces may be active at once (`--max-active-spaces`).
+    fn active_limit(&self) -> usize {
+        self.cfg.max_active_spaces.max(1)
+    }
+
     /// Activates waiting wakes while the host is below its limit; called
     /// whenever a tenure ends.
     pub(crate) fn admit_waiting(self: &Arc<Self>) {
-        let cap = self.cfg.max_active_spaces.max(1);
+        let cap = self.active_limit();
         loop {
             if self.active.lock().unwrap_or_else(|p| p.into_inner()).len() >= cap {
                 return;

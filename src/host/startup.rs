@@ -91,18 +91,7 @@ fn scratch_tenure(host: &Host, dir: &Path) -> anyhow::Result<()> {
         },
     );
     let result = (|| {
-        let mut files = std::collections::BTreeMap::new();
-        files.insert("check.tsx".to_string(), CHECK_PATTERN.to_string());
-        let deploy = Request::Deploy {
-            entry: "check.tsx".into(),
-            files,
-            export: None,
-            argument: json!({}),
-        };
-        let piece = match scratch.request_blocking(SPACE, Trigger::Session, deploy)? {
-            Reply::Deployed { piece } => piece,
-            other => bail!("deploying the check pattern answered {other:?}"),
-        };
+        let piece = scratch.deploy_file_blocking(SPACE, "check.tsx", CHECK_PATTERN, json!({}))?;
         let send = Request::Send {
             author: Author::principal(OWNER),
             piece: piece.clone(),

@@ -73,25 +73,9 @@ pub fn manual_host(
 
 /// Creates `space` and deploys `source` (one file, `p.tsx`) into it.
 pub fn deploy_source(host: &spacewake::host::Host, space: &str, source: &str) -> String {
-    use spacewake::host::{Reply, Request, Trigger};
     host.store().create_space(space, "did:key:owner").unwrap();
-    let files = std::collections::BTreeMap::from([("p.tsx".to_string(), source.to_string())]);
-    match host
-        .request_blocking(
-            space,
-            Trigger::Session,
-            Request::Deploy {
-                entry: "p.tsx".into(),
-                files,
-                export: None,
-                argument: serde_json::json!({}),
-            },
-        )
-        .unwrap()
-    {
-        Reply::Deployed { piece } => piece,
-        other => panic!("deploy: {other:?}"),
-    }
+    host.deploy_file_blocking(space, "p.tsx", source, serde_json::json!({}))
+        .expect("deploy")
 }
 
 /// True once `space` has no space server and no scheduled activation in flight.
