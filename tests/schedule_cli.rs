@@ -9,11 +9,11 @@
 
 use serde_json::{json, Value};
 use spacewake::clock::{Clock, ManualClock, SystemClock};
+use spacewake::human::{civil_from_days, format_utc_ms, human_duration_ms, thousands};
 use spacewake::metrics::Counters;
 use spacewake::schedule::fire::{fire_due, FIRE_HISTORY};
 use spacewake::schedule::grid::MINUTE_MS;
 use spacewake::schedule::{occurrence_event_id, Jitter, ScheduleIndexHook};
-use spacewake::schedule_cli::{civil_from_days, format_utc_ms, human_duration_ms, thousands};
 use spacewake::store::{
     Author, CommitClass, CommitRequest, DocOp, ScheduleRow, ScheduleStatus, Store, StoreConfig,
 };

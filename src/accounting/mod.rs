@@ -18,7 +18,6 @@
 //!   cut short by them.
 
 pub mod backoff;
-pub mod cli;
 
 use crate::store::{Bucket, Space, StoreResult};
 

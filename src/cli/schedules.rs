@@ -35,12 +35,14 @@
 //! - Nothing here creates a data directory: a mistyped `--data` is refused
 //!   before the store would create one.
 
+use super::{table, DataArgs};
 use crate::clock::{Clock, SystemClock};
+use crate::human::{format_utc_ms, human_duration_ms, plural, relative, thousands};
 use crate::schedule::fire::FIRE_HISTORY;
 use crate::schedule::{grid, index, ops};
-use crate::store::{FireRecord, ScheduleRow, ScheduleStatus, Space, Store, StoreConfig};
+use crate::store::{FireRecord, ScheduleRow, ScheduleStatus, Space, Store};
 use anyhow::{bail, Context};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 /// The longest a running server's waker sleeps without being told anything
@@ -50,13 +52,6 @@ pub const WAKER_SAFETY_NET_SECS: u64 = 60;
 
 /// Directory pages read at a time while looking for spaces to list.
 const PAGE: usize = 500;
-
-#[derive(Debug, clap::Args)]
-pub struct DataArgs {
-    /// The host's data directory (the one `serve --data` uses).
-    #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
-    pub data: PathBuf,
-}
 
 /// One schedule entry of one piece.
 #[derive(Debug, clap::Args)]
@@ -110,18 +105,6 @@ pub fn run(which: SchedulesCommand) -> anyhow::Result<ExitCode> {
 
 // ----- opening --------------------------------------------------------------
 
-/// Opens an existing data directory (never creates one).
-fn open_store(data: &Path) -> anyhow::Result<Store> {
-    if !data.join("host.sqlite").is_file() {
-        bail!(
-            "{} is not a spacewake data directory (it has no host.sqlite); \
-             pass --data DIR or set SPACEWAKE_DATA",
-            data.display()
-        );
-    }
-    crate::serve::open_store(StoreConfig::new(data))
-}
-
 /// Opens a registered, healthy space, or says in a sentence why not.
 fn open_space(store: &Store, data: &Path, id: &str) -> anyhow::Result<Space> {
     let Some(entry) = store.directory().get(id)? else {
@@ -165,7 +148,7 @@ fn find_entry(space: &mut Space, args: &EntryArgs) -> anyhow::Result<ScheduleRow
 }
 
 fn open_entry(args: &EntryArgs) -> anyhow::Result<(Store, Space, ScheduleRow)> {
-    let store = open_store(&args.data.data)?;
+    let store = super::open_existing(&args.data.data)?;
     let mut space = open_space(&store, &args.data.data, &args.space)?;
     let row = find_entry(&mut space, args)?;
     Ok((store, space, row))
@@ -204,7 +187,7 @@ fn lease_note(space: &mut Space, now_ms: u64) -> anyhow::Result<Option<String>> 
 // ----- commands -------------------------------------------------------------
 
 fn list(data: &Path, only: &[String], all: bool, now_ms: u64) -> anyhow::Result<ExitCode> {
-    let store = open_store(data)?;
+    let store = super::open_existing(data)?;
     let mut targets: Vec<String> = Vec::new();
     let mut quarantined = 0usize;
     if !only.is_empty() {
@@ -258,7 +241,7 @@ fn list(data: &Path, only: &[String], all: bool, now_ms: u64) -> anyhow::Result<
     if lines.is_empty() {
         println!("no schedule entries");
     } else {
-        print_table(
+        table::print(
             &[
                 "SPACE",
                 "PIECE",
@@ -448,7 +431,7 @@ fn fires(args: &EntryArgs) -> anyhow::Result<ExitCode> {
         thousands(row.fired_count)
     );
     let lines: Vec<[String; 7]> = records.iter().map(fire_line).collect();
-    print_table(
+    table::print(
         &[
             "TIME (UTC)",
             "EVENT",
@@ -474,127 +457,4 @@ fn fire_line(f: &FireRecord) -> [String; 7] {
         thousands(f.missed_periods),
         f.outcome.clone(),
     ]
-}
-
-// ----- formatting -----------------------------------------------------------
-
-/// Prints rows under a header, columns padded to their widest cell;
-/// `right` lists the (numeric) columns aligned to the right.
-fn print_table<const N: usize>(header: &[&str; N], right: &[usize], rows: &[[String; N]]) {
-    let mut widths = header.map(|h| h.chars().count());
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; N]| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            let pad = w - cell.chars().count();
-            let last = i + 1 == N;
-            if right.contains(&i) {
-                out.push_str(&" ".repeat(pad));
-                out.push_str(cell);
-            } else {
-                out.push_str(cell);
-                if !last {
-                    out.push_str(&" ".repeat(pad));
-                }
-            }
-            if !last {
-                out.push_str("  ");
-            }
-        }
-        println!("{}", out.trim_end());
-    };
-    line(*header);
-    for row in rows {
-        line(std::array::from_fn(|i| row[i].as_str()));
-    }
-}
-
-/// The proleptic Gregorian date `(year, month, day)` of a day counted from
-/// 1970-01-01 (day 0). Howard Hinnant's `civil_from_days`: shift the epoch
-/// to 0000-03-01 so leap days fall at the end of a year, split into
-/// 400-year eras of 146,097 days, then read the year, the day of the year
-/// and the month (March = 0) arithmetically. Exact for every `i64` day
-/// whose year fits in `i64`.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468; // days from 0000-03-01 to 1970-01-01
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // day of era, [0, 146096]
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from March 1
-    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// `ms` since the Unix epoch as ISO-8601 UTC, to the second
-/// (`2026-01-01T02:00:00Z`). Times past year 9999 (a saturated due time)
-/// read `never`.
-pub fn format_utc_ms(ms: u64) -> String {
-    const DAY_MS: u64 = 86_400_000;
-    let days = (ms / DAY_MS) as i64;
-    let (y, m, d) = civil_from_days(days);
-    if y > 9_999 {
-        return "never".into();
-    }
-    let secs = (ms % DAY_MS) / 1_000;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3_600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
-/// A duration for people: `850 ms`, `4.2 s`, `12 min 5 s`, `3 h 20 min`,
-/// `2 d 4 h`.
-pub fn human_duration_ms(ms: u64) -> String {
-    const S: u64 = 1_000;
-    const MIN: u64 = 60 * S;
-    const H: u64 = 60 * MIN;
-    const D: u64 = 24 * H;
-    match ms {
-        0..S => format!("{ms} ms"),
-        S..MIN => format!("{}.{} s", ms / S, ms % S / 100),
-        MIN..H => format!("{} min {} s", ms / MIN, ms % MIN / S),
-        H..D => format!("{} h {} min", ms / H, ms % H / MIN),
-        _ => format!("{} d {} h", thousands(ms / D), ms % D / H),
-    }
-}
-
-/// `t` relative to `now`: `in 1 h 57 min`, `3 min 2 s ago`, `now`.
-fn relative(t: u64, now: u64) -> String {
-    if t.abs_diff(now) < 1_000 {
-        "now".into()
-    } else if t > now {
-        format!("in {}", human_duration_ms(t - now))
-    } else {
-        format!("{} ago", human_duration_ms(now - t))
-    }
-}
-
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
-    if n == 1 {
-        one
-    } else {
-        many
-    }
 }

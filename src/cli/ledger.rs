@@ -1,7 +1,7 @@
 //! `spacewake ledger`: a space's compute ledger and its top actions, and
 //! the per-space scheduled budget override, on a data directory.
 
-use super::POLICY_SCHEDULED_BUDGET_US;
+use crate::accounting::POLICY_SCHEDULED_BUDGET_US;
 use anyhow::{bail, Context};
 use std::path::Path;
 use std::process::ExitCode;
@@ -12,13 +12,7 @@ pub fn run(
     top: usize,
     set_budget_ms: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    if !data.join("host.sqlite").exists() {
-        bail!(
-            "{} is not a spacewake data directory (no host.sqlite)",
-            data.display()
-        );
-    }
-    let store = crate::serve::open_store(crate::store::StoreConfig::new(data))?;
+    let store = super::open_existing(data)?;
     if store.directory().get(space)?.is_none() {
         bail!("no space {space:?} in {}", data.display());
     }
@@ -71,7 +65,7 @@ pub fn run(
     for r in rows {
         println!(
             "{:<22} {:<10} {:>12.3} {:>12.3} {:>8} {:>9} {:>8} {:>7}",
-            crate::schedule_cli::format_utc_ms(r.window_start_ms),
+            crate::human::format_utc_ms(r.window_start_ms),
             r.bucket.as_str(),
             r.totals.cpu_us as f64 / 1_000.0,
             r.totals.wall_us as f64 / 1_000.0,

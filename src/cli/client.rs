@@ -1,7 +1,7 @@
-//! CLI commands that talk to a running server as a WebSocket client
-//! (`deploy`, `send`, `read`, `identity`), and `grant` on a data directory.
+//! CLI commands that talk to a running server as a WebSocket client:
+//! `deploy`, `send`, `read`, and `identity` (the key they sign with).
 
-use crate::cli::ClientArgs;
+use super::ClientArgs;
 use crate::protocol::client::Client;
 use crate::protocol::messages::{Deploy, ReadValue, SendEvent};
 use crate::protocol::{ClientMessage, Identity, PathSegment, ServerMessage};
@@ -24,21 +24,6 @@ pub fn load_identity(path: &Path) -> anyhow::Result<Identity> {
 
 pub fn identity(c: &ClientArgs) -> anyhow::Result<ExitCode> {
     println!("{}", load_identity(&c.key)?.did());
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn grant(data: &Path, space: &str, did: &str, access: &str) -> anyhow::Result<ExitCode> {
-    let store = crate::serve::open_store(crate::store::StoreConfig::new(data))?;
-    if store.directory().get(space)?.is_none() {
-        bail!("no space {space:?} in {}", data.display());
-    }
-    crate::protocol::decode_did_key(did).context("--did must be an ed25519 did:key")?;
-    let access = match access {
-        "none" => None,
-        a => Some(a),
-    };
-    store.directory().set_grant(space, did, access)?;
-    println!("{did}: {} on {space}", access.unwrap_or("no access"));
     Ok(ExitCode::SUCCESS)
 }
 

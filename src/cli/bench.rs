@@ -1,0 +1,75 @@
+//! `spacewake bench …`: the benchmarks' arguments; the benchmarks
+//! themselves are in `crate::bench`.
+
+use clap::Subcommand;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Wave time with compute metering on vs off.
+    Accounting {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
+    /// Scheduled wakes: index-hook overhead, wakes/s, lateness, memory.
+    Schedule {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Run only these figures (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<crate::bench::schedule::Figure>,
+    },
+    /// One probe of `bench serve`'s memory figure (run by it in a fresh process).
+    #[command(hide = true)]
+    ServeMemory {
+        #[arg(long)]
+        spaces: usize,
+        /// A space file every registered space starts as a copy of.
+        #[arg(long)]
+        template: PathBuf,
+        /// The template's piece each parked space is sent an event for.
+        #[arg(long)]
+        piece: String,
+        #[arg(long)]
+        parked: bool,
+    },
+    /// Load generator against the real server on loopback.
+    Serve {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Run only these figures (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<crate::bench::serve::Figure>,
+    },
+    /// Compiler cache, instantiation, events and derivations.
+    Patterns {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
+    /// Store throughput and directory discovery.
+    Store {
+        /// Work directory (a temporary one when omitted).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Scale factor for quick runs (1.0 = the full benchmark).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
+}
+
+pub fn run(which: BenchCommand) -> anyhow::Result<ExitCode> {
+    match which {
+        BenchCommand::Store { dir, scale } => crate::bench::store::run(dir, scale),
+        BenchCommand::Patterns { scale } => crate::bench::patterns::run(scale),
+        BenchCommand::Serve { scale, only } => crate::bench::serve::run(scale, &only),
+        BenchCommand::ServeMemory {
+            spaces,
+            template,
+            piece,
+            parked,
+        } => crate::bench::serve::memory_probe(spaces, &template, &piece, parked),
+        BenchCommand::Accounting { scale } => crate::bench::accounting::run(scale),
+        BenchCommand::Schedule { scale, only } => crate::bench::schedule::run(scale, &only),
+    }
+}

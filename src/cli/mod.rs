@@ -1,0 +1,264 @@
+//! The command layer: argument parsing (clap) and one file per command
+//! family. Everything here sits on top of the domain modules (host, store,
+//! schedule, accounting, protocol); no domain module imports from here.
+//!
+//! - `serve.rs` — `spacewake serve`: wires a host together and runs it;
+//! - `client.rs` — `identity`, `deploy`, `send`, `read` (WebSocket clients);
+//! - `grant.rs` — `grant`;
+//! - `spaces.rs` — `spaces`;
+//! - `schedules.rs` — `schedules list|trigger|pause|resume|fires`;
+//! - `ledger.rs` — `ledger`;
+//! - `bench.rs` — `bench …`;
+//! - `table.rs` — the plain-text tables they print.
+
+pub mod bench;
+pub mod client;
+pub mod grant;
+pub mod ledger;
+pub mod schedules;
+pub mod serve;
+pub mod spaces;
+pub mod table;
+
+use crate::clock::SystemClock;
+use crate::metrics::Counters;
+use crate::store::{Store, StoreConfig};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub use serve::ServeArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "spacewake",
+    version,
+    about = "A space-serving runtime with scheduled wakes"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the host: WebSocket sessions, the waker, the operator routes.
+    Serve(ServeArgs),
+    /// Validate patterns: one diagnostic per problem, exit 0 when all are valid.
+    Check {
+        /// Pattern entry files (.ts / .tsx).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run pattern scenario files; ends with `N passed, N failed`.
+    Scenario {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run a benchmark and print side-by-side figures.
+    Bench {
+        #[command(subcommand)]
+        which: bench::BenchCommand,
+    },
+    /// Inspect a data directory without a running server.
+    Spaces(DataArgs),
+    /// Operate schedule entries in a data directory: list, trigger, pause, resume, fires.
+    Schedules {
+        #[command(subcommand)]
+        which: schedules::SchedulesCommand,
+    },
+    /// Show a space's compute ledger and top actions, or set its scheduled budget.
+    Ledger {
+        #[command(flatten)]
+        data: DataArgs,
+        #[arg(long)]
+        space: String,
+        /// How many of the most expensive actions to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Set the space's scheduled CPU budget per window: milliseconds,
+        /// `none` (unlimited) or `default` (the host's).
+        #[arg(long)]
+        set_budget_ms: Option<String>,
+    },
+    /// Grant a principal read or write access to a space (data directory).
+    Grant {
+        #[command(flatten)]
+        data: DataArgs,
+        #[arg(long)]
+        space: String,
+        /// The principal's did:key.
+        #[arg(long)]
+        did: String,
+        /// `read`, `write`, or `none` to revoke.
+        #[arg(long)]
+        access: String,
+    },
+    /// Print this client's did:key (creating the key file if missing).
+    Identity(ClientArgs),
+    /// Deploy a pattern as a new piece in a space on a running server.
+    Deploy {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The pattern's entry file; its relative imports are sent too.
+        file: PathBuf,
+        /// Which export to instantiate (default: the default export).
+        #[arg(long)]
+        export: Option<String>,
+        /// The piece's argument, as JSON.
+        #[arg(long, default_value = "{}")]
+        argument: String,
+    },
+    /// Send an event to the stream at a piece's result path.
+    Send {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        piece: String,
+        /// Dot-separated result path of the stream (e.g. `increment`).
+        #[arg(long)]
+        stream: String,
+        #[arg(long, default_value = "{}")]
+        payload: String,
+        /// Idempotency key; a random one when omitted.
+        #[arg(long)]
+        event_id: Option<String>,
+    },
+    /// Read a piece's result (or a path inside it).
+    Read {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        piece: String,
+        /// Dot-separated path inside the result; the whole result when omitted.
+        #[arg(long, default_value = "")]
+        path: String,
+    },
+    /// Internal helpers used by the crash and multi-host tests.
+    #[command(hide = true)]
+    Debug {
+        #[command(subcommand)]
+        which: DebugCommand,
+    },
+}
+
+/// How a CLI client reaches a running server.
+#[derive(Debug, clap::Args)]
+pub struct ClientArgs {
+    /// Server address.
+    #[arg(long, env = "SPACEWAKE_SERVER", default_value = "127.0.0.1:8080")]
+    pub server: String,
+    /// The space to open.
+    #[arg(long, env = "SPACEWAKE_SPACE", default_value = "home")]
+    pub space: String,
+    /// The client's ed25519 secret key file (created on first use, mode 0600).
+    #[arg(
+        long,
+        env = "SPACEWAKE_KEY",
+        default_value = "./spacewake-identity.key"
+    )]
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DebugCommand {
+    /// Commit in a loop, printing `ack SEQ` after each acknowledged commit.
+    CrashWriter {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        space: String,
+    },
+    /// Contend for one space's lease, printing held intervals.
+    LeaseContender {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        space: String,
+        #[arg(long)]
+        millis: u64,
+        #[arg(long, default_value_t = 300)]
+        ttl_ms: u64,
+    },
+}
+
+/// Where a command finds the host's data directory.
+#[derive(Debug, clap::Args)]
+pub struct DataArgs {
+    /// The host's data directory (the one `serve --data` uses).
+    #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
+    pub data: PathBuf,
+}
+
+/// Opens an existing data directory on the system clock. Never creates
+/// one: a mistyped `--data` is one sentence, the same for every command,
+/// and leaves nothing behind.
+pub(crate) fn open_existing(data: &std::path::Path) -> anyhow::Result<Store> {
+    if !data.join("host.sqlite").is_file() {
+        anyhow::bail!(
+            "{} is not a spacewake data directory (it has no host.sqlite); \
+             pass --data DIR or set SPACEWAKE_DATA",
+            data.display()
+        );
+    }
+    Store::open(
+        StoreConfig::new(data),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )
+    .with_context(|| format!("opening the data directory {}", data.display()))
+}
+
+/// Runs the parsed command; the process exits with the code it returns.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Check { files } => Ok(crate::check::run(&files)),
+        Command::Scenario { files } => Ok(crate::scenario::run_files(&files)),
+        Command::Bench { which } => bench::run(which),
+        Command::Spaces(args) => spaces::list(&args.data),
+        Command::Grant {
+            data,
+            space,
+            did,
+            access,
+        } => grant::run(&data.data, &space, &did, &access),
+        Command::Identity(c) => client::identity(&c),
+        Command::Ledger {
+            data,
+            space,
+            top,
+            set_budget_ms,
+        } => ledger::run(&data.data, &space, top, set_budget_ms),
+        Command::Schedules { which } => schedules::run(which),
+        Command::Deploy {
+            client,
+            file,
+            export,
+            argument,
+        } => client::deploy(&client, &file, export, &argument),
+        Command::Send {
+            client,
+            piece,
+            stream,
+            payload,
+            event_id,
+        } => client::send(&client, &piece, &stream, &payload, event_id),
+        Command::Read {
+            client,
+            piece,
+            path,
+        } => client::read(&client, &piece, &path),
+        Command::Debug { which } => match which {
+            DebugCommand::CrashWriter { data, space } => crate::debug::crash_writer(&data, &space),
+            DebugCommand::LeaseContender {
+                data,
+                space,
+                millis,
+                ttl_ms,
+            } => crate::debug::lease_contender(&data, &space, millis, ttl_ms),
+        },
+    }
+}

@@ -1,0 +1,188 @@
+//! `spacewake serve`: wires the host together — the store, the host with
+//! its space servers and waker, boot discovery, and the HTTP/WebSocket edge.
+
+use crate::clock::{Clock, SystemClock};
+use crate::metrics::Counters;
+use crate::store::{Store, StoreConfig};
+use anyhow::Context;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Data directory (created if missing).
+    #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
+    pub data: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "SPACEWAKE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// SQLite synchronous mode: `normal` survives process crashes, `full` also power loss.
+    #[arg(long, env = "SPACEWAKE_SYNC", value_enum, default_value_t = crate::store::Synchronous::Normal)]
+    pub sync: crate::store::Synchronous,
+    /// Lease time-to-live in milliseconds.
+    #[arg(long, env = "SPACEWAKE_LEASE_TTL_MS", default_value_t = 15_000)]
+    pub lease_ttl_ms: u64,
+    /// Lease renewal interval in milliseconds.
+    #[arg(long, env = "SPACEWAKE_LEASE_RENEW_MS", default_value_t = 5_000)]
+    pub lease_renew_ms: u64,
+    /// A space with no sessions and no work parks after this many idle milliseconds.
+    #[arg(long, env = "SPACEWAKE_IDLE_PARK_MS", default_value_t = 30_000)]
+    pub idle_park_ms: u64,
+    /// A wave stops taking new events after this many milliseconds.
+    #[arg(long, env = "SPACEWAKE_FLUSH_DEADLINE_MS", default_value_t = 100)]
+    pub flush_deadline_ms: u64,
+    /// A WebSocket connection that sends nothing for this long (not even a
+    /// pong: the server pings after half of it) is closed, so a client that
+    /// vanished without closing does not hold its space active. 0: never.
+    #[arg(long, env = "SPACEWAKE_SESSION_TIMEOUT_MS", default_value_t = 60_000)]
+    pub session_timeout_ms: u64,
+    /// At most this many spaces active at once (each a thread, a JavaScript
+    /// runtime and an open file); past it, opens and ingests for another
+    /// space are refused (`overloaded`, HTTP 503) and boot discovery waits.
+    #[arg(long, env = "SPACEWAKE_MAX_ACTIVE_SPACES", default_value_t = 4_096,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_active_spaces: u64,
+    /// Scheduled wakes: `on` fires due [SCHEDULE] entries; `off` keeps them
+    /// indexed and counts due wakes as suppressed.
+    #[arg(long, env = "SPACEWAKE_SCHEDULE", value_enum, default_value_t = OnOff::On)]
+    pub schedule: OnOff,
+    /// Jitter mode: `keyed` (reproducible, a keyed hash per period) or `random`.
+    #[arg(long, env = "SPACEWAKE_JITTER", value_enum, default_value_t = JitterArg::Keyed)]
+    pub jitter: JitterArg,
+    /// Jitter window in minutes (offsets are uniform in ±window; at most 20).
+    #[arg(long, env = "SPACEWAKE_JITTER_WINDOW_MINUTES", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(0..=20))]
+    pub jitter_window_minutes: u64,
+    /// Scheduled activations in flight at once (caps a herd of due spaces).
+    #[arg(long, env = "SPACEWAKE_MAX_SCHEDULED", default_value_t = 8)]
+    pub max_scheduled: usize,
+    /// Milliseconds before a parked space's wake is due that the host
+    /// activates it, so the wake fires on time (0: activate at the due time).
+    #[arg(long, env = "SPACEWAKE_SCHEDULE_LEAD_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub schedule_lead_ms: u64,
+    /// CPU milliseconds per ledger window that a space's scheduled work may
+    /// spend before its scheduled wakes are skipped (unlimited when omitted).
+    #[arg(long, env = "SPACEWAKE_SCHEDULED_CPU_BUDGET_MS")]
+    pub scheduled_cpu_budget_ms: Option<u64>,
+    /// Back off schedules whose output no session reads (`off` to disable).
+    #[arg(long, env = "SPACEWAKE_BACKOFF", value_enum, default_value_t = OnOff::On)]
+    pub backoff: OnOff,
+    /// Consecutive unread fires per doubling of the effective interval.
+    #[arg(long, env = "SPACEWAKE_BACKOFF_UNREAD_FIRES", default_value_t = 3)]
+    pub backoff_unread_fires: u32,
+    /// Largest back-off factor.
+    #[arg(long, env = "SPACEWAKE_BACKOFF_CAP", default_value_t = 16)]
+    pub backoff_cap: u32,
+    /// Ledger window in hours (24: one UTC day).
+    #[arg(long, env = "SPACEWAKE_LEDGER_WINDOW_HOURS", default_value_t = 24)]
+    pub ledger_window_hours: u64,
+    /// Export tracing spans (one per wave) as OTLP/HTTP protobuf to this
+    /// collector base URL (`/v1/traces` is appended). Plain `http://` only;
+    /// terminate TLS in a collector sidecar. No export when omitted.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Testing only: run the host's clock this far ahead of the system clock.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub clock_offset_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum JitterArg {
+    Keyed,
+    Random,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut cfg = StoreConfig::new(&args.data);
+    cfg.synchronous = args.sync;
+    cfg.lease_ttl_ms = args.lease_ttl_ms;
+    cfg.lease_renew_ms = args.lease_renew_ms;
+    anyhow::ensure!(
+        cfg.lease_renew_ms < cfg.lease_ttl_ms,
+        "--lease-renew-ms ({}) must be shorter than --lease-ttl-ms ({})",
+        cfg.lease_renew_ms,
+        cfg.lease_ttl_ms
+    );
+    let clock: Arc<dyn Clock> = if args.clock_offset_ms > 0 {
+        Arc::new(crate::clock::OffsetClock {
+            offset_ms: args.clock_offset_ms,
+        })
+    } else {
+        Arc::new(SystemClock)
+    };
+    let store = Store::open(cfg, clock, Counters::new()).context("opening the data directory")?;
+    let host_cfg = crate::host::HostConfig {
+        idle_park_ms: args.idle_park_ms,
+        flush_deadline_ms: args.flush_deadline_ms,
+        session_timeout_ms: args.session_timeout_ms,
+        max_active_spaces: args.max_active_spaces as usize,
+        schedule: crate::host::ScheduleConfig {
+            enabled: args.schedule == OnOff::On,
+            jitter_mode: match args.jitter {
+                JitterArg::Keyed => crate::schedule::JitterMode::Keyed,
+                JitterArg::Random => crate::schedule::JitterMode::Random,
+            },
+            jitter_window_ms: args.jitter_window_minutes * 60_000,
+            max_scheduled: args.max_scheduled,
+            lead_ms: args.schedule_lead_ms,
+            scheduled_budget_us: args.scheduled_cpu_budget_ms.map(|ms| ms * 1_000),
+            backoff: crate::accounting::backoff::BackoffPolicy {
+                enabled: args.backoff == OnOff::On,
+                unread_threshold: args.backoff_unread_fires.max(1),
+                cap: args.backoff_cap.max(1),
+            },
+        },
+        runtime: crate::runtime::RuntimeConfig {
+            ledger_window_ms: args.ledger_window_hours.max(1) * 3_600_000,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let host = crate::host::Host::new(store.clone(), host_cfg);
+    let checked = std::time::Instant::now();
+    host.check_start().context("the start-up check failed")?;
+    tracing::info!(
+        ms = checked.elapsed().as_millis() as u64,
+        "start-up check passed (engine, and one tenure in a scratch space)"
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let state = crate::http::HttpState { host: host.clone() };
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let booted = host.boot().context("boot discovery")?;
+        // The waker's first pass is boot discovery's "a schedule is due" arm.
+        host.start_waker();
+        tokio::spawn(crate::session::watch_grants(host.clone()));
+        tracing::info!(
+            listen = %listener.local_addr()?,
+            data = %args.data.display(),
+            holder = store.holder(),
+            booted,
+            "spacewake serving"
+        );
+        // Tests read this line to learn the port when listening on :0.
+        println!("listening on {}", listener.local_addr()?);
+        axum::serve(crate::http::nodelay(listener), crate::http::router(state))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serving HTTP")?;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
