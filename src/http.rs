@@ -10,7 +10,7 @@
 
 use crate::host::{Host, Reply, Request, Trigger};
 use crate::metrics::Counter;
-use crate::protocol::{verify_ingest, PathSegment, TRANSPORT_MAX_MESSAGE_BYTES};
+use crate::protocol::{verify_ingest, ErrorCode, PathSegment, TRANSPORT_MAX_MESSAGE_BYTES};
 use crate::store::{Author, PathSeg};
 use axum::body::Bytes;
 use axum::extract::{Path, State, WebSocketUpgrade};
@@ -162,7 +162,7 @@ async fn warm(
         .await
     {
         Ok(_) => (StatusCode::OK, Json(json!({"warmed": true}))).into_response(),
-        Err(e) => host_error_response(e, StatusCode::NOT_FOUND),
+        Err(e) => host_error_response(e),
     }
 }
 
@@ -210,19 +210,35 @@ async fn ingest(
             "internal",
             format!("{other:?}"),
         ),
-        Err(e) => host_error_response(e, StatusCode::INTERNAL_SERVER_ERROR),
+        Err(e) => host_error_response(e),
     }
 }
 
-/// A host error as an HTTP error: unknown things are 404, an unavailable
-/// space (backing off, or the host at its limit of active spaces) 503,
-/// anything else `otherwise`.
-fn host_error_response(e: crate::host::HostError, otherwise: StatusCode) -> Response {
+/// A host error as an HTTP error: unknown things are 404, a space that
+/// cannot be reached now (backing off, the host at its limit, held by
+/// another host, its server stopped) 503 with `Retry-After`, a server-side
+/// failure 500.
+fn host_error_response(e: crate::host::HostError) -> Response {
+    let retry_after_ms = e.retry_after_ms();
     let pe = crate::session::host_error(None, e);
-    let status = match pe.code.as_str() {
-        "unknownPiece" | "unknownStream" => StatusCode::NOT_FOUND,
-        "overloaded" => StatusCode::SERVICE_UNAVAILABLE,
-        _ => otherwise,
+    let status = match pe.code {
+        ErrorCode::UnknownSpace | ErrorCode::UnknownPiece | ErrorCode::UnknownStream => {
+            StatusCode::NOT_FOUND
+        }
+        ErrorCode::BadMessage => StatusCode::BAD_REQUEST,
+        ErrorCode::Overloaded
+        | ErrorCode::BackingOff
+        | ErrorCode::HeldElsewhere
+        | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    http_error(status, pe.code.as_str(), pe.message)
+    let mut r = http_error(status, pe.code.as_str(), pe.message);
+    if let Some(ms) = retry_after_ms.filter(|_| status == StatusCode::SERVICE_UNAVAILABLE) {
+        // Whole seconds, rounded up (RFC 9110).
+        let secs = ms.div_ceil(1_000).max(1);
+        if let Ok(v) = header::HeaderValue::from_str(&secs.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    r
 }

@@ -462,9 +462,13 @@ async fn handle(
     })
 }
 
-/// Maps a host error to the wire's error codes.
+/// Maps a host error to the wire's error codes, with the details a client
+/// acts on (how long to wait, who holds the space).
 pub fn host_error(id: Option<crate::protocol::RequestId>, e: HostError) -> ProtocolError {
     let (code, details) = match &e {
+        HostError::UnknownSpace(space) => {
+            (ErrorCode::UnknownSpace, Some(json!({ "space": space })))
+        }
         HostError::UnknownPiece(_) => (ErrorCode::UnknownPiece, None),
         HostError::UnknownStream(_) => (ErrorCode::UnknownStream, None),
         HostError::InvalidPattern { diagnostics } => (
@@ -472,7 +476,26 @@ pub fn host_error(id: Option<crate::protocol::RequestId>, e: HostError) -> Proto
             Some(json!({ "diagnostics": diagnostics })),
         ),
         HostError::BadRequest(_) => (ErrorCode::BadMessage, None),
-        HostError::Unavailable { .. } => (ErrorCode::Overloaded, None),
+        HostError::BackingOff {
+            failures,
+            retry_in_ms,
+            ..
+        } => (
+            ErrorCode::BackingOff,
+            Some(json!({ "failures": failures, "retryInMs": retry_in_ms })),
+        ),
+        HostError::AtCapacity { limit, .. } => {
+            (ErrorCode::Overloaded, Some(json!({ "limit": limit })))
+        }
+        HostError::HeldElsewhere {
+            holder,
+            retry_in_ms,
+            ..
+        } => (
+            ErrorCode::HeldElsewhere,
+            Some(json!({ "holder": holder, "retryInMs": retry_in_ms })),
+        ),
+        HostError::Unavailable { .. } => (ErrorCode::Unavailable, None),
         HostError::Internal(_) => (ErrorCode::Internal, None),
     };
     let mut pe = ProtocolError::new(code, e.to_string()).with_id(id);

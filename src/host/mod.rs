@@ -26,7 +26,7 @@ mod waker;
 
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
-use crate::runtime::RuntimeConfig;
+use crate::runtime::{RuntimeConfig, RuntimeError};
 use crate::store::{Author, PathSeg, Store};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -171,9 +171,15 @@ pub enum Reply {
     Deployed { piece: String },
 }
 
-/// Errors a request can end in; mapped to wire codes at the edge.
+/// Errors a request can end in; mapped to wire codes at the edge. The
+/// four reasons a space cannot be reached are four variants, because a
+/// client acts differently on each: a typo (`UnknownSpace`), a broken
+/// space that is retried with back-off (`BackingOff`), a full host
+/// (`AtCapacity`), and a space another host serves (`HeldElsewhere`).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HostError {
+    #[error("there is no space {0:?} on this host")]
+    UnknownSpace(String),
     #[error("no piece {0:?} in this space")]
     UnknownPiece(String),
     #[error("{0}")]
@@ -182,10 +188,39 @@ pub enum HostError {
     InvalidPattern { diagnostics: String },
     #[error("{0}")]
     BadRequest(String),
+    #[error("space {space:?} failed to activate {failures} time(s) ({cause}); it is retried in {retry_in_ms} ms")]
+    BackingOff {
+        space: String,
+        failures: u32,
+        retry_in_ms: u64,
+        cause: String,
+    },
+    #[error("the host is at its limit of {limit} active spaces (--max-active-spaces), so space {space:?} cannot be activated now; retry shortly")]
+    AtCapacity { space: String, limit: usize },
+    #[error("space {space:?} is served by another host ({holder}); its lease ends in {retry_in_ms} ms unless renewed")]
+    HeldElsewhere {
+        space: String,
+        holder: String,
+        retry_in_ms: u64,
+    },
+    /// The space's server stopped before answering (its tenure ended with
+    /// an error, or the host is shutting down).
     #[error("space {space:?} is unavailable: {reason}")]
     Unavailable { space: String, reason: String },
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl HostError {
+    /// How long a client should wait before trying again, when waiting helps.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            HostError::BackingOff { retry_in_ms, .. }
+            | HostError::HeldElsewhere { retry_in_ms, .. } => Some(*retry_in_ms),
+            HostError::AtCapacity { .. } | HostError::Unavailable { .. } => Some(1_000),
+            _ => None,
+        }
+    }
 }
 
 pub type Responder = tokio::sync::oneshot::Sender<Result<Reply, HostError>>;
@@ -282,6 +317,10 @@ struct Active {
 struct Failures {
     count: u32,
     retry_at_ms: u64,
+    /// Why the last activation failed; `Some` for a live lease of another
+    /// holder (its holder), so a refusal names who has the space.
+    held_by: Option<String>,
+    cause: String,
 }
 
 pub(crate) struct HostInner {
@@ -532,21 +571,11 @@ impl Host {
                     .counters
                     .space(space)
                     .inc(Counter::ActivationsDeferred);
-                return Err(HostError::Unavailable {
-                    space: space.to_string(),
-                    reason: format!(
-                        "it failed to activate {} time(s); retrying in {} ms",
-                        f.count,
-                        f.retry_at_ms - now
-                    ),
-                });
+                return Err(f.refusal(space, now));
             }
         }
         if self.inner.directory_entry(space).is_none() {
-            return Err(HostError::Unavailable {
-                space: space.to_string(),
-                reason: "no such space".into(),
-            });
+            return Err(HostError::UnknownSpace(space.to_string()));
         }
         let cap = self.inner.active_limit();
         if active.len() >= cap {
@@ -562,11 +591,9 @@ impl Host {
                 return Ok(());
             }
             counters.inc(Counter::ActivationsRefusedAtCapacity);
-            return Err(HostError::Unavailable {
+            return Err(HostError::AtCapacity {
                 space: space.to_string(),
-                reason: format!(
-                    "the host is at its limit of {cap} active spaces (--max-active-spaces); retry shortly"
-                ),
+                limit: cap,
             });
         }
         let (tx, rx) = mpsc::channel();
@@ -670,6 +697,26 @@ impl Host {
                 return n;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+impl Failures {
+    /// The error for a request refused while the space backs off.
+    fn refusal(&self, space: &str, now_ms: u64) -> HostError {
+        let retry_in_ms = self.retry_at_ms.saturating_sub(now_ms);
+        match &self.held_by {
+            Some(holder) => HostError::HeldElsewhere {
+                space: space.to_string(),
+                holder: holder.clone(),
+                retry_in_ms,
+            },
+            None => HostError::BackingOff {
+                space: space.to_string(),
+                failures: self.count,
+                retry_in_ms,
+                cause: self.cause.clone(),
+            },
         }
     }
 }
@@ -863,17 +910,28 @@ impl HostInner {
         None
     }
 
-    pub(crate) fn record_failure(&self, id: &str) {
+    /// Records a failed activation and returns the error to answer the
+    /// requests that were waiting for it.
+    pub(crate) fn record_failure(&self, id: &str, error: &RuntimeError) -> HostError {
+        let now = self.clock.now_ms();
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let e = f.entry(id.to_string()).or_insert(Failures {
             count: 0,
             retry_at_ms: 0,
+            held_by: None,
+            cause: String::new(),
         });
         e.count += 1;
         let backoff =
             (self.cfg.failure_backoff_ms << (e.count - 1).min(16)).min(self.cfg.max_backoff_ms);
-        e.retry_at_ms = self.clock.now_ms() + backoff;
+        e.retry_at_ms = now + backoff;
+        e.cause = error.to_string();
+        e.held_by = match error {
+            RuntimeError::LeaseHeld { holder, .. } => Some(holder.clone()),
+            _ => None,
+        };
         self.counters.space(id).inc(Counter::ActivationFailures);
+        e.refusal(id, now)
     }
 
     pub(crate) fn clear_failures(&self, id: &str) {

@@ -99,8 +99,8 @@ pub(crate) fn run(
         Ok(rt) => rt,
         Err(e) => {
             tracing::warn!(space = %id, error = %e, "activation failed");
-            inner.record_failure(&id);
-            fail_all(&inner, &id, generation, &rx, &e.to_string());
+            let refusal = inner.record_failure(&id, &e);
+            fail_all(&inner, &id, generation, &rx, &refusal);
             end_tenure(&inner, &counters, &id);
             return;
         }
@@ -251,7 +251,11 @@ pub(crate) fn run(
             if firing {
                 inner.end_scheduled(&id);
             }
-            fail_all(&inner, &id, generation, &rx, &e.to_string());
+            let stopped = HostError::Unavailable {
+                space: id.clone(),
+                reason: format!("its server stopped: {e}"),
+            };
+            fail_all(&inner, &id, generation, &rx, &stopped);
             end_tenure(&inner, &counters, &id);
         }
     }
@@ -302,8 +306,9 @@ pub fn limit_malloc_arenas() {
     }
 }
 
-/// Retires a failed server and answers every command still queued for it.
-fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, reason: &str) {
+/// Retires a failed server and answers every command still queued for it
+/// with `error`.
+fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, error: &HostError) {
     loop {
         match inner.try_retire(id, generation, rx) {
             None => return,
@@ -313,10 +318,7 @@ fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, re
                         inner.end_scheduled(id);
                     }
                     if let Some(r) = c.reply {
-                        let _ = r.send(Err(HostError::Unavailable {
-                            space: id.to_string(),
-                            reason: reason.to_string(),
-                        }));
+                        let _ = r.send(Err(error.clone()));
                     }
                 }
             }

@@ -595,11 +595,22 @@ pub enum ErrorCode {
     UnknownStream,
     /// A deployed pattern failed to compile or validate.
     InvalidPattern,
+    /// The space does not exist on this host (and `open` did not ask to
+    /// create it), or its id is not a valid space id.
     UnknownSpace,
     /// A server-side failure; the request may be retried.
     Internal,
-    /// The server or space is shedding load; retry later.
+    /// The host is at its limit of active spaces; retry shortly.
     Overloaded,
+    /// The space failed to activate and is retried with back-off; retry
+    /// after `details.retryInMs`.
+    BackingOff,
+    /// Another host holds the space's lease; retry after
+    /// `details.retryInMs` (when the lease can expire).
+    HeldElsewhere,
+    /// The space's server stopped before answering, or the host is
+    /// shutting down; reconnect and retry.
+    Unavailable,
 }
 
 impl ErrorCode {
@@ -619,6 +630,9 @@ impl ErrorCode {
         ErrorCode::UnknownSpace,
         ErrorCode::Internal,
         ErrorCode::Overloaded,
+        ErrorCode::BackingOff,
+        ErrorCode::HeldElsewhere,
+        ErrorCode::Unavailable,
     ];
 
     /// The camelCase wire spelling (also the counter label).
@@ -639,6 +653,9 @@ impl ErrorCode {
             ErrorCode::UnknownSpace => "unknownSpace",
             ErrorCode::Internal => "internal",
             ErrorCode::Overloaded => "overloaded",
+            ErrorCode::BackingOff => "backingOff",
+            ErrorCode::HeldElsewhere => "heldElsewhere",
+            ErrorCode::Unavailable => "unavailable",
         }
     }
 }

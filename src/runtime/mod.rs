@@ -57,8 +57,14 @@ pub enum RuntimeError {
     Sandbox(#[from] SandboxError),
     #[error("pattern does not compile:\n{0}")]
     Compile(String),
-    #[error("space {0:?} is held by another host")]
-    LeaseHeld(String),
+    #[error(
+        "space {space:?} is held by another host ({holder}; its lease runs until {expires_at_ms})"
+    )]
+    LeaseHeld {
+        space: String,
+        holder: String,
+        expires_at_ms: u64,
+    },
     #[error("the lease of this tenure was lost")]
     LeaseLost,
     #[error("no piece {0:?} in this space")]
@@ -233,6 +239,18 @@ pub fn check_engine(cfg: &RuntimeConfig) -> RuntimeResult<()> {
     Ok(())
 }
 
+/// The error for a lease another holder has: who, and until when.
+fn lease_held(space: &mut Space) -> RuntimeError {
+    let current = space.current_lease().ok().flatten();
+    RuntimeError::LeaseHeld {
+        space: space.id().to_string(),
+        holder: current
+            .as_ref()
+            .map_or_else(String::new, |l| l.holder.clone()),
+        expires_at_ms: current.map_or(0, |l| l.expires_at_ms),
+    }
+}
+
 impl SpaceRuntime {
     /// Takes the space's lease for a tenure and rebuilds every piece's graph.
     pub fn start(
@@ -241,9 +259,10 @@ impl SpaceRuntime {
         lease_ttl_ms: u64,
         cfg: RuntimeConfig,
     ) -> RuntimeResult<SpaceRuntime> {
-        let lease = space
-            .acquire_lease()?
-            .ok_or_else(|| RuntimeError::LeaseHeld(space.id().to_string()))?;
+        let lease = match space.acquire_lease()? {
+            Some(l) => l,
+            None => return Err(lease_held(&mut space)),
+        };
         let sandbox = Sandbox::new(cfg.sandbox.clone(), COMMONFABRIC_JS)?;
         let ns = sandbox
             .import(crate::sandbox::COMMONFABRIC, &CallOptions::reactive())?
@@ -1158,7 +1177,7 @@ impl SpaceRuntime {
                 self.lease = l;
                 Ok(())
             }
-            None => Err(RuntimeError::LeaseHeld(self.space.id().to_string())),
+            None => Err(lease_held(&mut self.space)),
         }
     }
 
