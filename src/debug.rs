@@ -95,7 +95,7 @@ pub fn lease_contender(
                 None => break,
             }
         }
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             end = end.min(clock.now_ms());
             sp.release_lease(&lease)?;
         }

@@ -61,6 +61,7 @@ counters! {
     LeaseLost => ("lease", "lost", Counter, "Renewals that found the lease expired or taken"),
     LeaseReleased => ("lease", "released", Counter, "Execution leases released"),
     LeaseTakenOver => ("lease", "takenOver", Counter, "Acquisitions that took over an expired lease of another holder"),
+    LeaseTakenOverFromOwnDeadInstance => ("lease", "takenOverFromOwnDeadInstance", Counter, "Acquisitions that took over, at once, a live lease left by a dead earlier instance of this host (the data directory's lock proves it dead)"),
     DerivedRefused => ("lease", "derivedCommitsRefused", Counter, "Derived commits refused because the writer did not hold the lease"),
     ScheduleIndexed => ("schedule", "indexedEntries", Gauge, "Schedule entries in the index (as of each space's last activation)"),
     ScheduleDue => ("schedule", "due", Counter, "Schedule entries found due by a firing pass"),

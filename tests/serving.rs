@@ -1,74 +1,24 @@
 //! End to end: a real `spacewake serve` process, real WebSocket clients with
 //! real ed25519 identities, and the counters on the health route.
 
+mod common;
+
+use common::server::{http, wait_for, Server};
+use common::wire::{connect, deploy, key, next_value, send, track, ws_url};
 use serde_json::{json, Value};
 use spacewake::protocol::client::Client;
-use spacewake::protocol::messages::{Deploy, Opened, Ping, ReadValue, SendEvent, Track};
-use spacewake::protocol::{
-    sign_ingest, ClientMessage, Identity, PathSegment, RequestId, ServerMessage,
-};
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use spacewake::protocol::messages::{Ping, ReadValue};
+use spacewake::protocol::{sign_ingest, ClientMessage, Identity, RequestId, ServerMessage};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use std::process::Command;
+use std::time::Duration;
 
 fn serve(data: &Path) -> Server {
-    serve_with(data, &[])
+    Server::start(data, &[])
 }
 
 fn serve_with(data: &Path, extra: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spacewake"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--idle-park-ms", "150"])
-        .args(extra)
-        .arg("--data")
-        .arg(data)
-        .env("SPACEWAKE_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next().expect("serve prints its address").unwrap();
-    let addr = line.strip_prefix("listening on ").unwrap().to_string();
-    Server { child, addr }
-}
-
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: &[u8],
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\nContent-Type: application/json\r\n", body.len());
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let status = raw[9..12].parse().unwrap();
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    Server::start(data, extra)
 }
 
 fn stats(addr: &str) -> Value {
@@ -79,83 +29,6 @@ fn space_counter(addr: &str, space: &str, block: &str, name: &str) -> i64 {
     stats(addr)["servingLoop"]["spaces"][space][block][name]
         .as_i64()
         .unwrap_or(0)
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(15),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn counter_files() -> BTreeMap<String, String> {
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns/counter.tsx"),
-    )
-    .unwrap();
-    BTreeMap::from([("counter.tsx".to_string(), src)])
-}
-
-fn key(k: &str) -> Vec<PathSegment> {
-    vec![PathSegment::Key(k.into())]
-}
-
-async fn deploy(c: &mut Client, argument: Value) -> String {
-    let id = c.fresh_id();
-    match c
-        .request(ClientMessage::Deploy(Deploy {
-            id,
-            entry: "counter.tsx".into(),
-            files: counter_files(),
-            export: None,
-            argument: Some(argument),
-        }))
-        .await
-        .unwrap()
-    {
-        ServerMessage::Deployed(d) => d.piece,
-        other => panic!("deploy: {other:?}"),
-    }
-}
-
-async fn track(c: &mut Client, piece: &str, path: &str, since: Option<u64>) {
-    let id = c.fresh_id();
-    let r = c
-        .request(ClientMessage::Track(Track {
-            id,
-            piece: piece.into(),
-            path: Some(key(path)),
-            since,
-        }))
-        .await
-        .unwrap();
-    assert!(matches!(r, ServerMessage::Ack(_)), "{r:?}");
-}
-
-async fn send(c: &mut Client, piece: &str, stream: &str, payload: Value) -> ServerMessage {
-    let id = c.fresh_id();
-    c.request(ClientMessage::Send(SendEvent {
-        id,
-        piece: piece.into(),
-        stream: key(stream),
-        payload,
-        event_id: None,
-    }))
-    .await
-    .unwrap()
-}
-
-async fn next_value(c: &mut Client) -> (u64, Value) {
-    let u = c
-        .next_update(Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("an update");
-    (u.seq, u.value)
 }
 
 /// `spacewake grant` on the data directory, as an operator runs it.
@@ -177,15 +50,6 @@ fn grant(data: &Path, who: &Identity, access: &str) {
     assert!(out.status.success(), "{out:?}");
     // The server notices grant changes within its re-check interval.
     std::thread::sleep(spacewake::host::GRANTS_RECHECK * 2);
-}
-
-/// Opens a session on `space` as `who`; returns the client and `opened`.
-async fn connect(server: &Server, who: &Identity, space: &str) -> (Client, Opened) {
-    Client::connect(&ws_url(server), who, space).await.unwrap()
-}
-
-fn ws_url(s: &Server) -> String {
-    format!("ws://{}/ws", s.addr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

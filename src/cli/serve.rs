@@ -3,6 +3,7 @@
 
 use crate::clock::{Clock, SystemClock};
 use crate::metrics::Counters;
+use crate::store::lock::{DirectoryLock, LockInfo};
 use crate::store::{Store, StoreConfig};
 use anyhow::Context;
 use std::net::SocketAddr;
@@ -103,6 +104,8 @@ pub enum JitterArg {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = StoreConfig::new(&args.data);
+    // Held until the process exits: one host per data directory.
+    cfg.owns_directory = true;
     cfg.synchronous = args.sync;
     cfg.lease_ttl_ms = args.lease_ttl_ms;
     cfg.lease_renew_ms = args.lease_renew_ms;
@@ -119,6 +122,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         Arc::new(SystemClock)
     };
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("creating the data directory {}", args.data.display()))?;
+    let mut lock = DirectoryLock::acquire(
+        &args.data,
+        LockInfo {
+            pid: std::process::id(),
+            command: "serve".into(),
+            listen: None,
+            started_at_ms: clock.now_ms(),
+        },
+    )?;
     let store = Store::open(cfg, clock, Counters::new()).context("opening the data directory")?;
     let host_cfg = crate::host::HostConfig {
         idle_park_ms: args.idle_park_ms,
@@ -163,25 +177,31 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
+        let local = listener.local_addr()?;
+        // The CLI finds the running server through the lock file.
+        lock.set_listen(local.to_string())
+            .with_context(|| format!("writing {}", lock.path().display()))?;
         let booted = host.boot().context("boot discovery")?;
         // The waker's first pass is boot discovery's "a schedule is due" arm.
         host.start_waker();
         tokio::spawn(crate::session::watch_grants(host.clone()));
         tracing::info!(
-            listen = %listener.local_addr()?,
+            listen = %local,
             data = %args.data.display(),
             holder = store.holder(),
             booted,
             "spacewake serving"
         );
         // Tests read this line to learn the port when listening on :0.
-        println!("listening on {}", listener.local_addr()?);
+        println!("listening on {local}");
         axum::serve(crate::http::nodelay(listener), crate::http::router(state))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await
             .context("serving HTTP")?;
+        // The lock goes last, once nothing of this process uses the files.
+        drop(lock);
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)

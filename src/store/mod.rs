@@ -25,6 +25,7 @@
 
 mod directory;
 mod error;
+pub mod lock;
 mod migrate;
 pub mod path;
 mod plane;
@@ -94,6 +95,10 @@ pub struct StoreConfig {
     pub synchronous: Synchronous,
     /// Overrides the lease holder name (tests run two "hosts" in one process).
     pub holder: Option<String>,
+    /// This process holds the data directory's lock ([`lock::DirectoryLock`]),
+    /// so no earlier instance of this host is alive: a live lease held by
+    /// one of them is taken over at once instead of after its TTL.
+    pub owns_directory: bool,
     /// Crash-test injection: fail or abort the process at a named point of
     /// the commit path. Never set in production.
     pub fault: Option<(FaultPoint, FaultAction)>,
@@ -125,6 +130,7 @@ impl StoreConfig {
             lease_renew_ms: 5_000,
             synchronous: Synchronous::Normal,
             holder: None,
+            owns_directory: false,
             fault: None,
         }
     }

@@ -569,7 +569,7 @@ impl<'a> PlaneTx<'a> {
                 outcome
             ])
             .at(self.path)?;
-        if outcome == "fired" && period % PRUNE_EVERY_PERIODS != 0 {
+        if outcome == "fired" && !period.is_multiple_of(PRUNE_EVERY_PERIODS) {
             return Ok(());
         }
         self.tx

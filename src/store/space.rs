@@ -947,8 +947,15 @@ impl Space {
         let current = lease_row(&tx, &self.path)?;
         let tenure = match &current {
             Some(l) if l.holder != holder && l.expires_at_ms > now => {
-                self.counters.inc(Counter::LeaseRefused);
-                return Ok(None);
+                // A live lease of an earlier instance of this host: that
+                // process is dead if we hold the directory's lock.
+                if !(self.shared.cfg.owns_directory && same_host(&l.holder, &holder)) {
+                    self.counters.inc(Counter::LeaseRefused);
+                    return Ok(None);
+                }
+                self.counters
+                    .inc(Counter::LeaseTakenOverFromOwnDeadInstance);
+                l.tenure + 1
             }
             Some(l) => {
                 if l.holder != holder {
@@ -1088,6 +1095,15 @@ fn check_lease(
             "{} does not hold the lease; nobody does",
             claim.holder
         ))),
+    }
+}
+
+/// Whether two lease holders (`host-id/instance-id`) are instances of the
+/// same host.
+fn same_host(a: &str, b: &str) -> bool {
+    match (a.split_once('/'), b.split_once('/')) {
+        (Some((ha, _)), Some((hb, _))) => ha == hb,
+        _ => false,
     }
 }
 

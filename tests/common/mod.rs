@@ -1,6 +1,9 @@
 //! Shared test fixtures: a real store in a temporary directory on a manual clock.
 #![allow(dead_code)]
 
+pub mod server;
+pub mod wire;
+
 use spacewake::clock::ManualClock;
 use spacewake::metrics::Counters;
 use spacewake::store::{Store, StoreConfig};
