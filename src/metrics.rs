@@ -116,6 +116,7 @@ counters! {
     ActivationsBoot => ("activation", "byBoot", Counter, "Activations by boot discovery"),
     ActivationFailures => ("activation", "failures", Counter, "Activations that failed (retried with back-off)"),
     ActivationsDeferred => ("activation", "deferred", Counter, "Requests refused while a failed space backs off"),
+    ActivationRetriedAfterLease => ("activation", "retriedAfterLease", Counter, "Activations started again once the live lease of another holder that refused an earlier one could expire"),
     ActivationsRefusedAtCapacity => ("activation", "refusedAtCapacity", Counter, "Requests refused because the host was at its limit of active spaces"),
     ActivationsQueued => ("activation", "queuedAtCapacity", Counter, "Wakes (boot discovery) that waited for a slot because the host was at its limit of active spaces"),
     Parks => ("activation", "parks", Counter, "Spaces parked (runtime disposed, lease released)"),

@@ -448,3 +448,55 @@ fn past_its_limit_of_active_spaces_the_host_refuses_requests_and_queues_boot_wak
     wait_until("all parked", || host.active_spaces().is_empty());
     assert_eq!(c.host().get(Counter::ActivationsBoot), 3);
 }
+
+/// Boot discovery refused by another host's live lease is retried at that
+/// lease's expiry on the host's clock, with nothing polling meanwhile: on
+/// a manual clock, nothing happens until the clock gets there, however
+/// much wall time passes.
+#[test]
+fn an_activation_refused_by_a_foreign_lease_is_retried_at_its_expiry_on_the_host_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(spacewake::clock::ManualClock::default());
+    let piece;
+    {
+        let host = common::manual_host(dir.path(), clock.clone(), |_| {});
+        host.store().create_space("s", "did:key:owner").unwrap();
+        piece = deploy(&host, "s");
+        parked(&host, "s", 1);
+        host.shutdown();
+    }
+    accept_while_down(dir.path(), "s", &piece, "before-crash");
+    use spacewake::clock::Clock;
+    let expires = clock.now_ms() + 600_000;
+    let db = rusqlite::Connection::open(dir.path().join("spaces/s.sqlite")).unwrap();
+    db.execute(
+        "UPDATE execution_lease SET holder = 'host-other/1', expires_at_ms = ?1",
+        [expires as i64],
+    )
+    .unwrap();
+
+    let host = common::manual_host(dir.path(), clock.clone(), |_| {});
+    assert_eq!(host.boot().unwrap(), 1);
+    let c = host.counters().clone();
+    wait_until("the refusal", || {
+        c.space_value("s", Counter::ActivationFailures) == 1
+    });
+    assert_eq!(c.space_value("s", Counter::LeaseRefused), 1);
+    std::thread::sleep(Duration::from_millis(300));
+    clock.advance_ms(599_999);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.space_value("s", Counter::EventsProcessed), 0);
+    assert_eq!(c.space_value("s", Counter::ActivationRetriedAfterLease), 0);
+    assert_eq!(
+        c.space_value("s", Counter::ActivationFailures),
+        1,
+        "no polling"
+    );
+    clock.advance_ms(1);
+    wait_until("the retried delivery", || {
+        c.space_value("s", Counter::EventsProcessed) == 1
+    });
+    assert_eq!(c.space_value("s", Counter::ActivationRetriedAfterLease), 1);
+    assert_eq!(c.space_value("s", Counter::LeaseTakenOver), 1);
+    host.shutdown();
+}

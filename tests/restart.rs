@@ -81,3 +81,152 @@ async fn a_restarted_host_takes_over_its_own_dead_instances_leases_at_once() {
     );
     assert_eq!(second.space_counter("home", "activation", "failures"), 0);
 }
+
+/// Appends an event to `space`'s stream `stream_key` of `piece` straight
+/// into the file, as if accepted just before a crash.
+fn append_while_down(data: &std::path::Path, space: &str, piece: &str, event_id: &str) {
+    let store = spacewake::store::Store::open(
+        spacewake::store::StoreConfig::new(data),
+        std::sync::Arc::new(spacewake::clock::SystemClock),
+        spacewake::metrics::Counters::new(),
+    )
+    .unwrap();
+    let mut sp = store.open_space(space).unwrap();
+    let stream = sp.read(piece).unwrap().unwrap().value["increment"]["$stream"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sp.append_event(
+        spacewake::store::Author::principal("did:key:test"),
+        spacewake::store::NewEvent {
+            event_id: event_id.into(),
+            stream,
+            payload: json!({"amount": 41}),
+            fired_by: "did:key:test".into(),
+        },
+    )
+    .unwrap();
+}
+
+/// Gives `space`'s lease to another host until `expires_at_ms`.
+fn foreign_lease(data: &std::path::Path, space: &str, expires_at_ms: u64) {
+    let file = data.join("spaces").join(format!("{space}.sqlite"));
+    let db = rusqlite::Connection::open(&file).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    let n = db
+        .execute(
+            "UPDATE execution_lease SET holder = 'host-elsewhere/0123', expires_at_ms = ?1",
+            [expires_at_ms as i64],
+        )
+        .unwrap();
+    assert_eq!(n, 1, "the space has a lease row");
+}
+
+fn now_ms() -> u64 {
+    use spacewake::clock::Clock;
+    spacewake::clock::SystemClock.now_ms()
+}
+
+/// An event acknowledged before a crash, in a space whose lease another
+/// host holds for 1.5 s more: boot discovery's activation is refused, and
+/// retried at that lease's expiry (not polled, not left for a client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boot_discovery_refused_by_a_live_foreign_lease_is_retried_when_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = Identity::generate();
+    let piece;
+    {
+        let first = Server::start(dir.path(), &[]);
+        let (mut c, _) = connect(&first, &me, "held").await;
+        piece = deploy(&mut c, json!({"value": 0})).await;
+        c.close().await.unwrap();
+        wait_for("park", || {
+            first.space_counter("held", "activation", "parks") >= 1
+        });
+        first.kill();
+    }
+    append_while_down(dir.path(), "held", &piece, "pending-1");
+    let expires = now_ms() + 1_500;
+    foreign_lease(dir.path(), "held", expires);
+
+    let second = Server::start(dir.path(), &[]);
+    wait_for("the event, delivered by the retry", || {
+        second.space_counter("held", "events", "processed") >= 1
+    });
+    let delivered = now_ms();
+    assert!(
+        delivered >= expires,
+        "delivered {} ms before the lease expired",
+        expires - delivered
+    );
+    assert!(
+        delivered < expires + 2_000,
+        "delivered {} ms after the lease expired",
+        delivered - expires
+    );
+    assert_eq!(second.space_counter("held", "lease", "refused"), 1);
+    assert_eq!(second.space_counter("held", "activation", "failures"), 1);
+    assert_eq!(
+        second.space_counter("held", "activation", "retriedAfterLease"),
+        1
+    );
+    assert_eq!(second.space_counter("held", "lease", "takenOver"), 1);
+    assert_eq!(
+        second.space_counter("held", "lease", "takenOverFromOwnDeadInstance"),
+        0,
+        "another host's lease keeps the TTL rule"
+    );
+    // The directory no longer says undelivered, and the value moved.
+    let store = spacewake::store::Store::open(
+        spacewake::store::StoreConfig::new(dir.path()),
+        std::sync::Arc::new(spacewake::clock::SystemClock),
+        spacewake::metrics::Counters::new(),
+    )
+    .unwrap();
+    wait_for("the undelivered flag to clear", || {
+        !store.directory().get("held").unwrap().unwrap().undelivered
+    });
+    let (mut c, _) = connect(&second, &me, "held").await;
+    track(&mut c, &piece, "value", None).await;
+    assert_eq!(next_value(&mut c).await.1, json!(41));
+}
+
+/// A scheduled wake whose activation a live foreign lease refuses is
+/// deferred until that lease can expire, then fired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_wake_refused_by_a_live_foreign_lease_fires_when_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = Identity::generate();
+    {
+        let first = Server::start(dir.path(), &[]);
+        let (mut c, _) = connect(&first, &me, "sched").await;
+        // The counter declares 60- and 120-minute entries.
+        deploy(&mut c, json!({"value": 0})).await;
+        c.close().await.unwrap();
+        wait_for("park", || {
+            first.space_counter("sched", "activation", "parks") >= 1
+        });
+        first.kill();
+    }
+    // The next host runs three hours ahead: both entries are due at boot.
+    let offset: u64 = 3 * 3_600_000;
+    let expires = now_ms() + offset + 1_500;
+    foreign_lease(dir.path(), "sched", expires);
+    let second = Server::start(dir.path(), &["--clock-offset-ms", &offset.to_string()]);
+    wait_for("the wakes, fired after the lease expired", || {
+        second.space_counter("sched", "schedule", "fired") >= 2
+    });
+    let fired = now_ms() + offset;
+    assert!(fired >= expires, "fired before the lease expired");
+    assert!(
+        fired < expires + 2_000,
+        "fired {} ms after the lease expired",
+        fired - expires
+    );
+    assert!(second.space_counter("sched", "lease", "refused") >= 1);
+    assert_eq!(
+        second.space_counter("sched", "activation", "retriedAfterLease"),
+        1
+    );
+    assert_eq!(second.space_counter("sched", "activation", "failures"), 1);
+}

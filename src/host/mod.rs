@@ -318,7 +318,8 @@ struct Failures {
     count: u32,
     retry_at_ms: u64,
     /// Why the last activation failed; `Some` for a live lease of another
-    /// holder (its holder), so a refusal names who has the space.
+    /// holder (its holder), so a refusal names who has the space. Such a
+    /// failure is retried when that lease can expire, not with back-off.
     held_by: Option<String>,
     cause: String,
 }
@@ -340,6 +341,10 @@ pub(crate) struct HostInner {
     grants: GrantsWatch,
     /// Wakes that found the host at `max_active_spaces`, in arrival order.
     waiting: Mutex<std::collections::VecDeque<(String, Trigger)>>,
+    /// Activations refused by another holder's live lease, to try again
+    /// when it can expire: space -> (that time on the host clock, trigger).
+    /// The waker keeps the time.
+    lease_retries: Mutex<HashMap<String, (u64, Trigger)>>,
 }
 
 /// How stale the host's view of grant changes may get (see
@@ -424,6 +429,7 @@ impl Host {
                 generation: 0.into(),
                 grants: GrantsWatch::default(),
                 waiting: Mutex::new(std::collections::VecDeque::new()),
+                lease_retries: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -559,6 +565,7 @@ impl Host {
             }
         }
         let now = self.inner.clock.now_ms();
+        let mut after_lease = false;
         if let Some(f) = self
             .inner
             .failures
@@ -573,6 +580,7 @@ impl Host {
                     .inc(Counter::ActivationsDeferred);
                 return Err(f.refusal(space, now));
             }
+            after_lease = f.held_by.is_some();
         }
         if self.inner.directory_entry(space).is_none() {
             return Err(HostError::UnknownSpace(space.to_string()));
@@ -607,12 +615,15 @@ impl Host {
         let counters = self.inner.counters.space(space);
         counters.inc(trigger.counter());
         counters.inc(Counter::ActiveSpaces);
+        if after_lease {
+            counters.inc(Counter::ActivationRetriedAfterLease);
+        }
         let inner = self.inner.clone();
         let id = space.to_string();
         self.inner
             .pool
             .run(format!("space:{id}"), move || {
-                server::run(inner, id, generation, rx, trigger == Trigger::Schedule)
+                server::run(inner, id, generation, rx, trigger)
             })
             .map_err(|e| HostError::Internal(format!("cannot start a space server: {e}")))?;
         Ok(())
@@ -910,9 +921,16 @@ impl HostInner {
         None
     }
 
-    /// Records a failed activation and returns the error to answer the
-    /// requests that were waiting for it.
-    pub(crate) fn record_failure(&self, id: &str, error: &RuntimeError) -> HostError {
+    /// Records a failed activation (by `trigger`) and returns the error to
+    /// answer the requests that were waiting for it. A failure for another
+    /// holder's live lease is tried again when that lease can expire, on
+    /// the host clock; any other failure backs off exponentially.
+    pub(crate) fn record_failure(
+        &self,
+        id: &str,
+        trigger: Trigger,
+        error: &RuntimeError,
+    ) -> HostError {
         let now = self.clock.now_ms();
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let e = f.entry(id.to_string()).or_insert(Failures {
@@ -926,12 +944,70 @@ impl HostInner {
             (self.cfg.failure_backoff_ms << (e.count - 1).min(16)).min(self.cfg.max_backoff_ms);
         e.retry_at_ms = now + backoff;
         e.cause = error.to_string();
-        e.held_by = match error {
-            RuntimeError::LeaseHeld { holder, .. } => Some(holder.clone()),
-            _ => None,
-        };
+        e.held_by = None;
+        if let RuntimeError::LeaseHeld {
+            holder,
+            expires_at_ms,
+            ..
+        } = error
+        {
+            e.held_by = Some(holder.clone());
+            e.retry_at_ms = (*expires_at_ms).max(now + 1);
+            // The waker's own pass retries scheduled wakes (they stay due
+            // in the directory); every other trigger is retried from here.
+            if trigger != Trigger::Schedule {
+                self.lease_retries
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.to_string(), (e.retry_at_ms, trigger));
+                self.poke_waker();
+            }
+        }
         self.counters.space(id).inc(Counter::ActivationFailures);
         e.refusal(id, now)
+    }
+
+    /// When the next activation refused by a lease may be retried.
+    pub(crate) fn next_lease_retry(&self) -> Option<u64> {
+        self.lease_retries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|(at, _)| *at)
+            .min()
+    }
+
+    /// Retries the activations whose refusing lease can have expired by
+    /// `now_ms`, for the spaces that still have something to do (undelivered
+    /// events, or a due wake the waker fires anyway): a refused session
+    /// open or ingest left nothing behind, and its client retries itself.
+    pub(crate) fn retry_after_leases(self: &Arc<Self>, now_ms: u64) {
+        let due: Vec<(String, Trigger)> = {
+            let mut retries = self.lease_retries.lock().unwrap_or_else(|p| p.into_inner());
+            let due: Vec<(String, Trigger)> = retries
+                .iter()
+                .filter(|(_, (at, _))| *at <= now_ms)
+                .map(|(s, (_, t))| (s.clone(), *t))
+                .collect();
+            for (s, _) in &due {
+                retries.remove(s);
+            }
+            due
+        };
+        for (space, trigger) in due {
+            let pending = self
+                .directory_entry(&space)
+                .is_some_and(|e| e.undelivered || e.next_wake_ms.is_some_and(|t| t <= now_ms));
+            if !pending {
+                continue;
+            }
+            let host = Host {
+                inner: self.clone(),
+            };
+            if let Err(e) = host.notify(&space, trigger, Request::Wake) {
+                tracing::warn!(space = %space, error = %e, "retry after a lease refused");
+            }
+        }
     }
 
     pub(crate) fn clear_failures(&self, id: &str) {

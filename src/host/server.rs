@@ -71,15 +71,17 @@ struct Server {
     next_renew: Instant,
 }
 
-/// `scheduled`: the tenure begins with a scheduled wake, so its file is
-/// opened exclusively until it stops being brief (see `FileAccess`).
+/// `trigger`: why the space is activated. A tenure that begins with a
+/// scheduled wake opens its file exclusively until it stops being brief
+/// (see `FileAccess`).
 pub(crate) fn run(
     inner: Arc<HostInner>,
     id: String,
     generation: u64,
     rx: Receiver<Cmd>,
-    scheduled: bool,
+    trigger: super::Trigger,
 ) {
+    let scheduled = trigger == super::Trigger::Schedule;
     let counters = inner.counters.space(&id);
     let started = (|| -> Result<SpaceRuntime, RuntimeError> {
         let access = if scheduled {
@@ -99,7 +101,7 @@ pub(crate) fn run(
         Ok(rt) => rt,
         Err(e) => {
             tracing::warn!(space = %id, error = %e, "activation failed");
-            let refusal = inner.record_failure(&id, &e);
+            let refusal = inner.record_failure(&id, trigger, &e);
             fail_all(&inner, &id, generation, &rx, &refusal);
             end_tenure(&inner, &counters, &id);
             return;

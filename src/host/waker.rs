@@ -17,7 +17,7 @@
 //!   after boot (the directory still names the space as due) and coalesce
 //!   into one wake per entry.
 
-use super::{HostInner, Request, Trigger};
+use super::{HostError, HostInner, Request, Trigger};
 use crate::metrics::Counter;
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -68,7 +68,13 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
                 Vec::new()
             }
         };
-        let mut next: Option<u64> = deferred.values().copied().min();
+        // Activations a live lease refused, retried once it can expire.
+        inner.retry_after_leases(now);
+        let mut next: Option<u64> = deferred
+            .values()
+            .copied()
+            .chain(inner.next_lease_retry())
+            .min();
         let mut dispatched = in_flight.len();
         for wake in upcoming {
             let (space, at) = (wake.space, wake.at_ms);
@@ -121,7 +127,14 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
                     tracing::warn!(space = %space, error = %e, "scheduled activation refused");
                     inner.end_scheduled(&space);
                     dispatched -= 1;
-                    deferred.insert(space, now + inner.retry_delay_ms(EARLY_HOLDOFF_MS));
+                    // Until the refusal says it may work: when another
+                    // holder's lease can expire, or the back-off ends.
+                    let wait = match &e {
+                        HostError::HeldElsewhere { retry_in_ms, .. }
+                        | HostError::BackingOff { retry_in_ms, .. } => (*retry_in_ms).max(1),
+                        _ => inner.retry_delay_ms(EARLY_HOLDOFF_MS),
+                    };
+                    deferred.insert(space, now + wait);
                 }
             }
         }
