@@ -384,6 +384,11 @@ fn each_space_is_billed_its_own_cpu_under_contention() {
         (heavy_alone, trivial_alone, heavy_busy, trivial_busy)
     };
     let off = |busy: u64, alone: u64| (busy as f64 - alone as f64).abs() / alone as f64;
+    // Within 25%: the heavy work is over twice the trivial, so a billing
+    // that charged either space for the other's work would be off by half
+    // or more (the trivial one by two hundred percent), while two threads
+    // sharing the cores of a shared VM moved honest figures by up to 12%.
+    const TOLERANCE: f64 = 0.25;
     // Up to three attempts: a billing that charged one space for another's
     // work would be off in every one, while a burst of load from outside
     // can spoil one attempt's medians.
@@ -391,7 +396,8 @@ fn each_space_is_billed_its_own_cpu_under_contention() {
     for attempt in 0..3 {
         last = measure(attempt);
         let (heavy_alone, trivial_alone, heavy_busy, trivial_busy) = last;
-        if off(heavy_busy, heavy_alone) < 0.10 && off(trivial_busy, trivial_alone) < 0.10 {
+        if off(heavy_busy, heavy_alone) < TOLERANCE && off(trivial_busy, trivial_alone) < TOLERANCE
+        {
             break;
         }
     }
@@ -401,11 +407,11 @@ fn each_space_is_billed_its_own_cpu_under_contention() {
         "the heavy work is heavy: {heavy_alone} vs {trivial_alone}"
     );
     assert!(
-        off(heavy_busy, heavy_alone) < 0.10,
+        off(heavy_busy, heavy_alone) < TOLERANCE,
         "heavy: alone {heavy_alone} µs, contended {heavy_busy} µs"
     );
     assert!(
-        off(trivial_busy, trivial_alone) < 0.10,
+        off(trivial_busy, trivial_alone) < TOLERANCE,
         "trivial: alone {trivial_alone} µs, contended {trivial_busy} µs"
     );
 }
