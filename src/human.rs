@@ -90,3 +90,8 @@ pub fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
         many
     }
 }
+
+/// `n` and the noun for it: `1 space`, `1,200 spaces`.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", thousands(n), if n == 1 { one } else { many })
+}

@@ -120,6 +120,8 @@ counters! {
     ActivationsRefusedAtCapacity => ("activation", "refusedAtCapacity", Counter, "Requests refused because the host was at its limit of active spaces"),
     ActivationsQueued => ("activation", "queuedAtCapacity", Counter, "Wakes (boot discovery) that waited for a slot because the host was at its limit of active spaces"),
     Parks => ("activation", "parks", Counter, "Spaces parked (runtime disposed, lease released)"),
+    StoppedAtShutdown => ("activation", "stoppedAtShutdown", Counter, "Space servers stopped by a graceful shutdown (wave finished, lease released, file checkpointed)"),
+    SessionsClosedAtShutdown => ("sessions", "closedAtShutdown", Counter, "Sessions told the host is shutting down and closed (1011)"),
     TenuresLost => ("lease", "tenuresLost", Counter, "Tenures ended because a lease renewal failed"),
     BootDiscovered => ("activation", "bootDiscovered", Counter, "Spaces found by boot discovery"),
     DemandedInstances => ("demand", "demandedInstances", Gauge, "Result paths in the space's current demand"),

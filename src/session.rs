@@ -63,6 +63,7 @@ pub async fn run(socket: WebSocket, host: Host) {
     let mut heard = tokio::time::Instant::now();
     let mut pinged = false;
     let mut grants = host.grant_changes();
+    let mut shutdown = host.shutdown_signal();
     loop {
         let silence_deadline = timeout.map(|t| heard + if pinged { t } else { t / 2 });
         tokio::select! {
@@ -139,6 +140,13 @@ pub async fn run(socket: WebSocket, host: Host) {
                     break;
                 }
             }
+            true = async { shutdown.wait_for(|down| *down).await.is_ok() } => {
+                // The server is going away: say so, so the client knows to
+                // reconnect (to the next process) rather than retry here.
+                server_gone = true;
+                end_for_shutdown(&mut tx, &counters, timeout).await;
+                break;
+            }
             Ok(()) = grants.changed(), if open.is_some() => {
                 // A grant changed somewhere: a revoked session that only
                 // listens (or is silent) ends now, not at its next frame.
@@ -154,6 +162,10 @@ pub async fn run(socket: WebSocket, host: Host) {
                     // or the host is stopping. Tell the client, which can
                     // reconnect and resume from the last seq it saw.
                     server_gone = true;
+                    if host.is_shutting_down() {
+                        end_for_shutdown(&mut tx, &counters, timeout).await;
+                        break;
+                    }
                     if let Some(s) = &open {
                         counters.space(&s.space).inc(Counter::SessionsEndedByServer);
                     }
@@ -320,6 +332,21 @@ async fn keep_access(
             false
         }
     }
+}
+
+/// Tells a client the host is shutting down (an id-less `internal` error,
+/// then close 1011) and counts it.
+async fn end_for_shutdown(
+    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    counters: &std::sync::Arc<crate::metrics::Counters>,
+    timeout: Option<std::time::Duration>,
+) {
+    counters.add_host(Counter::SessionsClosedAtShutdown, 1);
+    let e = ProtocolError::new(
+        ErrorCode::Internal,
+        "the server is shutting down; reconnect to resume from the last seq you saw",
+    );
+    end_connection(tx, Some(e), CLOSE_INTERNAL, "server shutting down", timeout).await;
 }
 
 /// The server's end of a connection: the error that explains it, if any,

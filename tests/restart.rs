@@ -230,3 +230,119 @@ async fn a_scheduled_wake_refused_by_a_live_foreign_lease_fires_when_it_expires(
     );
     assert_eq!(second.space_counter("sched", "activation", "failures"), 1);
 }
+
+/// The next frames of a session the server ends for shutdown: the
+/// `internal` error saying so, then close 1011 with a reason saying so.
+async fn told_shutting_down(c: &mut spacewake::protocol::client::Client) {
+    let told = loop {
+        match c.recv(Duration::from_secs(5)).await {
+            Ok(Some(ServerMessage::Error(e))) => break e,
+            Ok(Some(_)) => continue,
+            other => panic!("expected the shutdown error frame, got {other:?}"),
+        }
+    };
+    assert_eq!(told.code.as_str(), "internal");
+    assert!(told.id.is_none());
+    assert!(told.message.contains("shutting down"), "{told:?}");
+    match c.recv(Duration::from_secs(5)).await {
+        Err(spacewake::protocol::client::ClientError::Closed { code, reason }) => {
+            assert_eq!(code, Some(1011));
+            assert!(reason.contains("shutting down"), "{reason}");
+        }
+        other => panic!("expected close 1011, got {other:?}"),
+    }
+}
+
+/// What a space's file says after a clean stop: the lease released (expiry
+/// 0) and the WAL checkpointed away.
+fn released_and_checkpointed(data: &std::path::Path, space: &str) {
+    let file = data.join("spaces").join(format!("{space}.sqlite"));
+    let wal = std::fs::metadata(format!("{}-wal", file.display()))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert_eq!(wal, 0, "{space}: the WAL was checkpointed and truncated");
+    let db = rusqlite::Connection::open(&file).unwrap();
+    let expires: i64 = db
+        .query_row("SELECT expires_at_ms FROM execution_lease", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(expires, 0, "{space}: the lease was released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_tells_every_session_releases_every_lease_and_a_new_process_serves_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = Identity::generate();
+    // Spaces stay active for a minute after their last session.
+    let mut server = Server::start(dir.path(), &["--idle-park-ms", "60000"]);
+    let (mut a, _) = connect(&server, &me, "a").await;
+    let pa = deploy(&mut a, json!({"value": 0})).await;
+    track(&mut a, &pa, "value", None).await;
+    assert_eq!(next_value(&mut a).await.1, json!(0));
+    let (mut b, _) = connect(&server, &me, "b").await;
+    let pb = deploy(&mut b, json!({"value": 5})).await;
+    track(&mut b, &pb, "value", None).await;
+    assert_eq!(next_value(&mut b).await.1, json!(5));
+    send(&mut b, &pb, "increment", json!({})).await;
+    assert_eq!(next_value(&mut b).await.1, json!(6));
+    let (c, _) = connect(&server, &me, "c").await;
+    c.close().await.unwrap();
+    wait_for("three active spaces", || {
+        server.stats()["activeSpaces"].as_array().map(|a| a.len()) == Some(3)
+    });
+
+    let t = Instant::now();
+    server.signal(libc::SIGTERM);
+    told_shutting_down(&mut a).await;
+    told_shutting_down(&mut b).await;
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits within the grace period");
+    assert!(status.success(), "{status:?}\n{}", server.log_text());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let log = server.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("shut down after SIGTERM"))
+        .unwrap_or_else(|| panic!("no shutdown line in:\n{log}"));
+    assert!(
+        line.contains("2 sessions told and closed, 3 spaces stopped"),
+        "{line}"
+    );
+    assert!(!line.contains("abandoned"), "{line}");
+    for space in ["a", "b", "c"] {
+        released_and_checkpointed(dir.path(), space);
+    }
+
+    // The next process serves the same spaces at once: nothing to take over.
+    let second = Server::start(dir.path(), &[]);
+    let (mut b, _) = connect(&second, &me, "b").await;
+    track(&mut b, &pb, "value", None).await;
+    assert_eq!(next_value(&mut b).await.1, json!(6));
+    send(&mut b, &pb, "increment", json!({})).await;
+    assert_eq!(next_value(&mut b).await.1, json!(7));
+    assert_eq!(second.space_counter("b", "lease", "refused"), 0);
+    assert_eq!(second.space_counter("b", "lease", "takenOver"), 0);
+    assert_eq!(
+        second.space_counter("b", "lease", "takenOverFromOwnDeadInstance"),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_shuts_down_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = Identity::generate();
+    let mut server = Server::start(dir.path(), &[]);
+    let (mut a, _) = connect(&server, &me, "a").await;
+    let pa = deploy(&mut a, json!({"value": 0})).await;
+    track(&mut a, &pa, "value", None).await;
+    assert_eq!(next_value(&mut a).await.1, json!(0));
+    server.signal(libc::SIGINT);
+    told_shutting_down(&mut a).await;
+    let status = server.wait_exit(Duration::from_secs(10)).expect("exits");
+    assert_eq!(status.code(), Some(0), "{}", server.log_text());
+    assert!(server.log_text().contains("shut down after SIGINT"));
+    released_and_checkpointed(dir.path(), "a");
+}

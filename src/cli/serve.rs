@@ -2,14 +2,16 @@
 //! its space servers and waker, boot discovery, and the HTTP/WebSocket edge.
 
 use crate::clock::{Clock, SystemClock};
-use crate::metrics::Counters;
+use crate::metrics::{Counter, Counters};
 use crate::store::lock::{DirectoryLock, LockInfo};
 use crate::store::{Store, StoreConfig};
 use anyhow::Context;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -85,6 +87,11 @@ pub struct ServeArgs {
     /// terminate TLS in a collector sidecar. No export when omitted.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// On SIGTERM or SIGINT, how long the graceful shutdown may take
+    /// (finishing waves, closing sessions, releasing leases) before what is
+    /// left is abandoned; a second signal exits at once.
+    #[arg(long, env = "SPACEWAKE_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
     /// Testing only: run the host's clock this far ahead of the system clock.
     #[arg(long, hide = true, default_value_t = 0)]
     pub clock_offset_ms: u64,
@@ -194,15 +201,115 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
         // Tests read this line to learn the port when listening on :0.
         println!("listening on {local}");
-        axum::serve(crate::http::nodelay(listener), crate::http::router(state))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .context("serving HTTP")?;
+        let mut signals = Signals::new()?;
+        let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
+        let http = tokio::spawn(
+            axum::serve(crate::http::nodelay(listener), crate::http::router(state))
+                .with_graceful_shutdown(async {
+                    let _ = accepting_stopped.await;
+                })
+                .into_future(),
+        );
+        let signal = signals.next().await;
+        // A second signal during the grace period ends the process at once.
+        tokio::spawn(async move {
+            let again = signals.next().await;
+            eprintln!("{again} again: exiting without waiting for the shutdown");
+            std::process::exit(1);
+        });
+        let grace = Duration::from_millis(args.shutdown_grace_ms);
+        shut_down(&host, signal, grace, stop_accepting, http).await;
         // The lock goes last, once nothing of this process uses the files.
         drop(lock);
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM and SIGINT, whichever comes first.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("listening for SIGINT")?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+/// The graceful shutdown, bounded by `grace`: stop accepting, refuse new
+/// activations and tell every session, let each active space finish the
+/// wave in flight, release its lease and checkpoint its file, checkpoint
+/// the host directory, then log one line saying what was done. Whatever
+/// is not done by the deadline is abandoned: nothing is half-committed
+/// (every commit is one SQLite transaction), and this host's next process
+/// takes the abandoned leases over at once.
+async fn shut_down(
+    host: &crate::host::Host,
+    signal: &str,
+    grace: Duration,
+    stop_accepting: tokio::sync::oneshot::Sender<()>,
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let started = tokio::time::Instant::now();
+    let deadline = started + grace;
+    tracing::info!(signal, grace_ms = grace.as_millis() as u64, "shutting down");
+    let counters = host.counters().clone();
+    let closed_before = counters.host().get(Counter::SessionsClosedAtShutdown);
+    host.begin_shutdown();
+    let _ = stop_accepting.send(());
+    let spaces = {
+        let host = host.clone();
+        let deadline = deadline.into_std();
+        tokio::task::spawn_blocking(move || host.stop_spaces(deadline))
+    };
+    // Plain HTTP requests in flight finish; WebSocket sessions close on
+    // the shutdown signal.
+    let _ = tokio::time::timeout_at(deadline, http).await;
+    while counters.host().get(Counter::SessionsOpen) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let report = spaces.await.unwrap_or(crate::host::StopReport {
+        stopped: 0,
+        abandoned: host.active_spaces(),
+    });
+    let directory = host.store().directory().checkpoint_all();
+    let sessions = counters.host().get(Counter::SessionsClosedAtShutdown) - closed_before;
+    let left_open = counters.host().get(Counter::SessionsOpen);
+    let mut line = format!(
+        "shut down after {signal} in {} ms: {} told and closed, {} stopped \
+         (waves finished, leases released, files checkpointed)",
+        started.elapsed().as_millis(),
+        crate::human::count(sessions.max(0) as u64, "session", "sessions"),
+        crate::human::count(report.stopped as u64, "space", "spaces"),
+    );
+    if !report.abandoned.is_empty() {
+        line.push_str(&format!(
+            ", {} abandoned at the {} ms grace deadline ({}; the next start takes their leases over at once)",
+            crate::human::count(report.abandoned.len() as u64, "space", "spaces"),
+            grace.as_millis(),
+            report.abandoned.join(", ")
+        ));
+    }
+    if left_open > 0 {
+        line.push_str(&format!(
+            ", {left_open} sessions still open at the deadline"
+        ));
+    }
+    if let Err(e) = directory {
+        line.push_str(&format!("; the host directory was not checkpointed: {e}"));
+    }
+    tracing::info!("{line}");
 }

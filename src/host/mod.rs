@@ -155,6 +155,9 @@ pub enum Request {
     Wake,
     /// Fire the space's due schedule entries (write-first), then deliver.
     FireDue,
+    /// The host is shutting down: finish the wave in flight, start no
+    /// other, release the lease, checkpoint and close the file.
+    Stop,
     /// A wake falls due at `due_ms`: activate now and stay active until
     /// then, so the wake fires on time instead of after an activation.
     Prepare {
@@ -333,6 +336,8 @@ pub(crate) struct HostInner {
     nothing_due: Mutex<Vec<String>>,
     waker: Mutex<Option<mpsc::Sender<()>>>,
     pub(crate) stopped: std::sync::atomic::AtomicBool,
+    /// Set once by [`Host::begin_shutdown`]; sessions watch it.
+    shutting_down: tokio::sync::watch::Sender<bool>,
     pub counters: Arc<Counters>,
     active: Mutex<HashMap<String, Active>>,
     pool: Arc<pool::Pool>,
@@ -422,6 +427,7 @@ impl Host {
                 nothing_due: Mutex::new(Vec::new()),
                 waker: Mutex::new(None),
                 stopped: false.into(),
+                shutting_down: tokio::sync::watch::channel(false).0,
                 counters,
                 active: Mutex::new(HashMap::new()),
                 pool,
@@ -554,6 +560,14 @@ impl Host {
 
     fn dispatch(&self, space: &str, trigger: Trigger, mut cmd: Cmd) -> Result<(), HostError> {
         let mut active = self.inner.active.lock().unwrap_or_else(|p| p.into_inner());
+        if self.inner.is_shutting_down() {
+            // Only the leaving sessions reach a server now; nothing starts one.
+            let leaving = matches!(cmd.req, Request::Detach { .. } | Request::Stop);
+            match active.get(space) {
+                Some(a) if leaving => return a.tx.send(cmd).map_err(|_| shutting_down(space)),
+                _ => return Err(shutting_down(space)),
+            }
+        }
         if let Some(a) = active.get(space) {
             match a.tx.send(cmd) {
                 Ok(()) => return Ok(()),
@@ -637,6 +651,55 @@ impl Host {
             .stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.inner.poke_waker();
+    }
+
+    /// Starts shutting down: the waker stops, every session is told (they
+    /// watch [`Host::shutdown_signal`]), and no request starts a space
+    /// server any more. Then [`Host::stop_spaces`] stops the active ones.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutting_down.send_replace(true);
+        self.shutdown();
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.is_shutting_down()
+    }
+
+    /// Becomes `true` when the host starts shutting down.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.shutting_down.subscribe()
+    }
+
+    /// Asks every active space server to stop (after the wave it is in,
+    /// with its lease released and its file checkpointed) and waits for
+    /// them until `deadline`. Returns how many stopped and which spaces
+    /// were still active at the deadline (abandoned: their leases are
+    /// left to expire, or to be taken over by this host's next process).
+    pub fn stop_spaces(&self, deadline: std::time::Instant) -> StopReport {
+        let targets: Vec<(String, mpsc::Sender<Cmd>)> = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, a)| (id.clone(), a.tx.clone()))
+            .collect();
+        for (_, tx) in &targets {
+            let _ = tx.send(Cmd {
+                req: Request::Stop,
+                reply: None,
+            });
+        }
+        loop {
+            let still = self.active_spaces();
+            if still.is_empty() || std::time::Instant::now() >= deadline {
+                return StopReport {
+                    stopped: targets.len().saturating_sub(still.len()),
+                    abandoned: still,
+                };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// How many grant changes the host file has seen (`Directory::
@@ -732,6 +795,22 @@ impl Failures {
     }
 }
 
+/// What [`Host::stop_spaces`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopReport {
+    /// Space servers that stopped cleanly (lease released, file closed).
+    pub stopped: usize,
+    /// Spaces still active at the deadline.
+    pub abandoned: Vec<String>,
+}
+
+fn shutting_down(space: &str) -> HostError {
+    HostError::Unavailable {
+        space: space.to_string(),
+        reason: "the host is shutting down".into(),
+    }
+}
+
 fn stopped_before_reply(space: &str) -> HostError {
     HostError::Unavailable {
         space: space.to_string(),
@@ -763,6 +842,10 @@ fn jitter_secret(store: &Store) -> [u8; 32] {
 }
 
 impl HostInner {
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        *self.shutting_down.borrow()
+    }
+
     /// The space's directory row; `None` if unknown or unreadable.
     fn directory_entry(&self, space: &str) -> Option<crate::store::SpaceEntry> {
         self.store.directory().get(space).ok().flatten()

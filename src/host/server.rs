@@ -67,6 +67,8 @@ struct Server {
     /// Prepared for a wake: fire it here at this instant (its due time in
     /// the host clock's ms), without waiting for the waker's round trip.
     fire_at: Option<(Instant, u64)>,
+    /// The host is shutting down: end the tenure after this turn's commands.
+    stopping: bool,
     last_activity: Instant,
     next_renew: Instant,
 }
@@ -139,6 +141,7 @@ pub(crate) fn run(
         had_session: false,
         hold_until: None,
         fire_at: None,
+        stopping: false,
         last_activity: Instant::now(),
         next_renew: Instant::now() + renew,
     };
@@ -171,17 +174,21 @@ pub(crate) fn run(
         match rx.recv_timeout(wait) {
             Ok(cmd) => s.handle(cmd),
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break None,
+            Err(RecvTimeoutError::Disconnected) => break Ended::Parked,
         }
         while let Ok(cmd) = rx.try_recv() {
             s.handle(cmd);
         }
+        if s.stopping {
+            // Between waves: the one in flight (if any) has committed.
+            break Ended::Stopped;
+        }
         if let Err(e) = s.share_file_unless_brief() {
-            break Some(e);
+            break Ended::Failed(e);
         }
         s.fire_if_prepared();
         if let Err(e) = s.turn() {
-            break Some(e);
+            break Ended::Failed(e);
         }
         // Before a firing counts as done, the directory must show the
         // space's next wake, or the waker would find it still due. A space
@@ -189,7 +196,7 @@ pub(crate) fn run(
         let parking_next = s.sessions.is_empty() && !s.work && Instant::now() >= s.park_at();
         if !parking_next {
             if let Err(e) = s.rt.space().settle_projection() {
-                break Some(e.into());
+                break Ended::Failed(e.into());
             }
             if !s.work {
                 s.end_firing();
@@ -197,13 +204,13 @@ pub(crate) fn run(
         }
         if Instant::now() >= s.next_renew {
             if let Err(e) = s.rt.renew_lease() {
-                break Some(e);
+                break Ended::Failed(e);
             }
             // A tenure lasting past a renewal is no longer brief enough to
             // keep the file to itself (another host may want the lease).
             if s.rt.space().access() == FileAccess::Exclusive {
                 if let Err(e) = s.rt.space().share() {
-                    break Some(e.into());
+                    break Ended::Failed(e.into());
                 }
             }
             s.next_renew = Instant::now() + renew;
@@ -211,7 +218,7 @@ pub(crate) fn run(
         let idle_now = s.sessions.is_empty() && !s.work && Instant::now() >= s.park_at();
         if idle_now {
             match inner.try_retire(&id, generation, &rx) {
-                None => break None,
+                None => break Ended::Parked,
                 Some(leftover) => {
                     for cmd in leftover {
                         s.handle(cmd);
@@ -221,7 +228,35 @@ pub(crate) fn run(
         }
     };
     match ended {
-        None => {
+        Ended::Stopped => {
+            // Shutdown: keep what was computed, give the lease back (the
+            // next process serves the space at once), checkpoint and close.
+            let firing = std::mem::take(&mut s.firing_in_flight);
+            if let Err(e) = s.rt.flush() {
+                tracing::warn!(space = %id, error = %e, "flush at shutdown failed");
+            }
+            match s.rt.stop() {
+                Ok(mut space) => {
+                    if let Err(e) = space.checkpoint_all() {
+                        tracing::warn!(space = %id, error = %e, "checkpoint at shutdown failed");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(space = %id, error = %e, "lease release at shutdown failed")
+                }
+            }
+            if firing {
+                inner.end_scheduled(&id);
+            }
+            let leaving = HostError::Unavailable {
+                space: id.clone(),
+                reason: "the host is shutting down".into(),
+            };
+            fail_all(&inner, &id, generation, &rx, &leaving);
+            counters.inc(Counter::StoppedAtShutdown);
+            end_tenure(&inner, &counters, &id);
+        }
+        Ended::Parked => {
             // Park: give the lease back (settling the directory in the same
             // transaction); the runtime and the file close on drop.
             let firing = std::mem::take(&mut s.firing_in_flight);
@@ -241,7 +276,7 @@ pub(crate) fn run(
             }
             counters.inc(Counter::Parks);
         }
-        Some(e) => {
+        Ended::Failed(e) => {
             tracing::warn!(space = %id, error = %e, "tenure ended");
             if matches!(e, RuntimeError::LeaseLost) {
                 counters.inc(Counter::TenuresLost);
@@ -261,6 +296,16 @@ pub(crate) fn run(
             end_tenure(&inner, &counters, &id);
         }
     }
+}
+
+/// How a tenure's loop ended.
+enum Ended {
+    /// Idle: park.
+    Parked,
+    /// The host is shutting down.
+    Stopped,
+    /// An error ended the tenure (a lost lease, a failed commit).
+    Failed(RuntimeError),
 }
 
 /// The space is no longer active, however its tenure ended: its gauges
@@ -478,6 +523,10 @@ impl Server {
             }
             Request::Wake => {
                 self.work = true;
+                Ok(Reply::Done)
+            }
+            Request::Stop => {
+                self.stopping = true;
                 Ok(Reply::Done)
             }
             Request::FireDue => {

@@ -44,8 +44,13 @@ type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub enum ClientError {
     #[error("websocket error: {0}")]
     WebSocket(Box<tokio_tungstenite::tungstenite::Error>),
-    #[error("the server closed the connection")]
-    Closed,
+    #[error("the server closed the connection{}", close_text(.code, .reason))]
+    Closed {
+        /// The close frame's code (1011: the server is shutting down or the
+        /// space's server stopped; 1008: refused; 1009: a frame too large).
+        code: Option<u16>,
+        reason: String,
+    },
     #[error("no {0} from the server within {1:?}")]
     Timeout(&'static str, Duration),
     #[error("the server sent a frame that is not a protocol message: {0}")]
@@ -56,6 +61,14 @@ pub enum ClientError {
     Refused(ErrorReply),
     #[error("request() needs a message with an id (`open` is sent by connect)")]
     NoId,
+}
+
+fn close_text(code: &Option<u16>, reason: &str) -> String {
+    match code {
+        Some(c) if reason.is_empty() => format!(" (close code {c})"),
+        Some(c) => format!(" (close code {c}: {reason})"),
+        None => String::new(),
+    }
 }
 
 impl From<tokio_tungstenite::tungstenite::Error> for ClientError {
@@ -275,7 +288,12 @@ async fn read_message(
                 )
             })?;
         let frame = match frame {
-            None => return Err(ClientError::Closed),
+            None => {
+                return Err(ClientError::Closed {
+                    code: None,
+                    reason: String::new(),
+                })
+            }
             Some(Err(e)) => return Err(e.into()),
             Some(Ok(frame)) => frame,
         };
@@ -287,7 +305,13 @@ async fn read_message(
                     b.len()
                 )))
             }
-            Some(Frame::Other("close")) => return Err(ClientError::Closed),
+            Some(Frame::Other("close")) => {
+                let (code, reason) = match &frame {
+                    Message::Close(Some(f)) => (Some(u16::from(f.code)), f.reason.to_string()),
+                    _ => (None, String::new()),
+                };
+                return Err(ClientError::Closed { code, reason });
+            }
             _ => continue,
         };
         return serde_json::from_str(text).map_err(|e| ClientError::BadFrame(e.to_string()));
@@ -581,7 +605,7 @@ mod tests {
             assert!(
                 matches!(
                     after,
-                    Err(ClientError::Closed) | Err(ClientError::WebSocket(_))
+                    Err(ClientError::Closed { .. }) | Err(ClientError::WebSocket(_))
                 ),
                 "{forged}: {after:?}"
             );

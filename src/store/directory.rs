@@ -177,6 +177,11 @@ impl Directory {
         out.at(&self.path)
     }
 
+    /// A full checkpoint that truncates the host file's WAL (at shutdown).
+    pub fn checkpoint_all(&self) -> StoreResult<()> {
+        self.with(|c| c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
+    }
+
     /// Checkpoints the checkpointer thread has completed.
     pub fn checkpoints(&self) -> u64 {
         self.checkpoints.load(Ordering::Relaxed)

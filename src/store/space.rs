@@ -777,6 +777,23 @@ impl Space {
         }
     }
 
+    /// A full checkpoint that truncates the WAL, waiting up to a second for
+    /// readers: what a space gets when the host shuts down, so the file
+    /// stands alone on disk. A reader still busy after that leaves the WAL
+    /// for the next open, which is always safe.
+    pub fn checkpoint_all(&mut self) -> StoreResult<()> {
+        self.check_open()?;
+        let r = self
+            .conn
+            .busy_timeout(std::time::Duration::from_secs(1))
+            .and_then(|()| {
+                self.conn
+                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            })
+            .at(&self.path);
+        self.guard(r)
+    }
+
     /// A passive checkpoint: copies what it can without waiting on readers.
     pub fn checkpoint(&mut self) -> StoreResult<()> {
         self.check_open()?;
@@ -958,7 +975,8 @@ impl Space {
                 l.tenure + 1
             }
             Some(l) => {
-                if l.holder != holder {
+                // A released lease (expiry 0) is free, not taken over.
+                if l.holder != holder && l.expires_at_ms != 0 {
                     self.counters.inc(Counter::LeaseTakenOver);
                 }
                 l.tenure + 1

@@ -49,8 +49,12 @@ impl Server {
     /// Like [`Server::start`]; `Err` carries the exit code and what it
     /// logged when it exited instead of listening.
     pub fn try_start(data: &Path, extra: &[&str]) -> Result<Server, (Option<i32>, String)> {
-        let mut child = spacewake()
-            .args(["serve", "--listen", "127.0.0.1:0", "--idle-park-ms", "150"])
+        let mut cmd = spacewake();
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]);
+        if !extra.contains(&"--idle-park-ms") {
+            cmd.args(["--idle-park-ms", "150"]);
+        }
+        let mut child = cmd
             .args(extra)
             .arg("--data")
             .arg(data)
