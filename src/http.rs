@@ -10,9 +10,13 @@
 
 use crate::host::{Host, Reply, Request, Trigger};
 use crate::metrics::Counter;
-use crate::protocol::{verify_ingest, ErrorCode, PathSegment, TRANSPORT_MAX_MESSAGE_BYTES};
+use crate::protocol::messages::check_send;
+use crate::protocol::{
+    verify_ingest, ErrorCode, PathSegment, ProtocolError, TRANSPORT_MAX_MESSAGE_BYTES,
+};
 use crate::store::{Author, PathSeg};
 use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State, WebSocketUpgrade};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -39,6 +43,9 @@ pub fn nodelay(
     })
 }
 
+/// The request-body limit of every route (axum's default, 2 MiB).
+pub const BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
+
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/api/health/stats", get(health_stats))
@@ -46,6 +53,9 @@ pub fn router(state: HttpState) -> Router {
         .route("/ws", get(ws))
         .route("/api/spaces/{space}/events", post(ingest))
         .route("/api/spaces/{space}/warm", post(warm))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .with_state(state)
 }
 
@@ -88,34 +98,81 @@ struct IngestBody {
     event_id: String,
 }
 
-fn http_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    (
-        status,
-        Json(json!({"error": {"code": code, "message": message.into()}})),
-    )
-        .into_response()
+/// Every error response has one shape: `{"error": {"code", "message",
+/// "details"?}}`, with the same codes as the WebSocket's error frames.
+pub(crate) fn http_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    error_with(status, code, message.into(), None)
 }
 
-/// Checks the request's signature and that its principal may write.
+fn error_with(
+    status: StatusCode,
+    code: &str,
+    message: String,
+    details: Option<serde_json::Value>,
+) -> Response {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(d) = details {
+        error["details"] = d;
+    }
+    (status, Json(json!({ "error": error }))).into_response()
+}
+
+/// A protocol error (the same one a session would get) as an HTTP error.
+pub(crate) fn protocol_error(status: StatusCode, e: ProtocolError) -> Response {
+    error_with(status, e.code.as_str(), e.message, e.details)
+}
+
+/// A body the route could not read: over the size limit (413), or not
+/// readable at all; in the common error shape, not axum's plain text.
+pub(crate) fn body_error(r: BytesRejection) -> Response {
+    let status = r.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return http_error(
+            status,
+            "bodyTooLarge",
+            format!(
+                "the request body is over the limit of {} bytes (2 MiB)",
+                BODY_LIMIT_BYTES
+            ),
+        );
+    }
+    http_error(status, "badMessage", r.body_text())
+}
+
+/// A path segment that could not be read (bad percent-encoding, say).
+pub(crate) fn path_error(r: PathRejection) -> Response {
+    http_error(StatusCode::BAD_REQUEST, "badMessage", r.body_text())
+}
+
+/// A request body's JSON that does not fit the route's shape.
+fn bad_body(e: serde_json::Error) -> Response {
+    http_error(
+        StatusCode::BAD_REQUEST,
+        "badMessage",
+        format!("the body is not the expected JSON: {e}"),
+    )
+}
+
+/// Checks the request's signature, that the space exists, and that the
+/// signing principal may write to it.
 #[allow(clippy::result_large_err)]
 fn authorize(s: &HttpState, space: &str, headers: &HeaderMap, body: &[u8]) -> Result<(), Response> {
-    let header_str = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    };
-    let did = header_str("x-spacewake-did");
-    let sig = header_str("x-spacewake-signature");
+    let did = header_str(headers, "x-spacewake-did");
+    let sig = header_str(headers, "x-spacewake-signature");
     if let Err(e) = verify_ingest(space, body, did, sig) {
         s.host.counters().add_host(Counter::SessionsRejected, 1);
-        return Err(http_error(
-            StatusCode::UNAUTHORIZED,
-            "badSignature",
-            e.to_string(),
-        ));
+        let e = ProtocolError::bad_signature(&e, "request refused");
+        return Err(protocol_error(StatusCode::UNAUTHORIZED, e));
     }
-    match s.host.store().directory().access(space, did) {
+    let directory = s.host.store().directory();
+    let exists = crate::store::validate_space_id(space).is_ok()
+        && matches!(directory.get(space), Ok(Some(_)));
+    if !exists {
+        return Err(host_error_response(crate::host::HostError::UnknownSpace(
+            space.to_string(),
+        )));
+    }
+    match directory.access(space, did) {
         Ok(Some(a)) if a == "owner" || a == "write" => Ok(()),
         Ok(_) => Err(http_error(
             StatusCode::FORBIDDEN,
@@ -130,6 +187,14 @@ fn authorize(s: &HttpState, space: &str, headers: &HeaderMap, body: &[u8]) -> Re
     }
 }
 
+/// A header's value as text; empty when absent or not visible ASCII.
+pub(crate) fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WarmBody {
@@ -139,17 +204,29 @@ struct WarmBody {
 /// Activates a space (if parked) with warm demand for the named pieces.
 async fn warm(
     State(s): State<HttpState>,
-    Path(space): Path<String>,
+    space: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let (Path(space), body) = match (space, body) {
+        (Ok(p), Ok(b)) => (p, b),
+        (Err(r), _) => return path_error(r),
+        (_, Err(r)) => return body_error(r),
+    };
     if let Err(r) = authorize(&s, &space, &headers, &body) {
         return r;
     }
     let parsed: WarmBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
-        Err(e) => return http_error(StatusCode::BAD_REQUEST, "badMessage", e.to_string()),
+        Err(e) => return bad_body(e),
     };
+    if parsed.pieces.is_empty() || parsed.pieces.iter().any(String::is_empty) {
+        return http_error(
+            StatusCode::BAD_REQUEST,
+            "badMessage",
+            "`pieces` must name at least one piece, each by a non-empty id",
+        );
+    }
     match s
         .host
         .request(
@@ -170,21 +247,27 @@ async fn warm(
 /// activating the space if it is parked. Idempotent by `eventId`.
 async fn ingest(
     State(s): State<HttpState>,
-    Path(space): Path<String>,
+    space: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let (Path(space), body) = match (space, body) {
+        (Ok(p), Ok(b)) => (p, b),
+        (Err(r), _) => return path_error(r),
+        (_, Err(r)) => return body_error(r),
+    };
     if let Err(r) = authorize(&s, &space, &headers, &body) {
         return r;
     }
-    let did = headers
-        .get("x-spacewake-did")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let did = header_str(&headers, "x-spacewake-did");
     let parsed: IngestBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
-        Err(e) => return http_error(StatusCode::BAD_REQUEST, "badMessage", e.to_string()),
+        Err(e) => return bad_body(e),
     };
+    // The same rules, and the same words, as a WebSocket `send`.
+    if let Err(v) = check_send(&parsed.piece, &parsed.stream, Some(&parsed.event_id)) {
+        return protocol_error(StatusCode::BAD_REQUEST, v.into());
+    }
     let req = Request::Send {
         author: Author::principal(did),
         piece: parsed.piece,
@@ -214,6 +297,24 @@ async fn ingest(
     }
 }
 
+/// Any route this server does not have.
+async fn not_found(uri: axum::http::Uri) -> Response {
+    http_error(
+        StatusCode::NOT_FOUND,
+        "notFound",
+        format!("there is no route {}", uri.path()),
+    )
+}
+
+/// A route asked with a method it does not take.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    http_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "methodNotAllowed",
+        format!("{} does not take {method}", uri.path()),
+    )
+}
+
 /// A host error as an HTTP error: unknown things are 404, a space that
 /// cannot be reached now (backing off, the host at its limit, held by
 /// another host, its server stopped) 503 with `Retry-After`, a server-side
@@ -225,14 +326,14 @@ fn host_error_response(e: crate::host::HostError) -> Response {
         ErrorCode::UnknownSpace | ErrorCode::UnknownPiece | ErrorCode::UnknownStream => {
             StatusCode::NOT_FOUND
         }
-        ErrorCode::BadMessage => StatusCode::BAD_REQUEST,
+        ErrorCode::BadMessage | ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
         ErrorCode::Overloaded
         | ErrorCode::BackingOff
         | ErrorCode::HeldElsewhere
         | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    let mut r = http_error(status, pe.code.as_str(), pe.message);
+    let mut r = protocol_error(status, pe);
     if let Some(ms) = retry_after_ms.filter(|_| status == StatusCode::SERVICE_UNAVAILABLE) {
         // Whole seconds, rounded up (RFC 9110).
         let secs = ms.div_ceil(1_000).max(1);

@@ -120,6 +120,7 @@ counters! {
     ActivationsRefusedAtCapacity => ("activation", "refusedAtCapacity", Counter, "Requests refused because the host was at its limit of active spaces"),
     ActivationsQueued => ("activation", "queuedAtCapacity", Counter, "Wakes (boot discovery) that waited for a slot because the host was at its limit of active spaces"),
     Parks => ("activation", "parks", Counter, "Spaces parked (runtime disposed, lease released)"),
+    SpacesCreated => ("store", "spacesCreated", Counter, "Spaces created by an explicit create (an open with create, a first deploy, an operator)"),
     StoppedAtShutdown => ("activation", "stoppedAtShutdown", Counter, "Space servers stopped by a graceful shutdown (wave finished, lease released, file checkpointed)"),
     SessionsClosedAtShutdown => ("sessions", "closedAtShutdown", Counter, "Sessions told the host is shutting down and closed (1011)"),
     TenuresLost => ("lease", "tenuresLost", Counter, "Tenures ended because a lease renewal failed"),

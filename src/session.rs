@@ -29,6 +29,18 @@ const CLOSE_AWAY: u16 = 1001;
 /// "Internal error" (RFC 6455): the session's space server stopped.
 const CLOSE_INTERNAL: u16 = 1011;
 
+/// "Message too big" (RFC 6455): a frame announced past the transport limit.
+const CLOSE_TOO_BIG: u16 = 1009;
+
+/// Whether the WebSocket library refused a frame for its size (announced
+/// past [`crate::protocol::TRANSPORT_MAX_MESSAGE_BYTES`]).
+fn is_too_big(e: &axum::Error) -> bool {
+    use std::error::Error;
+    e.source()
+        .and_then(|s| s.downcast_ref::<tokio_tungstenite::tungstenite::Error>())
+        .is_some_and(|t| matches!(t, tokio_tungstenite::tungstenite::Error::Capacity(_)))
+}
+
 struct OpenSession {
     id: SessionId,
     space: String,
@@ -82,7 +94,21 @@ pub async fn run(socket: WebSocket, host: Host) {
                 break;
             }
             incoming = rx.next() => {
-                let Some(Ok(msg)) = incoming else { break };
+                let msg = match incoming {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(e)) if is_too_big(&e) => {
+                        // Announced past the transport limit: the frame is
+                        // not read, and the connection ends as RFC 6455 says.
+                        match &open {
+                            Some(s) => counters.space(&s.space).inc(Counter::FramesRejected),
+                            None => counters.add_host(Counter::FramesRejected, 1),
+                        }
+                        let why = "message too big: the limit is 16 MiB (1 MiB for a protocol message)";
+                        end_connection(&mut tx, None, CLOSE_TOO_BIG, why, timeout).await;
+                        break;
+                    }
+                    _ => break,
+                };
                 heard = tokio::time::Instant::now();
                 pinged = false;
                 let frame = match &msg {
@@ -386,7 +412,28 @@ async fn open_session(
     verify_open(nonce, &o.space, &o.did, &o.signature)?;
     let directory = host.store().directory();
     if directory.get(&o.space).ok().flatten().is_none() {
-        // The first principal to open a space creates it and owns it.
+        if o.create != Some(true) {
+            // A mistyped name must not create an empty space for its typist.
+            return Err(ProtocolError::new(
+                ErrorCode::UnknownSpace,
+                format!(
+                    "there is no space {:?} on this server; open it with `create: true` \
+                     (or `spacewake spaces create`) to create it",
+                    o.space
+                ),
+            )
+            .with_details(json!({ "space": o.space })));
+        }
+        if host.is_shutting_down() {
+            return Err(host_error(
+                None,
+                HostError::Unavailable {
+                    space: o.space.clone(),
+                    reason: "the host is shutting down".into(),
+                },
+            ));
+        }
+        // An explicit create: the opener owns the new space.
         host.store()
             .create_space(&o.space, &o.did)
             .or_else(|e| match e {
@@ -394,6 +441,7 @@ async fn open_session(
                 other => Err(other),
             })
             .map_err(|e| ProtocolError::new(ErrorCode::UnknownSpace, e.to_string()))?;
+        host.counters().space(&o.space).inc(Counter::SpacesCreated);
     }
     // Read before the grant, so a change in between is seen next time.
     let access_version = directory.grants_version().unwrap_or(0);
@@ -484,8 +532,16 @@ async fn handle(
     Ok(match reply {
         Reply::Value { value, seq } => ServerMessage::Value(ValueReply { id, value, seq }),
         Reply::Deployed { piece } => ServerMessage::Deployed(Deployed { id, piece }),
-        Reply::Appended { seq, .. } => ServerMessage::Ack(Ack { id, seq: Some(seq) }),
-        Reply::Done | Reply::Attached { .. } => ServerMessage::Ack(Ack { id, seq: None }),
+        Reply::Appended { seq, duplicate } => ServerMessage::Ack(Ack {
+            id,
+            seq: Some(seq),
+            duplicate: Some(duplicate),
+        }),
+        Reply::Done | Reply::Attached { .. } => ServerMessage::Ack(Ack {
+            id,
+            seq: None,
+            duplicate: None,
+        }),
     })
 }
 
@@ -501,6 +557,10 @@ pub fn host_error(id: Option<crate::protocol::RequestId>, e: HostError) -> Proto
         HostError::InvalidPattern { diagnostics } => (
             ErrorCode::InvalidPattern,
             Some(json!({ "diagnostics": diagnostics })),
+        ),
+        HostError::InvalidArgument(m) => (
+            ErrorCode::InvalidArgument,
+            Some(json!({ "path": m.dotted(), "expected": m.expected, "got": m.got })),
         ),
         HostError::BadRequest(_) => (ErrorCode::BadMessage, None),
         HostError::BackingOff {

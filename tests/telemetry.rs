@@ -216,7 +216,7 @@ async fn run_a_wave(server: &Server, space: &str) -> Client {
     .unwrap();
     let me = Identity::generate();
     let url = format!("ws://{}/ws", server.addr);
-    let (mut c, _) = Client::connect(&url, &me, space).await.unwrap();
+    let (mut c, _) = Client::connect_creating(&url, &me, space).await.unwrap();
     let id = c.fresh_id();
     let piece = match c
         .request(ClientMessage::Deploy(Deploy {

@@ -77,7 +77,7 @@ pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
 }
 
 async fn open_counter(url: &str, id: &Identity, space: &str) -> anyhow::Result<(Client, String)> {
-    let (mut c, _) = Client::connect(url, id, space).await?;
+    let (mut c, _) = Client::connect_creating(url, id, space).await?;
     let rid = c.fresh_id();
     let piece = match c
         .request(ClientMessage::Deploy(Deploy {

@@ -34,10 +34,16 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-async fn connect(c: &ClientArgs) -> anyhow::Result<Client> {
+/// Opens a session on `c.space`; `create`: create the space (owned by this
+/// identity) if it does not exist — only a deploy does.
+async fn connect(c: &ClientArgs, create: bool) -> anyhow::Result<Client> {
     let id = load_identity(&c.key)?;
     let url = format!("ws://{}/ws", c.server);
-    let (client, _) = Client::connect(&url, &id, &c.space)
+    let opts = crate::protocol::client::OpenOptions {
+        create,
+        resume: None,
+    };
+    let (client, _) = Client::connect_with(&url, &id, &c.space, opts)
         .await
         .with_context(|| format!("opening space {} on {url}", c.space))?;
     Ok(client)
@@ -95,7 +101,7 @@ pub fn deploy(
         .collect();
     let entry = program.entry().name.trim_start_matches("./").to_string();
     runtime()?.block_on(async {
-        let mut client = connect(c).await?;
+        let mut client = connect(c, true).await?;
         let id = client.fresh_id();
         match client
             .request(ClientMessage::Deploy(Deploy {
@@ -126,7 +132,7 @@ pub fn send(
     let payload: serde_json::Value =
         serde_json::from_str(payload).context("--payload must be JSON")?;
     runtime()?.block_on(async {
-        let mut client = connect(c).await?;
+        let mut client = connect(c, false).await?;
         let id = client.fresh_id();
         match client
             .request(ClientMessage::Send(SendEvent {
@@ -139,7 +145,14 @@ pub fn send(
             .await?
         {
             ServerMessage::Ack(a) => {
-                println!("appended at seq {}", a.seq.unwrap_or(0));
+                let seq = a.seq.unwrap_or(0);
+                if a.duplicate == Some(true) {
+                    println!(
+                        "duplicate of seq {seq} (this event id was already sent; nothing appended)"
+                    );
+                } else {
+                    println!("appended at seq {seq}");
+                }
                 Ok(ExitCode::SUCCESS)
             }
             other => fail(other),
@@ -149,7 +162,7 @@ pub fn send(
 
 pub fn read(c: &ClientArgs, piece: &str, path: &str) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
-        let mut client = connect(c).await?;
+        let mut client = connect(c, false).await?;
         let id = client.fresh_id();
         match client
             .request(ClientMessage::Read(ReadValue {

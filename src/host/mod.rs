@@ -189,6 +189,9 @@ pub enum HostError {
     UnknownStream(String),
     #[error("the pattern does not compile")]
     InvalidPattern { diagnostics: String },
+    /// A deploy's argument does not fit the pattern's argument type.
+    #[error("{0}")]
+    InvalidArgument(crate::runtime::argument::ArgumentMismatch),
     #[error("{0}")]
     BadRequest(String),
     #[error("space {space:?} failed to activate {failures} time(s) ({cause}); it is retried in {retry_in_ms} ms")]

@@ -646,23 +646,34 @@ impl Server {
             return Err(HostError::UnknownPiece(piece));
         }
         let event_id = event_id.unwrap_or_else(|| format!("ev-{:016x}", rand::random::<u64>()));
-        let before = self
-            .rt
-            .space()
-            .head_seq()
-            .map_err(|e| HostError::Internal(e.to_string()))?;
         let seq = self
             .rt
             .send(&piece, &path, &event_id, payload, &author)
             .map_err(|e| match e {
                 RuntimeError::Invalid(m) => HostError::UnknownStream(m),
+                // The store's own guard on names a client chose.
+                RuntimeError::Store(crate::store::StoreError::InvalidCommit(m)) => {
+                    HostError::BadRequest(m)
+                }
                 other => internal(other),
             })?;
         self.work = true;
-        let duplicate = seq == 0;
+        if seq != 0 {
+            return Ok(Reply::Appended {
+                seq,
+                duplicate: false,
+            });
+        }
+        // A duplicate: answer with the commit that first appended it.
+        let first = self
+            .rt
+            .space()
+            .event(&event_id)
+            .map_err(|e| HostError::Internal(e.to_string()))?
+            .map_or(0, |e| e.seq);
         Ok(Reply::Appended {
-            seq: if duplicate { before } else { seq },
-            duplicate,
+            seq: first,
+            duplicate: true,
         })
     }
 
@@ -715,12 +726,13 @@ impl Server {
             })?;
         let piece = self
             .rt
-            .create_piece(&program, export.as_deref(), &argument)
+            .deploy_piece(&program, export.as_deref(), &argument)
             .map_err(|e| match e {
                 RuntimeError::Sandbox(s) => HostError::InvalidPattern {
                     diagnostics: s.to_string(),
                 },
                 RuntimeError::Invalid(m) => HostError::InvalidPattern { diagnostics: m },
+                RuntimeError::InvalidArgument(m) => HostError::InvalidArgument(m),
                 other => internal(other),
             })?;
         self.rt.flush().map_err(internal)?;

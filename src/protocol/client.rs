@@ -97,15 +97,38 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// How [`Client::connect_with`] opens its session.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    /// Create the space (owned by this identity) if it does not exist.
+    pub create: bool,
+    /// Resume after this seq (the [`Client::last_seq`] of an earlier
+    /// connection).
+    pub resume: Option<Seq>,
+}
+
 impl Client {
     /// Connects to `url` (e.g. `ws://127.0.0.1:8080/ws`) and opens a session
-    /// on `space` as `identity`.
+    /// on the existing space `space` as `identity`.
     pub async fn connect(
         url: &str,
         identity: &Identity,
         space: &str,
     ) -> Result<(Client, Opened), ClientError> {
-        Self::connect_resuming(url, identity, space, None).await
+        Self::connect_with(url, identity, space, OpenOptions::default()).await
+    }
+
+    /// Like [`Client::connect`], creating the space if it does not exist.
+    pub async fn connect_creating(
+        url: &str,
+        identity: &Identity,
+        space: &str,
+    ) -> Result<(Client, Opened), ClientError> {
+        let opts = OpenOptions {
+            create: true,
+            resume: None,
+        };
+        Self::connect_with(url, identity, space, opts).await
     }
 
     /// Like [`Client::connect`], asking the server to resume after `resume`
@@ -116,6 +139,21 @@ impl Client {
         space: &str,
         resume: Option<Seq>,
     ) -> Result<(Client, Opened), ClientError> {
+        let opts = OpenOptions {
+            create: false,
+            resume,
+        };
+        Self::connect_with(url, identity, space, opts).await
+    }
+
+    /// Connects and opens a session as `opts` say.
+    pub async fn connect_with(
+        url: &str,
+        identity: &Identity,
+        space: &str,
+        opts: OpenOptions,
+    ) -> Result<(Client, Opened), ClientError> {
+        let resume = opts.resume;
         let deadline = Instant::now() + DEFAULT_TIMEOUT;
         let (mut ws, _response) = tokio::time::timeout_at(
             deadline,
@@ -139,6 +177,7 @@ impl Client {
             did: identity.did(),
             signature: sign_open(identity, &challenge.nonce, space),
             resume: resume.map(|seq| Resume { seq }),
+            create: opts.create.then_some(true),
         });
         ws.send(Message::text(
             serde_json::to_string(&open).expect("serializes"),
@@ -396,7 +435,11 @@ mod tests {
                 }
                 Ok(ClientMessage::Ping(Ping { id })) => vec![ServerMessage::Pong(Pong { id })],
                 Ok(ClientMessage::Track(Track { id, .. })) => {
-                    vec![ServerMessage::Ack(Ack { id, seq: None })]
+                    vec![ServerMessage::Ack(Ack {
+                        id,
+                        seq: None,
+                        duplicate: None,
+                    })]
                 }
                 Ok(ClientMessage::Send(SendEvent {
                     id, piece, payload, ..
@@ -411,7 +454,11 @@ mod tests {
                             path: vec!["value".into()],
                             value: payload,
                         }),
-                        ServerMessage::Ack(Ack { id, seq: Some(seq) }),
+                        ServerMessage::Ack(Ack {
+                            id,
+                            seq: Some(seq),
+                            duplicate: Some(false),
+                        }),
                     ]
                 }
                 Ok(other) => vec![ProtocolError::new(
@@ -490,7 +537,8 @@ mod tests {
                 reply,
                 ServerMessage::Ack(Ack {
                     id,
-                    seq: Some(7 + n)
+                    seq: Some(7 + n),
+                    duplicate: Some(false),
                 })
             );
         }
@@ -591,6 +639,7 @@ mod tests {
                 did: id.did(),
                 signature,
                 resume: None,
+                create: None,
             });
             ws.send(Message::text(serde_json::to_string(&open).unwrap()))
                 .await

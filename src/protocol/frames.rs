@@ -116,12 +116,27 @@ impl From<ProtocolError> for ServerMessage {
 
 impl From<AuthError> for ProtocolError {
     fn from(e: AuthError) -> Self {
-        let reason = match &e {
+        ProtocolError::bad_signature(&e, "session not opened")
+    }
+}
+
+impl From<super::messages::RuleViolation> for ProtocolError {
+    fn from(v: super::messages::RuleViolation) -> Self {
+        ProtocolError::new(ErrorCode::BadMessage, v.reason)
+            .with_details(serde_json::json!({ "field": v.field }))
+    }
+}
+
+impl ProtocolError {
+    /// A refused signature: `badSignature`, the reason in `details.reason`,
+    /// the sentence after `what` (`session not opened`, `request refused`).
+    pub fn bad_signature(e: &AuthError, what: &str) -> ProtocolError {
+        let reason = match e {
             AuthError::MalformedDid(_) => "malformedDid",
             AuthError::MalformedSignature(_) => "malformedSignature",
-            AuthError::SignatureMismatch => "signatureMismatch",
+            AuthError::SignatureMismatch(_) => "signatureMismatch",
         };
-        ProtocolError::new(ErrorCode::BadSignature, format!("session not opened: {e}"))
+        ProtocolError::new(ErrorCode::BadSignature, format!("{what}: {e}"))
             .with_details(serde_json::json!({ "reason": reason }))
     }
 }
@@ -490,7 +505,8 @@ pub(crate) mod tests {
 
     #[test]
     fn auth_errors_become_bad_signature() {
-        let err: ProtocolError = AuthError::SignatureMismatch.into();
+        let err: ProtocolError =
+            AuthError::SignatureMismatch(super::super::auth::SIGNED_FOR_OPEN).into();
         assert_eq!(err.code, ErrorCode::BadSignature);
         let wire = serde_json::to_value(err.to_server_message()).unwrap();
         assert_eq!(wire["type"], "error");

@@ -29,6 +29,9 @@ pub const PROTOCOL_VERSION: &str = "spacewake/1";
 /// Longest accepted string request id, in bytes. Ids are echoed in replies
 /// and logged; a short cap keeps that cheap.
 pub const MAX_ID_LEN: usize = 256;
+/// Event ids (`eventId`) are 1 to this many characters: idempotency keys,
+/// stored with every event and looked up on every append.
+pub const MAX_EVENT_ID_CHARS: usize = 512;
 
 /// A space-global commit sequence number.
 pub type Seq = u64;
@@ -220,6 +223,11 @@ pub struct Open {
     pub signature: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Resume>,
+    /// Create the space, owned by `did`, if it does not exist yet. Without
+    /// it, opening a space that does not exist is `unknownSpace`: a
+    /// mistyped name never creates an empty space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create: Option<bool>,
 }
 
 /// Resume point of a reconnecting client: the last seq it saw.
@@ -363,19 +371,7 @@ impl ClientMessage {
             }
             ClientMessage::Track(m) => nonempty("piece", &m.piece),
             ClientMessage::Untrack(m) => nonempty("piece", &m.piece),
-            ClientMessage::Send(m) => {
-                nonempty("piece", &m.piece)?;
-                if m.stream.is_empty() {
-                    return violation(
-                        "stream",
-                        "`stream` must name a path with at least one segment".into(),
-                    );
-                }
-                if let Some(e) = &m.event_id {
-                    nonempty("eventId", e)?;
-                }
-                Ok(())
-            }
+            ClientMessage::Send(m) => check_send(&m.piece, &m.stream, m.event_id.as_deref()),
             ClientMessage::Read(m) => match (&m.piece, &m.doc) {
                 (Some(p), None) => nonempty("piece", p),
                 (None, Some(d)) => nonempty("doc", d),
@@ -404,6 +400,39 @@ impl ClientMessage {
             ClientMessage::Ping(_) => Ok(()),
         }
     }
+}
+
+/// The rules of an event sent to a stream, the same over the WebSocket
+/// (`send`) and HTTP ingest: a piece, a stream path of at least one
+/// segment, and an event id (when given) of 1 to [`MAX_EVENT_ID_CHARS`]
+/// characters.
+pub fn check_send(
+    piece: &str,
+    stream: &[PathSegment],
+    event_id: Option<&str>,
+) -> Result<(), RuleViolation> {
+    if piece.is_empty() {
+        return Err(RuleViolation {
+            field: "piece",
+            reason: "`piece` must not be empty".into(),
+        });
+    }
+    if stream.is_empty() {
+        return Err(RuleViolation {
+            field: "stream",
+            reason: "`stream` must name a path with at least one segment".into(),
+        });
+    }
+    if let Some(e) = event_id {
+        let n = e.chars().count();
+        if n == 0 || n > MAX_EVENT_ID_CHARS {
+            return Err(RuleViolation {
+                field: "eventId",
+                reason: format!("`eventId` must be 1 to {MAX_EVENT_ID_CHARS} characters (got {n})"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A message that parsed but breaks a rule of its type.
@@ -470,6 +499,11 @@ pub struct Ack {
     pub id: RequestId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<Seq>,
+    /// Only in the answer to `send`: whether the event id was already
+    /// stored (then nothing was appended, and `seq` is the commit that
+    /// first appended it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<bool>,
 }
 
 /// The answer to `read`: the value as of commit `seq`.
@@ -595,6 +629,9 @@ pub enum ErrorCode {
     UnknownStream,
     /// A deployed pattern failed to compile or validate.
     InvalidPattern,
+    /// A deploy's argument does not fit the pattern's argument type
+    /// (`details: {path, expected, got}`).
+    InvalidArgument,
     /// The space does not exist on this host (and `open` did not ask to
     /// create it), or its id is not a valid space id.
     UnknownSpace,
@@ -627,6 +664,7 @@ impl ErrorCode {
         ErrorCode::UnknownPiece,
         ErrorCode::UnknownStream,
         ErrorCode::InvalidPattern,
+        ErrorCode::InvalidArgument,
         ErrorCode::UnknownSpace,
         ErrorCode::Internal,
         ErrorCode::Overloaded,
@@ -650,6 +688,7 @@ impl ErrorCode {
             ErrorCode::UnknownPiece => "unknownPiece",
             ErrorCode::UnknownStream => "unknownStream",
             ErrorCode::InvalidPattern => "invalidPattern",
+            ErrorCode::InvalidArgument => "invalidArgument",
             ErrorCode::UnknownSpace => "unknownSpace",
             ErrorCode::Internal => "internal",
             ErrorCode::Overloaded => "overloaded",
@@ -681,12 +720,14 @@ pub(crate) mod examples {
                 did: "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK".into(),
                 signature: "c2ln".into(),
                 resume: None,
+                create: None,
             }),
             ClientMessage::Open(Open {
                 space: "home".into(),
                 did: "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK".into(),
                 signature: "c2ln".into(),
                 resume: Some(Resume { seq: 41 }),
+                create: Some(true),
             }),
             ClientMessage::Track(Track {
                 id: 1.into(),
@@ -771,10 +812,12 @@ pub(crate) mod examples {
             ServerMessage::Ack(Ack {
                 id: 1.into(),
                 seq: None,
+                duplicate: None,
             }),
             ServerMessage::Ack(Ack {
                 id: 4.into(),
                 seq: Some(43),
+                duplicate: Some(false),
             }),
             ServerMessage::Value(ValueReply {
                 id: 6.into(),

@@ -17,6 +17,7 @@
 //!   and advances the watermarks of the events it consumed in that commit.
 //! - Only this module talks to the sandbox; only the store talks to SQL.
 
+pub mod argument;
 pub mod graph;
 
 use crate::clock::Clock;
@@ -71,6 +72,8 @@ pub enum RuntimeError {
     UnknownPiece(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    InvalidArgument(#[from] argument::ArgumentMismatch),
 }
 
 pub type RuntimeResult<T> = Result<T, RuntimeError>;
@@ -239,6 +242,13 @@ pub fn check_engine(cfg: &RuntimeConfig) -> RuntimeResult<()> {
     Ok(())
 }
 
+/// Whether a new piece's argument must fit its pattern's argument type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ArgumentCheck {
+    Strict,
+    Lenient,
+}
+
 /// The error for a lease another holder has: who, and until when.
 fn lease_held(space: &mut Space) -> RuntimeError {
     let current = space.current_lease().ok().flatten();
@@ -351,7 +361,37 @@ impl SpaceRuntime {
         export: Option<&str>,
         argument: &Value,
     ) -> RuntimeResult<String> {
+        self.create_piece_with(program, export, argument, ArgumentCheck::Lenient)
+    }
+
+    /// [`SpaceRuntime::create_piece`] for a deploy: the argument must fit
+    /// the pattern's argument type ([`argument::check`]), or nothing is
+    /// created. The scenario harness, like the reference's, does not check.
+    pub fn deploy_piece(
+        &mut self,
+        program: &CompiledProgram,
+        export: Option<&str>,
+        argument: &Value,
+    ) -> RuntimeResult<String> {
+        self.create_piece_with(program, export, argument, ArgumentCheck::Strict)
+    }
+
+    fn create_piece_with(
+        &mut self,
+        program: &CompiledProgram,
+        export: Option<&str>,
+        argument: &Value,
+        check: ArgumentCheck,
+    ) -> RuntimeResult<String> {
         let hash = program.hash_hex();
+        let export = export.unwrap_or("default").to_string();
+        let seq = self.space.head_seq()?;
+        let n = self.pieces.len();
+        let digest = blake3::hash(format!("{hash}/{export}/{seq}/{n}/{argument}").as_bytes());
+        let piece = format!("pc-{}", &digest.to_hex()[..16]);
+        // First, so a pattern that fails to start (or refuses its
+        // argument) leaves nothing behind, not even its sources.
+        self.record_piece(&piece, program, &export, Some((argument, check)))?;
         let program_doc = format!("program/{hash}");
         if self.doc(&program_doc)?.is_none() {
             let modules: Vec<Value> = program
@@ -365,12 +405,6 @@ impl SpaceRuntime {
                 json!({"entry": program.entry().name, "modules": modules}),
             )?;
         }
-        let export = export.unwrap_or("default").to_string();
-        let seq = self.space.head_seq()?;
-        let n = self.pieces.len();
-        let digest = blake3::hash(format!("{hash}/{export}/{seq}/{n}/{argument}").as_bytes());
-        let piece = format!("pc-{}", &digest.to_hex()[..16]);
-        self.record_piece(&piece, program, &export, Some(argument))?;
         self.write(
             PIECES_DOC,
             &[PathSeg::Key(piece.clone())],
@@ -445,7 +479,7 @@ impl SpaceRuntime {
         piece: &str,
         program: &CompiledProgram,
         export: &str,
-        argument: Option<&Value>,
+        argument: Option<(&Value, ArgumentCheck)>,
     ) -> RuntimeResult<()> {
         self.ensure_loaded(program)?;
         let out = self.sandbox.call(
@@ -455,7 +489,13 @@ impl SpaceRuntime {
         )?;
         let rec: Recorded = serde_json::from_value(out.value)
             .map_err(|e| RuntimeError::Invalid(format!("pattern graph: {e}")))?;
-        if let Some(arg) = argument {
+        if let (Some((arg, ArgumentCheck::Strict)), Some(schema)) =
+            (argument, rec.argument_schema.as_ref())
+        {
+            // Before anything is written for the piece.
+            argument::check(schema, arg)?;
+        }
+        if let Some((arg, _)) = argument {
             let arg = graph::apply_defaults(rec.argument_schema.as_ref(), arg);
             self.write(&format!("{piece}/argument"), &[], arg)?;
         }

@@ -1073,7 +1073,7 @@ impl Space {
 // ----- SQL helpers, all over a plain connection or transaction -------------
 
 fn validate_name(what: &str, s: &str) -> StoreResult<()> {
-    if s.is_empty() || s.len() > 512 {
+    if s.is_empty() || s.chars().count() > 512 {
         return Err(StoreError::InvalidCommit(format!(
             "{what} must be 1 to 512 characters (got {})",
             s.len()

@@ -78,7 +78,9 @@ pub async fn next_value(c: &mut Client) -> (u64, Value) {
 
 /// Opens a session on `space` as `who`; returns the client and `opened`.
 pub async fn connect(server: &Server, who: &Identity, space: &str) -> (Client, Opened) {
-    Client::connect(&ws_url(server), who, space).await.unwrap()
+    Client::connect_creating(&ws_url(server), who, space)
+        .await
+        .unwrap()
 }
 
 pub fn ws_url(s: &Server) -> String {
