@@ -537,7 +537,7 @@ async fn handle(
             seq: Some(seq),
             duplicate: Some(duplicate),
         }),
-        Reply::Done | Reply::Attached { .. } => ServerMessage::Ack(Ack {
+        Reply::Done | Reply::Attached { .. } | Reply::Operated(_) => ServerMessage::Ack(Ack {
             id,
             seq: None,
             duplicate: None,

@@ -9,16 +9,16 @@
 //! wave, with its `space` attribute and the "wave committed" event carrying
 //! `events`, `seq`, `handlers` and `derivations` — are batched by the SDK's
 //! batch span processor (its own OS thread; no tokio runtime needed) and
-//! POSTed as OTLP/HTTP protobuf to `<endpoint>/v1/traces` by [`PlainHttpClient`],
-//! a small blocking HTTP/1.1 client over `std::net::TcpStream`. Only plain
+//! POSTed as OTLP/HTTP protobuf to `<endpoint>/v1/traces` by
+//! [`crate::http_client::PlainHttpClient`], a small blocking HTTP/1.1 client
+//! over `std::net::TcpStream`. Only plain
 //! `http://` endpoints are supported: terminate TLS in a collector sidecar.
 
+use crate::http_client::PlainHttpClient;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt;
@@ -105,11 +105,11 @@ pub fn init(default_filter: &str, otlp_endpoint: Option<&str>) -> anyhow::Result
 }
 
 /// Build a tracer provider that batches spans to `traces_url` (a full
-/// `http://…/v1/traces` URL) with [`PlainHttpClient`].
+/// `http://…/v1/traces` URL) with [`OtlpHttpClient`].
 pub fn tracer_provider(traces_url: &str, timeout: Duration) -> anyhow::Result<SdkTracerProvider> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_http_client(PlainHttpClient::new(timeout))
+        .with_http_client(OtlpHttpClient::new(timeout))
         .with_endpoint(traces_url)
         .with_timeout(timeout)
         .build()
@@ -172,140 +172,28 @@ fn timeout_from_env() -> Duration {
         .map_or(DEFAULT_TIMEOUT, Duration::from_millis)
 }
 
-/// A blocking HTTP/1.1 client for plain `http://` URLs: one connection per
-/// request (`Connection: close`), bounded by a timeout on connect, each
-/// write and each read. Used from the batch span processor's own thread, so
-/// it needs no async runtime; its future completes without ever yielding.
+/// The OTLP exporter's HTTP client: [`PlainHttpClient`], logging a
+/// failing collector once per outage rather than once per batch.
 #[derive(Debug)]
-pub struct PlainHttpClient {
-    timeout: Duration,
-    /// Set while the last export failed, so a down collector logs once per
-    /// outage rather than once per batch.
+pub struct OtlpHttpClient {
+    http: PlainHttpClient,
+    /// Set while the last export failed.
     failing: AtomicBool,
 }
 
-impl PlainHttpClient {
+impl OtlpHttpClient {
     pub fn new(timeout: Duration) -> Self {
-        PlainHttpClient {
-            timeout,
+        OtlpHttpClient {
+            http: PlainHttpClient::new(timeout, MAX_RESPONSE_BODY),
             failing: AtomicBool::new(false),
         }
     }
-
-    /// Send `request` and return the response (any status).
-    pub fn send_blocking(&self, request: &Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let uri = request.uri();
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some(other) => {
-                return Err(
-                    format!("{uri}: scheme {other} is not supported (plain http only)").into(),
-                )
-            }
-            None => return Err(format!("{uri}: no scheme").into()),
-        }
-        let host = uri.host().ok_or_else(|| format!("{uri}: no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
-        // `[::1]` in a URI is `::1` to the resolver.
-        let bare_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs = (bare_host, port)
-            .to_socket_addrs()
-            .map_err(|e| format!("{uri}: resolving {host}: {e}"))?;
-        let mut last_err = None;
-        let mut stream = None;
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, self.timeout) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last_err = Some(format!("{uri}: connecting to {addr}: {e}")),
-            }
-        }
-        let mut stream = stream
-            .ok_or_else(|| last_err.unwrap_or_else(|| format!("{uri}: {host} has no address")))?;
-        stream.set_write_timeout(Some(self.timeout))?;
-        stream.set_read_timeout(Some(self.timeout))?;
-        let _ = stream.set_nodelay(true);
-
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let authority = uri.authority().map_or(host, |a| a.as_str());
-        let body = request.body();
-        let mut head = format!(
-            "{} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\nConnection: close\r\n",
-            request.method(),
-            body.len()
-        )
-        .into_bytes();
-        for (name, value) in request.headers() {
-            if matches!(name.as_str(), "host" | "content-length" | "connection") {
-                continue;
-            }
-            head.extend_from_slice(name.as_str().as_bytes());
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(value.as_bytes());
-            head.extend_from_slice(b"\r\n");
-        }
-        head.extend_from_slice(b"\r\n");
-        stream
-            .write_all(&head)
-            .and_then(|()| stream.write_all(body))
-            .and_then(|()| stream.flush())
-            .map_err(|e| format!("{uri}: sending the request: {e}"))?;
-
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        reader
-            .read_line(&mut line)
-            .map_err(|e| format!("{uri}: reading the response: {e}"))?;
-        let status = parse_status_line(&line)
-            .ok_or_else(|| format!("{uri}: malformed status line {:?}", line.trim_end()))?;
-        let mut content_length = None;
-        let mut chunked = false;
-        loop {
-            line.clear();
-            let n = reader
-                .read_line(&mut line)
-                .map_err(|e| format!("{uri}: reading response headers: {e}"))?;
-            if n == 0 || line == "\r\n" || line == "\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                let name = name.trim();
-                let value = value.trim();
-                if name.eq_ignore_ascii_case("content-length") {
-                    content_length = value.parse::<usize>().ok();
-                } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = value.to_ascii_lowercase().contains("chunked");
-                }
-            }
-        }
-        // The exporter only looks at the body to report a failure; a
-        // chunked one is left unread.
-        let mut body = Vec::new();
-        if !chunked {
-            let limit = content_length
-                .unwrap_or(MAX_RESPONSE_BODY)
-                .min(MAX_RESPONSE_BODY);
-            let _ = reader.take(limit as u64).read_to_end(&mut body);
-        }
-        Ok(Response::builder().status(status).body(Bytes::from(body))?)
-    }
-}
-
-fn parse_status_line(line: &str) -> Option<u16> {
-    let mut parts = line.split_ascii_whitespace();
-    let version = parts.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    parts.next()?.parse().ok()
 }
 
 #[async_trait::async_trait]
-impl HttpClient for PlainHttpClient {
+impl HttpClient for OtlpHttpClient {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let result = self.send_blocking(&request);
+        let result = self.http.send_blocking(&request);
         let ok = matches!(&result, Ok(r) if r.status().is_success());
         let was_failing = self.failing.swap(!ok, Ordering::Relaxed);
         match (&result, was_failing) {
@@ -343,38 +231,5 @@ mod tests {
         assert!(traces_url("https://collector:4318").is_err());
         assert!(traces_url("collector:4318").is_err());
         assert!(traces_url("http://").is_err());
-    }
-
-    #[test]
-    fn an_unreachable_collector_is_a_clear_error() {
-        // Bind then drop: nothing listens on this port any more.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let request = Request::post(format!("http://127.0.0.1:{port}/v1/traces"))
-            .body(Bytes::from_static(b"x"))
-            .unwrap();
-        let err = PlainHttpClient::new(Duration::from_secs(2))
-            .send_blocking(&request)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("connecting to 127.0.0.1:"), "{err}");
-        let https = Request::post("https://127.0.0.1/v1/traces")
-            .body(Bytes::new())
-            .unwrap();
-        let err = PlainHttpClient::new(Duration::from_secs(2))
-            .send_blocking(&https)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("plain http only"), "{err}");
-    }
-
-    #[test]
-    fn status_lines() {
-        assert_eq!(parse_status_line("HTTP/1.1 200 OK\r\n"), Some(200));
-        assert_eq!(parse_status_line("HTTP/1.0 503\r\n"), Some(503));
-        assert_eq!(parse_status_line("SSH-2.0\r\n"), None);
     }
 }

@@ -46,7 +46,10 @@ pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
     let result = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let app = crate::http::router(crate::http::HttpState { host: host.clone() });
+        let app = crate::http::router(crate::http::HttpState::new(
+            host.clone(),
+            crate::http::OperatorAuth::new([]),
+        ));
         tokio::spawn(crate::session::watch_grants(host.clone()));
         tokio::spawn(async move {
             let _ = axum::serve(crate::http::nodelay(listener), app).await;

@@ -1,20 +1,27 @@
-//! `spacewake grant`: a principal's access to a space, on a data directory.
+//! `spacewake grant`: a principal's access to a space. Through the running
+//! server when there is one (open sessions learn of it within 100 ms), else
+//! on the data directory ([`super::remote`]).
 
-use anyhow::{bail, Context};
-use std::path::Path;
+use super::remote::{OperatorArgs, Target};
+use crate::operator::{self as op, GrantView};
+use serde_json::json;
 use std::process::ExitCode;
 
-pub fn run(data: &Path, space: &str, did: &str, access: &str) -> anyhow::Result<ExitCode> {
-    let store = super::open_existing(data)?;
-    if store.directory().get(space)?.is_none() {
-        bail!("no space {space:?} in {}", data.display());
-    }
-    crate::protocol::decode_did_key(did).context("--did must be an ed25519 did:key")?;
-    let access = match access {
-        "none" => None,
-        a => Some(a),
+pub fn run(args: &OperatorArgs, space: &str, did: &str, access: &str) -> anyhow::Result<ExitCode> {
+    let target = Target::find(args, "grant")?;
+    let g: GrantView = match &target {
+        Target::Server(r) => r.post(
+            &format!("/api/operator/spaces/{space}/grants"),
+            &json!({ "did": did, "access": access }),
+        )?,
+        Target::Directory(l) => op::grant(&l.store, space, did, access)?,
     };
-    store.directory().set_grant(space, did, access)?;
-    println!("{did}: {} on {space}", access.unwrap_or("no access"));
+    let level = if g.access == "none" {
+        "no access"
+    } else {
+        g.access.as_str()
+    };
+    println!("{}: {level} on {}", g.did, g.space);
+    println!("{}", target.note());
     Ok(ExitCode::SUCCESS)
 }

@@ -1,98 +1,127 @@
-//! `spacewake ledger`: a space's compute ledger and its top actions, and
-//! the per-space scheduled budget override, on a data directory.
+//! `spacewake ledger --space S`: a space's compute ledger by window and
+//! bucket, its top actions by CPU, and its scheduled budget (`--set-budget-ms`
+//! sets it). Through the running server when there is one, else on the data
+//! directory ([`super::remote`]).
 
-use crate::accounting::POLICY_SCHEDULED_BUDGET_US;
-use anyhow::{bail, Context};
-use std::path::Path;
+use super::remote::{OperatorArgs, Target};
+use super::spaces::cpu_ms;
+use super::table;
+use crate::clock::{Clock, SystemClock};
+use crate::human::{format_utc_ms, human_duration_ms, thousands};
+use crate::operator::{self as op, BudgetSetting, BudgetView, LedgerView, Limit};
+use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(
-    data: &Path,
+    args: &OperatorArgs,
     space: &str,
     top: usize,
     set_budget_ms: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let store = super::open_existing(data)?;
-    if store.directory().get(space)?.is_none() {
-        bail!("no space {space:?} in {}", data.display());
-    }
-    let mut sp = store
-        .open_space(space)
-        .with_context(|| format!("opening space {space}"))?;
+    let target = Target::find(args, "ledger")?;
     if let Some(v) = set_budget_ms {
-        let value = match v.as_str() {
-            "none" => Some("none".to_string()),
-            "default" => None,
-            ms => {
-                let ms: u64 = ms.parse().with_context(|| {
-                    format!("--set-budget-ms takes milliseconds, `none` or `default` (got {ms:?})")
-                })?;
-                Some((ms * 1_000).to_string())
+        let setting = BudgetSetting::parse(&v)?;
+        let b: BudgetView = match &target {
+            Target::Server(r) => {
+                let body = match setting {
+                    BudgetSetting::Ms(ms) => json!({ "budgetMs": ms }),
+                    BudgetSetting::Unlimited => json!({ "budgetMs": "none" }),
+                    BudgetSetting::Default => json!({ "budgetMs": "default" }),
+                };
+                r.put(
+                    &format!("/api/operator/spaces/{space}/ledger/budget"),
+                    &body,
+                )?
+            }
+            Target::Directory(l) => {
+                let mut sp = op::open(&l.store, space)?;
+                op::set_budget(&mut sp, setting, None)?
             }
         };
-        sp.plane(|p| p.set_policy(POLICY_SCHEDULED_BUDGET_US, value.as_deref()))?;
-        println!(
-            "scheduled CPU budget of {space}: {}",
-            match v.as_str() {
-                "none" => "unlimited (override)".to_string(),
-                "default" => "the host default".to_string(),
-                ms => format!("{ms} ms per window (override)"),
-            }
-        );
+        println!("scheduled CPU budget of {space}: {}", budget_text(&b));
+        println!("{}", target.note());
         return Ok(ExitCode::SUCCESS);
     }
-    let budget = sp.plane(|p| p.policy(POLICY_SCHEDULED_BUDGET_US))?;
+    let v: LedgerView = match &target {
+        Target::Server(r) => r.get(&format!("/api/operator/spaces/{space}/ledger?top={top}"))?,
+        Target::Directory(l) => op::ledger(&l.view(SystemClock.now_ms()), space, top)?,
+    };
     println!(
-        "space {space}: scheduled budget {}",
-        match budget.as_deref() {
-            None => "host default".to_string(),
-            Some("none") => "unlimited".to_string(),
-            Some(us) => format!(
-                "{:.1} ms per window",
-                us.parse::<f64>().unwrap_or(0.0) / 1_000.0
-            ),
-        }
+        "space {space}: scheduled budget {} (windows of {})",
+        budget_text(&v.budget),
+        human_duration_ms(v.window_ms)
     );
-    let rows = sp.ledger()?;
-    if rows.is_empty() {
+    if v.rows.is_empty() {
         println!("no compute recorded");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "{:<22} {:<10} {:>12} {:>12} {:>8} {:>9} {:>8} {:>7}",
-        "window (UTC)", "bucket", "cpu ms", "wall ms", "waves", "actions", "commits", "skips"
-    );
-    for r in rows {
-        println!(
-            "{:<22} {:<10} {:>12.3} {:>12.3} {:>8} {:>9} {:>8} {:>7}",
-            crate::human::format_utc_ms(r.window_start_ms),
-            r.bucket.as_str(),
-            r.totals.cpu_us as f64 / 1_000.0,
-            r.totals.wall_us as f64 / 1_000.0,
-            r.totals.waves,
-            r.totals.actions,
-            r.totals.commits,
-            r.totals.budget_skips
+    } else {
+        let rows: Vec<[String; 8]> = v
+            .rows
+            .iter()
+            .map(|r| {
+                [
+                    format_utc_ms(r.window_start_ms),
+                    r.bucket.as_str().to_string(),
+                    cpu_ms(r.totals.cpu_us),
+                    cpu_ms(r.totals.wall_us),
+                    thousands(r.totals.waves),
+                    thousands(r.totals.actions),
+                    thousands(r.totals.commits),
+                    thousands(r.totals.budget_skips),
+                ]
+            })
+            .collect();
+        table::print(
+            &[
+                "WINDOW (UTC)",
+                "BUCKET",
+                "CPU",
+                "WALL",
+                "WAVES",
+                "ACTIONS",
+                "COMMITS",
+                "SKIPS",
+            ],
+            &[2, 3, 4, 5, 6, 7],
+            &rows,
         );
-    }
-    let costs = sp.action_costs(top)?;
-    if !costs.is_empty() {
-        println!("\ntop {} actions by CPU:", costs.len());
-        println!(
-            "{:>10} {:>7} {:<11} {:<24} {:<30} pattern",
-            "cpu ms", "runs", "kind", "piece", "action"
-        );
-        for c in costs {
-            println!(
-                "{:>10.3} {:>7} {:<11} {:<24} {:<30} {}",
-                c.cpu_us as f64 / 1_000.0,
-                c.runs,
-                c.kind,
-                c.piece,
-                c.action,
-                c.pattern
+        if !v.top.is_empty() {
+            println!("\ntop {} actions by CPU:", v.top.len());
+            let rows: Vec<[String; 6]> = v
+                .top
+                .iter()
+                .map(|c| {
+                    [
+                        cpu_ms(c.cpu_us),
+                        thousands(c.runs),
+                        c.kind.clone(),
+                        c.piece.clone(),
+                        c.action.clone(),
+                        c.pattern.clone(),
+                    ]
+                })
+                .collect();
+            table::print(
+                &["CPU", "RUNS", "KIND", "PIECE", "ACTION", "PATTERN"],
+                &[0, 1],
+                &rows,
             );
         }
     }
+    println!("{}", target.note());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A budget for people: what is set, and what applies when known.
+fn budget_text(b: &BudgetView) -> String {
+    let per = |us: u64| format!("{} per window", cpu_ms(us));
+    let set = match (b.setting.as_str(), b.override_us) {
+        ("unlimited", _) => "unlimited (override)".to_string(),
+        ("override", Some(us)) => format!("{} (override)", per(us)),
+        _ => "the host default".to_string(),
+    };
+    match (b.setting.as_str(), b.effective) {
+        ("default", Some(Limit::CpuUs(us))) => format!("{set}: {}", per(us)),
+        ("default", Some(Limit::Unlimited)) => format!("{set}: unlimited"),
+        _ => set,
+    }
 }

@@ -4,8 +4,11 @@
 //!
 //! - `serve.rs` — `spacewake serve`: wires a host together and runs it;
 //! - `client.rs` — `identity`, `deploy`, `send`, `read` (WebSocket clients);
+//! - `remote.rs` — where an operator command acts: the running server's
+//!   operator API, or the data directory when no server holds it;
 //! - `grant.rs` — `grant`;
-//! - `spaces.rs` — `spaces`;
+//! - `spaces.rs` — `spaces` (list, create);
+//! - `pieces.rs` — `pieces`;
 //! - `schedules.rs` — `schedules list|trigger|pause|resume|fires`;
 //! - `ledger.rs` — `ledger`;
 //! - `bench.rs` — `bench …`;
@@ -15,6 +18,8 @@ pub mod bench;
 pub mod client;
 pub mod grant;
 pub mod ledger;
+pub mod pieces;
+pub mod remote;
 pub mod schedules;
 pub mod serve;
 pub mod spaces;
@@ -62,9 +67,16 @@ pub enum Command {
         #[command(subcommand)]
         which: bench::BenchCommand,
     },
-    /// Inspect a data directory without a running server.
-    Spaces(DataArgs),
-    /// Operate schedule entries in a data directory: list, trigger, pause, resume, fires.
+    /// List spaces (active or parked, next wake, undelivered, CPU), or create one.
+    Spaces(spaces::SpacesArgs),
+    /// List a space's pieces: id, pattern, name, when deployed.
+    Pieces {
+        #[command(flatten)]
+        op: remote::OperatorArgs,
+        #[arg(long)]
+        space: String,
+    },
+    /// Schedule entries: list, trigger, pause, resume, fires.
     Schedules {
         #[command(subcommand)]
         which: schedules::SchedulesCommand,
@@ -72,7 +84,7 @@ pub enum Command {
     /// Show a space's compute ledger and top actions, or set its scheduled budget.
     Ledger {
         #[command(flatten)]
-        data: DataArgs,
+        op: remote::OperatorArgs,
         #[arg(long)]
         space: String,
         /// How many of the most expensive actions to list.
@@ -83,10 +95,10 @@ pub enum Command {
         #[arg(long)]
         set_budget_ms: Option<String>,
     },
-    /// Grant a principal read or write access to a space (data directory).
+    /// Grant a principal read or write access to a space (`none` revokes).
     Grant {
         #[command(flatten)]
-        data: DataArgs,
+        op: remote::OperatorArgs,
         #[arg(long)]
         space: String,
         /// The principal's did:key.
@@ -185,7 +197,7 @@ pub enum DebugCommand {
 }
 
 /// Where a command finds the host's data directory.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct DataArgs {
     /// The host's data directory (the one `serve --data` uses).
     #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
@@ -218,20 +230,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check { files } => Ok(crate::check::run(&files)),
         Command::Scenario { files } => Ok(crate::scenario::run_files(&files)),
         Command::Bench { which } => bench::run(which),
-        Command::Spaces(args) => spaces::list(&args.data),
+        Command::Spaces(args) => spaces::run(args),
+        Command::Pieces { op, space } => pieces::run(&op, &space),
         Command::Grant {
-            data,
+            op,
             space,
             did,
             access,
-        } => grant::run(&data.data, &space, &did, &access),
+        } => grant::run(&op, &space, &did, &access),
         Command::Identity(c) => client::identity(&c),
         Command::Ledger {
-            data,
+            op,
             space,
             top,
             set_budget_ms,
-        } => ledger::run(&data.data, &space, top, set_budget_ms),
+        } => ledger::run(&op, &space, top, set_budget_ms),
         Command::Schedules { which } => schedules::run(which),
         Command::Deploy {
             client,

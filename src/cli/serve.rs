@@ -87,6 +87,15 @@ pub struct ServeArgs {
     /// terminate TLS in a collector sidecar. No export when omitted.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// A did:key allowed to use the operator API (repeatable; env:
+    /// comma-separated). The host's own key (`DATA/host.key`) always is.
+    #[arg(
+        long,
+        env = "SPACEWAKE_OPERATORS",
+        value_delimiter = ',',
+        value_name = "DID"
+    )]
+    pub operator: Vec<String>,
     /// On SIGTERM or SIGINT, how long the graceful shutdown may take
     /// (finishing waves, closing sessions, releasing leases) before what is
     /// left is abandoned; a second signal exits at once.
@@ -141,6 +150,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
     )?;
     let store = Store::open(cfg, clock, Counters::new()).context("opening the data directory")?;
+    // Operators: the host's own key (whoever can read the data directory)
+    // and every --operator.
+    let host_key = crate::operator::host_key(&args.data)?;
+    for did in &args.operator {
+        crate::protocol::decode_did_key(did)
+            .with_context(|| format!("--operator {did:?} is not an ed25519 did:key"))?;
+    }
+    let operators = crate::http::OperatorAuth::new(
+        std::iter::once(host_key.did()).chain(args.operator.iter().cloned()),
+    );
     let host_cfg = crate::host::HostConfig {
         idle_park_ms: args.idle_park_ms,
         flush_deadline_ms: args.flush_deadline_ms,
@@ -180,7 +199,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let state = crate::http::HttpState { host: host.clone() };
+        let state = crate::http::HttpState::new(host.clone(), operators);
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -196,6 +215,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             listen = %local,
             data = %args.data.display(),
             holder = store.holder(),
+            operator = %host_key.did(),
             booted,
             "spacewake serving"
         );

@@ -43,6 +43,10 @@ pub enum Trigger {
     Warm,
     Boot,
     Schedule,
+    /// An operator's read-modify-write of the space's plane: the space
+    /// file is opened on a space-server thread, with no lease and no
+    /// runtime unless other requests arrive meanwhile.
+    Operator,
 }
 
 impl Trigger {
@@ -53,7 +57,21 @@ impl Trigger {
             Trigger::Warm => Counter::ActivationsWarm,
             Trigger::Boot => Counter::ActivationsBoot,
             Trigger::Schedule => Counter::ActivationsSchedule,
+            Trigger::Operator => Counter::ActivationsOperator,
         }
+    }
+}
+
+/// An operator's action on one space's file ([`Host::operate`]); its
+/// result is JSON for the operator API.
+pub struct Operation(
+    #[allow(clippy::type_complexity)]
+    pub  Box<dyn FnOnce(&mut crate::store::Space) -> crate::operator::OpResult<Value> + Send>,
+);
+
+impl std::fmt::Debug for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Operation")
     }
 }
 
@@ -158,6 +176,9 @@ pub enum Request {
     /// The host is shutting down: finish the wave in flight, start no
     /// other, release the lease, checkpoint and close the file.
     Stop,
+    /// An operator's action, run on the space server's own handle of the
+    /// file (so no second handle moves the directory behind its back).
+    Operate(Operation),
     /// A wake falls due at `due_ms`: activate now and stay active until
     /// then, so the wake fires on time instead of after an activation.
     Prepare {
@@ -167,11 +188,23 @@ pub enum Request {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
+    /// What an [`Operation`] returned (its own errors included).
+    Operated(crate::operator::OpResult<Value>),
     Done,
-    Attached { head_seq: u64 },
-    Appended { seq: u64, duplicate: bool },
-    Value { value: Value, seq: u64 },
-    Deployed { piece: String },
+    Attached {
+        head_seq: u64,
+    },
+    Appended {
+        seq: u64,
+        duplicate: bool,
+    },
+    Value {
+        value: Value,
+        seq: u64,
+    },
+    Deployed {
+        piece: String,
+    },
 }
 
 /// Errors a request can end in; mapped to wire codes at the edge. The
@@ -470,6 +503,10 @@ impl Host {
             .expect("the waker thread starts");
     }
 
+    pub fn config(&self) -> &HostConfig {
+        &self.inner.cfg
+    }
+
     pub fn store(&self) -> &Store {
         &self.inner.store
     }
@@ -556,6 +593,28 @@ impl Host {
         Ok(rx)
     }
 
+    /// Runs an operator's action on `space`'s file, through the host: on
+    /// the space server's handle if the space is active, else on a brief
+    /// operator tenure (no lease, no runtime) that ends as soon as it is
+    /// done. A change that moves the space's wake earlier tells the waker
+    /// at once (the store's wake listener), so a triggered entry fires
+    /// within milliseconds.
+    pub async fn operate(
+        &self,
+        space: &str,
+        op: Operation,
+    ) -> Result<crate::operator::OpResult<Value>, HostError> {
+        match self
+            .request(space, Trigger::Operator, Request::Operate(op))
+            .await?
+        {
+            Reply::Operated(r) => Ok(r),
+            other => Err(HostError::Internal(format!(
+                "an operation answered {other:?}"
+            ))),
+        }
+    }
+
     /// Sends a request without waiting for a reply.
     pub fn notify(&self, space: &str, trigger: Trigger, req: Request) -> Result<(), HostError> {
         self.dispatch(space, trigger, Cmd { req, reply: None })
@@ -583,12 +642,17 @@ impl Host {
         }
         let now = self.inner.clock.now_ms();
         let mut after_lease = false;
+        // An operator's action needs neither lease nor runtime, so a space
+        // backing off (a program that no longer compiles, say) can still be
+        // paused or have its budget set.
+        let operator = trigger == Trigger::Operator;
         if let Some(f) = self
             .inner
             .failures
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(space)
+            .filter(|_| !operator)
         {
             if now < f.retry_at_ms {
                 self.inner

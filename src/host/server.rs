@@ -85,25 +85,57 @@ pub(crate) fn run(
 ) {
     let scheduled = trigger == super::Trigger::Schedule;
     let counters = inner.counters.space(&id);
-    let started = (|| -> Result<SpaceRuntime, RuntimeError> {
-        let access = if scheduled {
-            FileAccess::Exclusive
-        } else {
-            FileAccess::Shared
-        };
-        let space = inner.store.open_space_with(&id, access)?;
+    let access = if scheduled {
+        FileAccess::Exclusive
+    } else {
+        FileAccess::Shared
+    };
+    let mut opened = inner
+        .store
+        .open_space_with(&id, access)
+        .map_err(RuntimeError::from);
+    // Requests that arrived during an operator's tenure, to handle first.
+    let mut queued = Vec::new();
+    if trigger == super::Trigger::Operator {
+        if let Ok(space) = opened {
+            match operate_parked(&inner, &id, generation, &rx, space) {
+                Parked::Done => {
+                    end_tenure(&inner, &counters, &id);
+                    return;
+                }
+                Parked::Wanted(space, cmds) => {
+                    opened = Ok(*space);
+                    queued = cmds;
+                }
+            }
+        }
+    }
+    let started = opened.and_then(|space| {
         SpaceRuntime::start(
             space,
             inner.clock.clone(),
             inner.store.config().lease_ttl_ms,
             inner.cfg.runtime.clone(),
         )
-    })();
+    });
     let rt = match started {
         Ok(rt) => rt,
         Err(e) => {
             tracing::warn!(space = %id, error = %e, "activation failed");
-            let refusal = inner.record_failure(&id, trigger, &e);
+            let refusal = if trigger == super::Trigger::Operator && queued.is_empty() {
+                // No back-off for an operator: nothing was tried but the file.
+                HostError::Unavailable {
+                    space: id.clone(),
+                    reason: e.to_string(),
+                }
+            } else {
+                inner.record_failure(&id, trigger, &e)
+            };
+            for c in queued {
+                if let Some(r) = c.reply {
+                    let _ = r.send(Err(refusal.clone()));
+                }
+            }
             fail_all(&inner, &id, generation, &rx, &refusal);
             end_tenure(&inner, &counters, &id);
             return;
@@ -145,6 +177,9 @@ pub(crate) fn run(
         last_activity: Instant::now(),
         next_renew: Instant::now() + renew,
     };
+    for cmd in queued {
+        s.handle(cmd);
+    }
     let ended = loop {
         let now = Instant::now();
         let park_at = s.park_at();
@@ -294,6 +329,58 @@ pub(crate) fn run(
             };
             fail_all(&inner, &id, generation, &rx, &stopped);
             end_tenure(&inner, &counters, &id);
+        }
+    }
+}
+
+/// How an operator's tenure ended.
+enum Parked {
+    /// Every queued operation done and nothing else asked: retired.
+    Done,
+    /// Another request arrived: the space is wanted for a full tenure,
+    /// which handles these first.
+    Wanted(Box<crate::store::Space>, Vec<Cmd>),
+}
+
+/// An operator's tenure on a parked space: operations run on the file
+/// (no lease — they are plane writes, which need none — and no runtime);
+/// it retires as soon as its channel is empty, under the host's lock like
+/// any park, so a request sent meanwhile is never lost: the first one that
+/// is not an operation turns this into a full tenure.
+fn operate_parked(
+    inner: &HostInner,
+    id: &str,
+    generation: u64,
+    rx: &Receiver<Cmd>,
+    mut space: crate::store::Space,
+) -> Parked {
+    let mut pending: std::collections::VecDeque<Cmd> = std::collections::VecDeque::new();
+    loop {
+        let cmd = match pending.pop_front().or_else(|| rx.try_recv().ok()) {
+            Some(c) => c,
+            None => match inner.try_retire(id, generation, rx) {
+                None => return Parked::Done,
+                Some(left) => {
+                    pending.extend(left);
+                    continue;
+                }
+            },
+        };
+        match cmd.req {
+            Request::Operate(op) => {
+                let result = (op.0)(&mut space);
+                if let Some(r) = cmd.reply {
+                    let _ = r.send(Ok(Reply::Operated(result)));
+                }
+            }
+            req => {
+                let mut cmds = vec![Cmd {
+                    req,
+                    reply: cmd.reply,
+                }];
+                cmds.extend(pending);
+                return Parked::Wanted(Box::new(space), cmds);
+            }
         }
     }
 }
@@ -529,6 +616,7 @@ impl Server {
                 self.stopping = true;
                 Ok(Reply::Done)
             }
+            Request::Operate(op) => Ok(Reply::Operated((op.0)(self.rt.space()))),
             Request::FireDue => {
                 self.scheduled = true;
                 self.hold_until = None;

@@ -405,10 +405,12 @@ impl SpaceRuntime {
                 json!({"entry": program.entry().name, "modules": modules}),
             )?;
         }
+        // When it was created, for operators (the listing's only use).
+        let created_ms = self.clock.now_ms();
         self.write(
             PIECES_DOC,
             &[PathSeg::Key(piece.clone())],
-            json!({"program": hash, "export": export}),
+            json!({"program": hash, "export": export, "createdMs": created_ms}),
         )?;
         self.counters.inc(Counter::PiecesCreated);
         Ok(piece)

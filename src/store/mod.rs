@@ -52,6 +52,14 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+/// What a space spent in one ledger window ([`Store::window_spend`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowSpend {
+    pub scheduled_cpu_us: u64,
+    pub session_cpu_us: u64,
+}
+
 /// The three classes of commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -306,6 +314,41 @@ impl Store {
         self.shared
             .directory
             .insert_space(id, owner, self.shared.clock.now_ms())
+    }
+
+    /// The CPU (µs) a space's `scheduled` and `session` buckets spent in
+    /// the ledger window starting at `window_start_ms`, read with one query
+    /// on a connection of its own, without opening the space (no
+    /// migration, no projection, no hooks): for listings of many spaces.
+    /// A space held exclusively by a scheduled tenure for more than 50 ms
+    /// reads as busy (an error).
+    pub fn window_spend(&self, id: &str, window_start_ms: u64) -> StoreResult<WindowSpend> {
+        validate_space_id(id)?;
+        let path = self.space_path(id);
+        let conn = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| space::open_error(&path, e))?;
+        conn.busy_timeout(std::time::Duration::from_millis(50))
+            .at(&path)?;
+        let mut spend = WindowSpend::default();
+        let mut stmt = conn
+            .prepare("SELECT bucket, cpu_us FROM compute_ledger WHERE window_start_ms = ?1")
+            .at(&path)?;
+        let rows = stmt
+            .query_map([window_start_ms as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })
+            .at(&path)?;
+        for row in rows {
+            let (bucket, cpu) = row.at(&path)?;
+            match bucket.as_str() {
+                "scheduled" => spend.scheduled_cpu_us += cpu as u64,
+                _ => spend.session_cpu_us += cpu as u64,
+            }
+        }
+        Ok(spend)
     }
 
     /// Opens a registered space's file, upgrading its schema if needed. A

@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Status of a schedule entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ScheduleStatus {
     Active,
@@ -43,7 +43,7 @@ impl ScheduleStatus {
 }
 
 /// One row of `schedule_index`: one declared entry of one piece.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleRow {
     pub piece: String,
@@ -114,7 +114,7 @@ impl ScheduleRow {
 }
 
 /// The ledger's two buckets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Bucket {
     /// Waves of scheduled tenures.
@@ -133,7 +133,7 @@ impl Bucket {
 }
 
 /// Figures added to one ledger row.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LedgerDelta {
     pub cpu_us: u64,
@@ -145,7 +145,7 @@ pub struct LedgerDelta {
 }
 
 /// One row of `compute_ledger`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LedgerRow {
     pub bucket: Bucket,
@@ -302,7 +302,7 @@ pub(crate) fn action_states(
 }
 
 /// One action's attributed compute in one window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionCost {
     pub window_start_ms: u64,
@@ -342,7 +342,7 @@ pub(crate) fn list_action_costs(
 }
 
 /// One recorded fire of a schedule entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FireRecord {
     pub piece: String,

@@ -25,9 +25,24 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
+mod operator;
+
+pub use operator::{OperatorAuth, WINDOW_MS as OPERATOR_WINDOW_MS};
+
 #[derive(Clone)]
 pub struct HttpState {
     pub host: Host,
+    /// Who may use the operator API (`/api/operator/…`).
+    pub operators: std::sync::Arc<OperatorAuth>,
+}
+
+impl HttpState {
+    pub fn new(host: Host, operators: OperatorAuth) -> HttpState {
+        HttpState {
+            host,
+            operators: std::sync::Arc::new(operators),
+        }
+    }
 }
 
 /// Accepts connections with `TCP_NODELAY`: sessions exchange small frames,
@@ -53,6 +68,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/ws", get(ws))
         .route("/api/spaces/{space}/events", post(ingest))
         .route("/api/spaces/{space}/warm", post(warm))
+        .merge(operator::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT_BYTES))
@@ -104,7 +120,7 @@ pub(crate) fn http_error(status: StatusCode, code: &str, message: impl Into<Stri
     error_with(status, code, message.into(), None)
 }
 
-fn error_with(
+pub(crate) fn error_with(
     status: StatusCode,
     code: &str,
     message: String,
@@ -319,7 +335,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
 /// cannot be reached now (backing off, the host at its limit, held by
 /// another host, its server stopped) 503 with `Retry-After`, a server-side
 /// failure 500.
-fn host_error_response(e: crate::host::HostError) -> Response {
+pub(crate) fn host_error_response(e: crate::host::HostError) -> Response {
     let retry_after_ms = e.retry_after_ms();
     let pe = crate::session::host_error(None, e);
     let status = match pe.code {

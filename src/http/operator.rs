@@ -1,0 +1,686 @@
+//! The operator API: `/api/operator/…`, JSON in and out, every request
+//! signed by an operator's key (`spec/operators.md`).
+//!
+//! # Authentication
+//! Three headers: `x-spacewake-did` (a did:key), `x-spacewake-time` (ms
+//! since the epoch) and `x-spacewake-signature` (base64url ed25519 over
+//! `protocol::operator_message(time, method, path?query, body)`). The did
+//! must be one of this host's operators (`serve --operator DID`, or the
+//! host's own key in `DATA/host.key`). The time must be within
+//! [`WINDOW_MS`] of the host clock, and a signature is accepted once:
+//! replaying a request inside the window is refused, and outside it is
+//! stale.
+//!
+//! # What acts where
+//! Reads open space files directly ([`crate::operator`]); writes to a
+//! space's plane go through the host ([`Host::operate`]), on the space
+//! server's handle of the file; grants and space creation are writes to
+//! the host directory, which this process owns.
+
+use super::{error_with, header_str, http_error, HttpState};
+use crate::host::{Host, Operation};
+use crate::metrics::Counter;
+use crate::operator::{self as op, BudgetSetting, OpError, View};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
+
+/// How far an operator request's time may be from the host clock.
+pub const WINDOW_MS: u64 = 5 * 60_000;
+
+/// Signatures remembered to refuse replays; beyond this many within the
+/// window the oldest are forgotten (their requests would be stale soon).
+const REPLAY_MEMORY: usize = 100_000;
+
+/// Who may use the operator API, and the signatures already used.
+pub struct OperatorAuth {
+    dids: HashSet<String>,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    order: VecDeque<(u64, String)>,
+    set: HashSet<String>,
+}
+
+impl OperatorAuth {
+    /// Operators: these dids (the host's own is among them).
+    pub fn new(dids: impl IntoIterator<Item = String>) -> OperatorAuth {
+        OperatorAuth {
+            dids: dids.into_iter().collect(),
+            seen: Mutex::new(Seen::default()),
+        }
+    }
+
+    /// Whether `did` is an operator of this host.
+    pub fn is_operator(&self, did: &str) -> bool {
+        self.dids.contains(did)
+    }
+
+    /// Records a signature first seen at `now_ms`; false if it was seen.
+    fn first_use(&self, signature: &str, now_ms: u64) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some((at, _)) = seen.order.front() {
+            if *at + 2 * WINDOW_MS < now_ms || seen.order.len() >= REPLAY_MEMORY {
+                let (_, old) = seen.order.pop_front().expect("front exists");
+                seen.set.remove(&old);
+            } else {
+                break;
+            }
+        }
+        if !seen.set.insert(signature.to_string()) {
+            return false;
+        }
+        seen.order.push_back((now_ms, signature.to_string()));
+        true
+    }
+}
+
+pub fn routes() -> Router<HttpState> {
+    Router::new()
+        .route("/api/operator/spaces", get(list_spaces).post(create_space))
+        .route("/api/operator/spaces/{space}", get(one_space))
+        .route("/api/operator/spaces/{space}/pieces", get(pieces))
+        .route("/api/operator/spaces/{space}/grants", post(grant))
+        .route("/api/operator/schedules", get(schedules))
+        .route(
+            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/trigger",
+            post(trigger),
+        )
+        .route(
+            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/pause",
+            post(pause),
+        )
+        .route(
+            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/resume",
+            post(resume),
+        )
+        .route(
+            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/fires",
+            get(fires),
+        )
+        .route("/api/operator/spaces/{space}/ledger", get(ledger))
+        .route(
+            "/api/operator/spaces/{space}/ledger/budget",
+            put(set_budget),
+        )
+}
+
+/// One authenticated request: who signed it, and its body.
+struct Signed {
+    did: String,
+    body: Bytes,
+}
+
+/// Checks the signature, time, replay and operator rights of a request.
+#[allow(clippy::result_large_err)]
+fn authenticate(
+    s: &HttpState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Signed, Response> {
+    let body = body.map_err(super::body_error)?;
+    let refuse = |status: StatusCode, code: &str, reason: &str, message: String| {
+        s.host.counters().add_host(Counter::OperatorRefused, 1);
+        let details = (!reason.is_empty()).then(|| json!({ "reason": reason }));
+        error_with(status, code, message, details)
+    };
+    let did = header_str(headers, "x-spacewake-did").to_string();
+    let signature = header_str(headers, "x-spacewake-signature");
+    let now = s.host.store().clock().now_ms();
+    let Ok(time) = header_str(headers, "x-spacewake-time").parse::<u64>() else {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "badSignature",
+            "malformedTime",
+            "request refused: x-spacewake-time must be the request's time in ms since the epoch"
+                .into(),
+        ));
+    };
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    if let Err(e) =
+        crate::protocol::verify_operator(&did, signature, time, method.as_str(), path, &body)
+    {
+        s.host.counters().add_host(Counter::OperatorRefused, 1);
+        let e = crate::protocol::ProtocolError::bad_signature(&e, "request refused");
+        return Err(super::protocol_error(StatusCode::UNAUTHORIZED, e));
+    }
+    if time.abs_diff(now) > WINDOW_MS {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "badSignature",
+            "stale",
+            format!(
+                "request refused: its time is {} ms from the server's (the limit is {WINDOW_MS} ms); \
+                 check the clocks, or sign it anew",
+                time.abs_diff(now)
+            ),
+        ));
+    }
+    if !s.operators.is_operator(&did) {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "",
+            format!(
+                "{did} is not an operator of this host (`serve --operator DID`, or sign with \
+                 the host's key in its data directory)"
+            ),
+        ));
+    }
+    if !s.operators.first_use(signature, now) {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "badSignature",
+            "replayed",
+            "request refused: this signature was already used; sign each request anew".into(),
+        ));
+    }
+    Ok(Signed { did, body })
+}
+
+/// An operator error as an HTTP error, in the common shape.
+fn op_error(e: OpError) -> Response {
+    let (status, code, details) = match &e {
+        OpError::UnknownSpace(space) => (
+            StatusCode::NOT_FOUND,
+            "unknownSpace",
+            Some(json!({ "space": space })),
+        ),
+        OpError::Quarantined { space, reason } => (
+            StatusCode::CONFLICT,
+            "quarantined",
+            Some(json!({ "space": space, "reason": reason })),
+        ),
+        OpError::UnknownPiece { piece, .. } => (
+            StatusCode::NOT_FOUND,
+            "unknownPiece",
+            Some(json!({ "piece": piece })),
+        ),
+        OpError::NoSchedule(piece) => (
+            StatusCode::NOT_FOUND,
+            "unknownEntry",
+            Some(json!({ "piece": piece, "entries": [] })),
+        ),
+        OpError::UnknownEntry { piece, have, .. } => (
+            StatusCode::NOT_FOUND,
+            "unknownEntry",
+            Some(json!({ "piece": piece, "entries": have })),
+        ),
+        OpError::BadRequest(_) => (StatusCode::BAD_REQUEST, "badMessage", None),
+        OpError::SpaceExists(space) => (
+            StatusCode::CONFLICT,
+            "spaceExists",
+            Some(json!({ "space": space })),
+        ),
+        OpError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", None),
+    };
+    error_with(status, code, e.to_string(), details)
+}
+
+/// What reads need, from this host.
+fn view(host: &Host) -> View<'_> {
+    let cfg = host.config();
+    View {
+        store: host.store(),
+        now_ms: host.store().clock().now_ms(),
+        active: host.active_spaces().into_iter().collect(),
+        window_ms: cfg.runtime.ledger_window_ms,
+        host_budget_us: Some(cfg.schedule.scheduled_budget_us),
+    }
+}
+
+/// Runs a read on a blocking thread (it opens files) and answers JSON.
+async fn read<T: serde::Serialize + Send + 'static>(
+    s: &HttpState,
+    f: impl FnOnce(&Host) -> op::OpResult<T> + Send + 'static,
+) -> Response {
+    let host = s.host.clone();
+    let result = tokio::task::spawn_blocking(move || f(&host)).await;
+    s.host.counters().add_host(Counter::OperatorReads, 1);
+    match result {
+        Ok(Ok(v)) => Json(v).into_response(),
+        Ok(Err(e)) => op_error(e),
+        Err(e) => http_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    }
+}
+
+/// Logs and counts an operator's action.
+fn acted(s: &HttpState, did: &str, action: &str, space: &str) {
+    s.host.counters().space(space).inc(Counter::OperatorActions);
+    tracing::info!(operator = did, action, space, "operator action");
+}
+
+/// Runs `f` on the space's file through the host (see [`Host::operate`]).
+async fn operate(
+    s: &HttpState,
+    space: &str,
+    f: impl FnOnce(&mut crate::store::Space) -> op::OpResult<Value> + Send + 'static,
+) -> Response {
+    // A quarantined or unknown space is said so before any activation.
+    let known = {
+        let host = s.host.clone();
+        let id = space.to_string();
+        tokio::task::spawn_blocking(move || op::space(&view(&host), &id)).await
+    };
+    match known {
+        Ok(Ok(v)) if v.quarantined.is_some() => {
+            return op_error(OpError::Quarantined {
+                space: v.id,
+                reason: v.quarantined.unwrap_or_default(),
+            })
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return op_error(e),
+        Err(e) => return http_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    }
+    match s.host.operate(space, Operation(Box::new(f))).await {
+        Ok(Ok(v)) => Json(v).into_response(),
+        Ok(Err(e)) => op_error(e),
+        Err(e) => super::host_error_response(e),
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: T) -> op::OpResult<Value> {
+    serde_json::to_value(v).map_err(|e| OpError::Internal(e.to_string()))
+}
+
+/// The path parameters of one schedule entry.
+#[derive(Deserialize)]
+struct EntryPath {
+    space: String,
+    piece: String,
+    entry: String,
+}
+
+impl EntryPath {
+    #[allow(clippy::result_large_err)]
+    fn entry(&self) -> Result<u32, Response> {
+        self.entry.parse().map_err(|_| {
+            http_error(
+                StatusCode::BAD_REQUEST,
+                "badMessage",
+                format!(
+                    "the entry is its position in the piece's [SCHEDULE] list, from 0 (got {:?})",
+                    self.entry
+                ),
+            )
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn list_spaces(
+    State(s): State<HttpState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
+        return r;
+    }
+    let Ok(Query(q)) = query else {
+        return bad("the query takes `after` (a space id) and `limit` (1 to 1000)");
+    };
+    read(&s, move |host| {
+        op::spaces(&view(host), q.after.as_deref(), q.limit.unwrap_or(100))
+    })
+    .await
+}
+
+fn bad(message: &str) -> Response {
+    http_error(StatusCode::BAD_REQUEST, "badMessage", message)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    space: String,
+    /// The owner's did:key; the signing operator when absent.
+    owner: Option<String>,
+}
+
+async fn create_space(
+    State(s): State<HttpState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let signed = match authenticate(&s, &method, &uri, &headers, body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let parsed: CreateBody = match serde_json::from_slice(&signed.body) {
+        Ok(b) => b,
+        Err(e) => return bad(&format!("the body is not {{\"space\", \"owner\"?}}: {e}")),
+    };
+    if s.host.is_shutting_down() {
+        return http_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the host is shutting down",
+        );
+    }
+    let owner = parsed.owner.unwrap_or_else(|| signed.did.clone());
+    acted(&s, &signed.did, "create", &parsed.space);
+    let host = s.host.clone();
+    let space = parsed.space.clone();
+    let made = tokio::task::spawn_blocking(move || {
+        op::create_space(host.store(), &space, &owner)?;
+        op::space(&view(&host), &space)
+    })
+    .await;
+    match made {
+        Ok(Ok(v)) => (StatusCode::CREATED, Json(v)).into_response(),
+        Ok(Err(e)) => op_error(e),
+        Err(e) => http_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    }
+}
+
+async fn one_space(
+    State(s): State<HttpState>,
+    space: Result<Path<String>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Path(space) = match space {
+        Ok(p) => p,
+        Err(r) => return super::path_error(r),
+    };
+    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
+        return r;
+    }
+    read(&s, move |host| op::space(&view(host), &space)).await
+}
+
+async fn pieces(
+    State(s): State<HttpState>,
+    space: Result<Path<String>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Path(space) = match space {
+        Ok(p) => p,
+        Err(r) => return super::path_error(r),
+    };
+    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
+        return r;
+    }
+    read(&s, move |host| {
+        op::pieces(host.store(), &space).map(|p| json!({ "space": space, "pieces": p }))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantBody {
+    did: String,
+    /// `read`, `write` or `none`.
+    access: String,
+}
+
+async fn grant(
+    State(s): State<HttpState>,
+    space: Result<Path<String>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Path(space) = match space {
+        Ok(p) => p,
+        Err(r) => return super::path_error(r),
+    };
+    let signed = match authenticate(&s, &method, &uri, &headers, body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let parsed: GrantBody = match serde_json::from_slice(&signed.body) {
+        Ok(b) => b,
+        Err(e) => return bad(&format!("the body is not {{\"did\", \"access\"}}: {e}")),
+    };
+    acted(&s, &signed.did, "grant", &space);
+    let host = s.host.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        op::grant(host.store(), &space, &parsed.did, &parsed.access)
+    })
+    .await;
+    // Open sessions learn of it within the grants re-check period.
+    s.host.grants_version();
+    match done {
+        Ok(Ok(v)) => Json(v).into_response(),
+        Ok(Err(e)) => op_error(e),
+        Err(e) => http_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleQuery {
+    /// Comma-separated space ids.
+    space: Option<String>,
+    all: Option<bool>,
+}
+
+async fn schedules(
+    State(s): State<HttpState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: Result<Query<ScheduleQuery>, axum::extract::rejection::QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
+        return r;
+    }
+    let Ok(Query(q)) = query else {
+        return bad("the query takes `space` (comma-separated ids) and `all` (true or false)");
+    };
+    let only: Vec<String> = q
+        .space
+        .map(|s| {
+            s.split(',')
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let all = q.all.unwrap_or(false);
+    read(&s, move |host| op::schedules(&view(host), &only, all)).await
+}
+
+async fn entry_action(
+    s: HttpState,
+    path: Result<Path<EntryPath>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    action: &'static str,
+) -> Response {
+    let Path(p) = match path {
+        Ok(p) => p,
+        Err(r) => return super::path_error(r),
+    };
+    let signed = match authenticate(&s, &method, &uri, &headers, body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let entry = match p.entry() {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    acted(&s, &signed.did, action, &p.space);
+    let now = s.host.store().clock().now_ms();
+    let piece = p.piece.clone();
+    operate(&s, &p.space, move |sp| {
+        let change = match action {
+            "trigger" => op::trigger(sp, &piece, entry, now),
+            "pause" => op::pause(sp, &piece, entry, now),
+            _ => op::resume(sp, &piece, entry, now),
+        }?;
+        to_json(change)
+    })
+    .await
+}
+
+async fn trigger(
+    State(s): State<HttpState>,
+    path: Result<Path<EntryPath>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    entry_action(s, path, method, uri, headers, body, "trigger").await
+}
+
+async fn pause(
+    State(s): State<HttpState>,
+    path: Result<Path<EntryPath>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    entry_action(s, path, method, uri, headers, body, "pause").await
+}
+
+async fn resume(
+    State(s): State<HttpState>,
+    path: Result<Path<EntryPath>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    entry_action(s, path, method, uri, headers, body, "resume").await
+}
+
+async fn fires(
+    State(s): State<HttpState>,
+    path: Result<Path<EntryPath>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Path(p) = match path {
+        Ok(p) => p,
+        Err(r) => return super::path_error(r),
+    };
+    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
+        return r;
+    }
+    let entry = match p.entry() {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    read(&s, move |host| {
+        op::fires(host.store(), &p.space, &p.piece, entry)
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LedgerQuery {
+    top: Option<usize>,
+}
+
+async fn ledger(
+    State(s): State<HttpState>,
+    space: Result<Path<String>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: Result<Query<LedgerQuery>, axum::extract::rejection::QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Path(space) = match space {
+        Ok(p) => p,
+        Err(r) => return super::path_error(r),
+    };
+    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
+        return r;
+    }
+    let Ok(Query(q)) = query else {
+        return bad("the query takes `top` (how many actions to list)");
+    };
+    read(&s, move |host| {
+        op::ledger(&view(host), &space, q.top.unwrap_or(10))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BudgetBody {
+    /// Milliseconds per window, `"none"` (unlimited) or `"default"`.
+    budget_ms: Value,
+}
+
+async fn set_budget(
+    State(s): State<HttpState>,
+    space: Result<Path<String>, PathRejection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Path(space) = match space {
+        Ok(p) => p,
+        Err(r) => return super::path_error(r),
+    };
+    let signed = match authenticate(&s, &method, &uri, &headers, body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let parsed: BudgetBody = match serde_json::from_slice(&signed.body) {
+        Ok(b) => b,
+        Err(e) => return bad(&format!("the body is not {{\"budgetMs\"}}: {e}")),
+    };
+    let setting = match &parsed.budget_ms {
+        Value::Number(n) if n.as_u64().is_some() => BudgetSetting::Ms(n.as_u64().unwrap_or(0)),
+        Value::String(t) => match BudgetSetting::parse(t) {
+            Ok(b) => b,
+            Err(e) => return op_error(e),
+        },
+        other => {
+            return bad(&format!(
+                "`budgetMs` is milliseconds, \"none\" or \"default\" (got {other})"
+            ))
+        }
+    };
+    acted(&s, &signed.did, "budget", &space);
+    let host_default = Some(s.host.config().schedule.scheduled_budget_us);
+    operate(&s, &space, move |sp| {
+        to_json(op::set_budget(sp, setting, host_default)?)
+    })
+    .await
+}

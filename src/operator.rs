@@ -1,0 +1,632 @@
+//! What an operator sees of a host and does to it, as data: the views and
+//! actions behind the operator HTTP API (`http/operator.rs`), the CLI's
+//! operator commands (through that API while a server runs, or on a data
+//! directory directly when none does), and the console's JSON twins.
+//!
+//! Reads take a [`View`] (the store, the time, which spaces are active) and
+//! open space files themselves: reads never conflict with a running space
+//! (SQLite readers do not block its writer). Writes are functions of one
+//! open [`Space`]: the host runs them on the space server's own handle
+//! (`Host::operate`), so no second handle moves the host directory behind
+//! the server's back; the CLI runs them on its own handle only while it
+//! holds the data directory's lock (no server can be running).
+//!
+//! Every view type is `Serialize` and `Deserialize`: the CLI renders what
+//! came over HTTP with the same code as what it read from the directory.
+
+use crate::schedule::fire::FIRE_HISTORY;
+use crate::schedule::{grid, index, ops};
+use crate::store::{
+    ActionCost, FireRecord, LedgerRow, ScheduleRow, ScheduleStatus, Space, SpaceEntry, Store,
+    StoreError, WindowSpend,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashSet;
+
+/// Directory rows read per page while listing.
+const PAGE: usize = 500;
+
+/// The host's own operator key, in its data directory (mode 0600): whoever
+/// can read the data directory may operate the host.
+pub const HOST_KEY_FILE: &str = "host.key";
+
+/// The host's key: loaded, or created (mode 0600) on the first serve.
+pub fn host_key(data_dir: &std::path::Path) -> anyhow::Result<crate::protocol::Identity> {
+    use anyhow::Context;
+    let path = data_dir.join(HOST_KEY_FILE);
+    if path.exists() {
+        return crate::protocol::Identity::load(&path)
+            .with_context(|| format!("reading the host key {}", path.display()));
+    }
+    let id = crate::protocol::Identity::generate();
+    id.save(&path)
+        .with_context(|| format!("writing the host key {}", path.display()))?;
+    Ok(id)
+}
+
+/// Why an operator request cannot be done; mapped to HTTP and CLI errors
+/// at the edges.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpError {
+    #[error("there is no space {0:?}; `spacewake spaces` lists the spaces")]
+    UnknownSpace(String),
+    #[error("space {space:?} is quarantined ({reason}); it cannot be read or changed")]
+    Quarantined { space: String, reason: String },
+    #[error("space {space:?} has no piece {piece:?}")]
+    UnknownPiece { space: String, piece: String },
+    #[error("piece {0:?} declares no [SCHEDULE] entries")]
+    NoSchedule(String),
+    #[error("piece {piece:?} has no schedule entry {entry}; its entries are {} (numbered from 0 in declaration order)", list(.have))]
+    UnknownEntry {
+        piece: String,
+        entry: u32,
+        have: Vec<u32>,
+    },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("space {0:?} already exists")]
+    SpaceExists(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn list(have: &[u32]) -> String {
+    have.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::UnknownSpace(s) => OpError::UnknownSpace(s),
+            StoreError::InvalidSpaceId { id, .. } => OpError::UnknownSpace(id),
+            StoreError::SpaceExists(s) => OpError::SpaceExists(s),
+            StoreError::Quarantined { space, reason, .. } => OpError::Quarantined { space, reason },
+            other => OpError::Internal(other.to_string()),
+        }
+    }
+}
+
+pub type OpResult<T> = Result<T, OpError>;
+
+/// What reads need besides the store.
+pub struct View<'a> {
+    pub store: &'a Store,
+    pub now_ms: u64,
+    /// Spaces with a running space server (none without a server).
+    pub active: HashSet<String>,
+    /// The ledger window (`--ledger-window-hours`).
+    pub window_ms: u64,
+    /// The host's default scheduled budget, when known (a running server
+    /// knows its flag; the CLI on a bare directory does not).
+    pub host_budget_us: Option<Option<u64>>,
+}
+
+// ----- spaces -----------------------------------------------------------------
+
+/// One space as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpaceView {
+    pub id: String,
+    pub owner: String,
+    pub created_ms: u64,
+    /// `active` (a space server runs it), `parked`, or `quarantined`.
+    pub state: String,
+    pub next_wake_ms: Option<u64>,
+    pub undelivered: bool,
+    pub quarantined: Option<String>,
+    pub window_start_ms: u64,
+    /// CPU spent this ledger window; `None` when it could not be read (a
+    /// quarantined file, or one busy for longer than a listing waits).
+    pub spend: Option<WindowSpend>,
+}
+
+/// A page of spaces, in id order; `next` continues after the last one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpacesPage {
+    pub spaces: Vec<SpaceView>,
+    pub next: Option<String>,
+    pub registered: u64,
+    pub active: u64,
+    pub now_ms: u64,
+}
+
+fn space_view(v: &View<'_>, e: SpaceEntry) -> SpaceView {
+    let window_start_ms = crate::accounting::window_start_ms(v.now_ms, v.window_ms);
+    let spend = match e.quarantined {
+        Some(_) => None,
+        None => v.store.window_spend(&e.id, window_start_ms).ok(),
+    };
+    let state = if e.quarantined.is_some() {
+        "quarantined"
+    } else if v.active.contains(&e.id) {
+        "active"
+    } else {
+        "parked"
+    };
+    SpaceView {
+        state: state.into(),
+        id: e.id,
+        owner: e.owner,
+        created_ms: e.created_ms,
+        next_wake_ms: e.next_wake_ms,
+        undelivered: e.undelivered,
+        quarantined: e.quarantined,
+        window_start_ms,
+        spend,
+    }
+}
+
+/// Up to `limit` spaces after `after`, in id order.
+pub fn spaces(v: &View<'_>, after: Option<&str>, limit: usize) -> OpResult<SpacesPage> {
+    let limit = limit.clamp(1, 1_000);
+    let dir = v.store.directory();
+    let rows = dir.list(after, limit)?;
+    let next = (rows.len() == limit).then(|| rows[rows.len() - 1].id.clone());
+    Ok(SpacesPage {
+        spaces: rows.into_iter().map(|e| space_view(v, e)).collect(),
+        next,
+        registered: dir.count()?,
+        active: v.active.len() as u64,
+        now_ms: v.now_ms,
+    })
+}
+
+/// One space.
+pub fn space(v: &View<'_>, id: &str) -> OpResult<SpaceView> {
+    let e = entry(v.store, id)?;
+    Ok(space_view(v, e))
+}
+
+fn entry(store: &Store, id: &str) -> OpResult<SpaceEntry> {
+    store
+        .directory()
+        .get(id)?
+        .ok_or_else(|| OpError::UnknownSpace(id.to_string()))
+}
+
+/// Opens a registered, healthy space, or says why not.
+pub fn open(store: &Store, id: &str) -> OpResult<Space> {
+    let e = entry(store, id)?;
+    if let Some(reason) = e.quarantined {
+        return Err(OpError::Quarantined {
+            space: id.to_string(),
+            reason,
+        });
+    }
+    Ok(store.open_space(id)?)
+}
+
+/// Creates a space owned by `owner` (an explicit create).
+pub fn create_space(store: &Store, id: &str, owner: &str) -> OpResult<()> {
+    crate::protocol::decode_did_key(owner)
+        .map_err(|e| OpError::BadRequest(format!("the owner must be an ed25519 did:key ({e})")))?;
+    crate::store::validate_space_id(id).map_err(|e| OpError::BadRequest(e.to_string()))?;
+    store.create_space(id, owner)?;
+    store
+        .counters()
+        .space(id)
+        .inc(crate::metrics::Counter::SpacesCreated);
+    Ok(())
+}
+
+/// Sets (`read`, `write`) or revokes (`none`) a principal's access.
+pub fn grant(store: &Store, space: &str, did: &str, access: &str) -> OpResult<GrantView> {
+    entry(store, space)?;
+    crate::protocol::decode_did_key(did)
+        .map_err(|e| OpError::BadRequest(format!("the did must be an ed25519 did:key ({e})")))?;
+    let level = match access {
+        "read" | "write" => Some(access),
+        "none" => None,
+        other => {
+            return Err(OpError::BadRequest(format!(
+                "access must be read, write or none (got {other:?})"
+            )))
+        }
+    };
+    store.directory().set_grant(space, did, level)?;
+    Ok(GrantView {
+        space: space.to_string(),
+        did: did.to_string(),
+        access: access.to_string(),
+    })
+}
+
+/// A grant as set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantView {
+    pub space: String,
+    pub did: String,
+    /// `read`, `write` or `none`.
+    pub access: String,
+}
+
+// ----- pieces -----------------------------------------------------------------
+
+/// One piece of a space.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PieceView {
+    pub id: String,
+    /// The pattern: its entry module and export (`counter.tsx#default`).
+    pub pattern: String,
+    /// The stored program's hash.
+    pub program: String,
+    /// Its `[NAME]`, when that is text (or a computed text already stored).
+    pub name: Option<String>,
+    /// When it was deployed (pieces deployed before this was recorded: `None`).
+    pub created_ms: Option<u64>,
+    pub schedule_entries: usize,
+}
+
+/// The pieces of a space, in id order.
+pub fn pieces(store: &Store, id: &str) -> OpResult<Vec<PieceView>> {
+    let mut sp = open(store, id)?;
+    let listed = sp
+        .read(crate::runtime::PIECES_DOC)?
+        .map(|d| d.value)
+        .unwrap_or(Value::Null);
+    let Some(map) = listed.as_object() else {
+        return Ok(Vec::new());
+    };
+    let rows = sp.schedule(None)?;
+    let mut out = Vec::new();
+    for (piece, info) in map {
+        let program = info["program"].as_str().unwrap_or_default().to_string();
+        let export = info["export"].as_str().unwrap_or("default");
+        let entry = sp
+            .read(&format!("program/{program}"))?
+            .and_then(|d| d.value["entry"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "?".into());
+        let entry = entry.trim_start_matches("./").to_string();
+        out.push(PieceView {
+            id: piece.clone(),
+            pattern: format!("{entry}#{export}"),
+            name: piece_name(&mut sp, piece)?,
+            program,
+            created_ms: info["createdMs"].as_u64(),
+            schedule_entries: rows.iter().filter(|r| &r.piece == piece).count(),
+        });
+    }
+    Ok(out)
+}
+
+/// A piece's `$NAME`: text in its result, or the text at the one link it
+/// holds (a computed name, once computed).
+fn piece_name(sp: &mut Space, piece: &str) -> OpResult<Option<String>> {
+    let Some(result) = sp.read(piece)? else {
+        return Ok(None);
+    };
+    let name = &result.value["$NAME"];
+    if let Some(s) = name.as_str() {
+        return Ok(Some(s.to_string()));
+    }
+    if let Some(link) = crate::runtime::graph::as_link(name) {
+        if let Some(v) = sp.read_path(&link.doc, &link.path)? {
+            return Ok(v.as_str().map(str::to_string));
+        }
+    }
+    Ok(None)
+}
+
+// ----- schedules --------------------------------------------------------------
+
+/// One schedule entry, with where it lives and its effective interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryView {
+    pub space: String,
+    /// The interval after back-off (`intervalMinutes × backoffFactor`).
+    pub effective_interval_minutes: u64,
+    #[serde(flatten)]
+    pub row: ScheduleRow,
+}
+
+impl EntryView {
+    fn new(space: &str, row: ScheduleRow) -> EntryView {
+        EntryView {
+            space: space.to_string(),
+            effective_interval_minutes: grid::interval_ms(row.interval_minutes, row.backoff_factor)
+                / grid::MINUTE_MS,
+            row,
+        }
+    }
+}
+
+/// Schedule entries of several spaces, and what could not be looked at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleList {
+    pub entries: Vec<EntryView>,
+    /// How many spaces were opened to find them.
+    pub looked_in: usize,
+    /// Whether only spaces with a wake set were looked in (see [`schedules`]).
+    pub wake_set_only: bool,
+    pub quarantined: usize,
+    /// Spaces whose schedule could not be read, with the reason.
+    pub unreadable: Vec<(String, String)>,
+    pub now_ms: u64,
+}
+
+/// The entries of the spaces named in `only`, or of every space with a
+/// wake set (every space with an active entry or a pending retry has one:
+/// the directory may be early, never late), or with `all` of every space
+/// (to find entries that are all paused).
+pub fn schedules(v: &View<'_>, only: &[String], all: bool) -> OpResult<ScheduleList> {
+    let dir = v.store.directory();
+    let mut targets = Vec::new();
+    let mut quarantined = 0;
+    if !only.is_empty() {
+        for id in only {
+            let e = entry(v.store, id)?;
+            if e.quarantined.is_some() {
+                quarantined += 1;
+            } else {
+                targets.push(e.id);
+            }
+        }
+    } else {
+        let mut after: Option<String> = None;
+        loop {
+            let page = dir.list(after.as_deref(), PAGE)?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            for e in page {
+                if e.quarantined.is_some() {
+                    quarantined += 1;
+                } else if all || e.next_wake_ms.is_some() {
+                    targets.push(e.id);
+                }
+            }
+        }
+    }
+    let mut entries = Vec::new();
+    let mut unreadable = Vec::new();
+    for id in &targets {
+        match v.store.open_space(id).and_then(|mut s| s.schedule(None)) {
+            Ok(rows) => entries.extend(rows.into_iter().map(|r| EntryView::new(id, r))),
+            Err(e) => unreadable.push((id.clone(), e.to_string())),
+        }
+    }
+    Ok(ScheduleList {
+        entries,
+        looked_in: targets.len(),
+        wake_set_only: only.is_empty() && !all,
+        quarantined,
+        unreadable,
+        now_ms: v.now_ms,
+    })
+}
+
+/// The entry `piece`/`entry` names, or a sentence saying which part does
+/// not exist.
+pub fn find_entry(sp: &mut Space, piece: &str, entry: u32) -> OpResult<ScheduleRow> {
+    if !index::is_piece_result_id(piece) {
+        return Err(OpError::BadRequest(format!(
+            "{piece:?} is not a piece id (piece ids have no '/'; `spacewake schedules list` shows them)"
+        )));
+    }
+    let rows = sp.schedule(Some(piece))?;
+    if rows.is_empty() {
+        if sp.read(piece)?.is_none() {
+            return Err(OpError::UnknownPiece {
+                space: sp.id().to_string(),
+                piece: piece.to_string(),
+            });
+        }
+        return Err(OpError::NoSchedule(piece.to_string()));
+    }
+    rows.iter()
+        .find(|r| r.entry == entry)
+        .cloned()
+        .ok_or_else(|| OpError::UnknownEntry {
+            piece: piece.to_string(),
+            entry,
+            have: rows.iter().map(|r| r.entry).collect(),
+        })
+}
+
+/// An entry before and after an operator changed it, and the space's wake
+/// in the directory afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryChange {
+    pub before: EntryView,
+    pub after: EntryView,
+    pub space_wake_ms: Option<u64>,
+    pub now_ms: u64,
+}
+
+fn change(
+    sp: &mut Space,
+    piece: &str,
+    entry: u32,
+    now_ms: u64,
+    f: impl FnOnce(&mut Space) -> crate::store::StoreResult<ScheduleRow>,
+) -> OpResult<EntryChange> {
+    let before = find_entry(sp, piece, entry)?;
+    let after = f(sp)?;
+    let id = sp.id().to_string();
+    sp.settle_projection()?;
+    let space_wake_ms = sp.reconcile_projection()?.next_wake_ms;
+    Ok(EntryChange {
+        before: EntryView::new(&id, before),
+        after: EntryView::new(&id, after),
+        space_wake_ms,
+        now_ms,
+    })
+}
+
+/// Makes an entry due now (reactivating a paused or dead one); the firing
+/// consumes its current period.
+pub fn trigger(sp: &mut Space, piece: &str, entry: u32, now_ms: u64) -> OpResult<EntryChange> {
+    change(sp, piece, entry, now_ms, |sp| {
+        ops::trigger_now(sp, piece, entry, now_ms)
+    })
+}
+
+/// Stops an entry from firing; it stays indexed.
+pub fn pause(sp: &mut Space, piece: &str, entry: u32, now_ms: u64) -> OpResult<EntryChange> {
+    let before = find_entry(sp, piece, entry)?;
+    if before.status == ScheduleStatus::Paused {
+        return change(sp, piece, entry, now_ms, |_| Ok(before));
+    }
+    change(sp, piece, entry, now_ms, |sp| ops::pause(sp, piece, entry))
+}
+
+/// Lets a paused (or dead) entry fire again; one overdue fires once, the
+/// missed periods coalesced.
+pub fn resume(sp: &mut Space, piece: &str, entry: u32, now_ms: u64) -> OpResult<EntryChange> {
+    let before = find_entry(sp, piece, entry)?;
+    if before.status == ScheduleStatus::Active {
+        return change(sp, piece, entry, now_ms, |_| Ok(before));
+    }
+    change(sp, piece, entry, now_ms, |sp| ops::resume(sp, piece, entry))
+}
+
+/// An entry's recent fires (oldest first; the newest [`FIRE_HISTORY`] kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FiresView {
+    pub entry: EntryView,
+    pub fires: Vec<FireRecord>,
+    pub kept: usize,
+}
+
+pub fn fires(store: &Store, space: &str, piece: &str, entry: u32) -> OpResult<FiresView> {
+    let mut sp = open(store, space)?;
+    let row = find_entry(&mut sp, piece, entry)?;
+    let fires = sp.fires(piece, entry, FIRE_HISTORY)?;
+    Ok(FiresView {
+        entry: EntryView::new(space, row),
+        fires,
+        kept: FIRE_HISTORY,
+    })
+}
+
+// ----- the ledger -------------------------------------------------------------
+
+/// A scheduled-CPU limit per ledger window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Limit {
+    Unlimited,
+    CpuUs(u64),
+}
+
+impl Limit {
+    fn of(us: Option<u64>) -> Limit {
+        us.map_or(Limit::Unlimited, Limit::CpuUs)
+    }
+}
+
+/// A space's scheduled budget: its own setting and what applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetView {
+    /// `default` (the host's), `unlimited`, or `override`.
+    pub setting: String,
+    /// The override, in CPU µs per window.
+    pub override_us: Option<u64>,
+    /// The host default, when known (a running server knows its flag).
+    pub host_default: Option<Limit>,
+    /// What applies, when known.
+    pub effective: Option<Limit>,
+}
+
+/// A space's ledger: its budget, every window and bucket, the top actions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerView {
+    pub space: String,
+    pub window_ms: u64,
+    pub budget: BudgetView,
+    pub rows: Vec<LedgerRow>,
+    pub top: Vec<ActionCost>,
+    pub now_ms: u64,
+}
+
+fn budget_view(sp: &mut Space, host_default: Option<Option<u64>>) -> OpResult<BudgetView> {
+    let setting = sp.plane(|p| p.policy(crate::accounting::POLICY_SCHEDULED_BUDGET_US))?;
+    let (name, over) = match setting.as_deref() {
+        None => ("default", None),
+        Some("none") => ("unlimited", None),
+        Some(us) => ("override", us.parse().ok()),
+    };
+    let host_default = host_default.map(Limit::of);
+    let effective = match name {
+        "unlimited" => Some(Limit::Unlimited),
+        "override" => Some(Limit::of(over)),
+        _ => host_default,
+    };
+    Ok(BudgetView {
+        setting: name.into(),
+        override_us: over,
+        host_default,
+        effective,
+    })
+}
+
+pub fn ledger(v: &View<'_>, space: &str, top: usize) -> OpResult<LedgerView> {
+    let mut sp = open(v.store, space)?;
+    Ok(LedgerView {
+        space: space.to_string(),
+        window_ms: v.window_ms,
+        budget: budget_view(&mut sp, v.host_budget_us)?,
+        rows: sp.ledger()?,
+        top: sp.action_costs(top.min(1_000))?,
+        now_ms: v.now_ms,
+    })
+}
+
+/// A new scheduled budget for a space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetSetting {
+    /// CPU milliseconds per window.
+    Ms(u64),
+    /// No budget, whatever the host default.
+    Unlimited,
+    /// The host default.
+    Default,
+}
+
+impl BudgetSetting {
+    /// `500`, `none` or `default`, as the CLI and the API write them.
+    pub fn parse(text: &str) -> OpResult<BudgetSetting> {
+        match text {
+            "none" => Ok(BudgetSetting::Unlimited),
+            "default" => Ok(BudgetSetting::Default),
+            ms => ms.parse().map(BudgetSetting::Ms).map_err(|_| {
+                OpError::BadRequest(format!(
+                    "a budget is milliseconds, `none` or `default` (got {ms:?})"
+                ))
+            }),
+        }
+    }
+}
+
+/// Sets a space's scheduled budget; returns what now applies.
+pub fn set_budget(
+    sp: &mut Space,
+    setting: BudgetSetting,
+    host_default: Option<Option<u64>>,
+) -> OpResult<BudgetView> {
+    let value = match setting {
+        BudgetSetting::Unlimited => Some("none".to_string()),
+        BudgetSetting::Default => None,
+        BudgetSetting::Ms(ms) => Some(ms.saturating_mul(1_000).to_string()),
+    };
+    sp.plane(|p| {
+        p.set_policy(
+            crate::accounting::POLICY_SCHEDULED_BUDGET_US,
+            value.as_deref(),
+        )
+    })?;
+    budget_view(sp, host_default)
+}
