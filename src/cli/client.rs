@@ -38,7 +38,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// identity) if it does not exist — only a deploy does.
 async fn connect(c: &ClientArgs, create: bool) -> anyhow::Result<Client> {
     let id = load_identity(&c.key)?;
-    let url = format!("ws://{}/ws", super::remote::host_port(&c.server)?);
+    let url = format!("ws://{}/ws", c.server_addr()?);
     let opts = crate::protocol::client::OpenOptions {
         create,
         resume: None,

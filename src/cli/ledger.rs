@@ -47,9 +47,9 @@ pub fn run(
         Target::Directory(l) => op::ledger(&l.view(SystemClock.now_ms()), space, top)?,
     };
     println!(
-        "space {space}: scheduled budget {} (windows of {})",
+        "space {space}: scheduled budget {} (ledger windows of {})",
         budget_text(&v.budget),
-        human_duration_ms(v.window_ms)
+        window_text(v.window_ms)
     );
     if v.rows.is_empty() {
         println!("no compute recorded");
@@ -109,6 +109,15 @@ pub fn run(
     }
     println!("{}", target.note());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A window length: whole hours as hours (`24 h`), else a duration.
+fn window_text(ms: u64) -> String {
+    if ms > 0 && ms.is_multiple_of(3_600_000) {
+        format!("{} h", thousands(ms / 3_600_000))
+    } else {
+        human_duration_ms(ms)
+    }
 }
 
 /// A budget for people: what is set, and what applies when known.

@@ -159,9 +159,14 @@ pub enum Command {
 /// How a CLI client reaches a running server.
 #[derive(Debug, clap::Args)]
 pub struct ClientArgs {
-    /// Server address.
-    #[arg(long, env = "SPACEWAKE_SERVER", default_value = "127.0.0.1:8080")]
-    pub server: String,
+    /// Server address (`host:port`, `http://…` or `ws://…`). Default: the
+    /// server holding `--data` (found through its lock), else
+    /// 127.0.0.1:8080.
+    #[arg(long, env = "SPACEWAKE_SERVER")]
+    pub server: Option<String>,
+    /// The data directory of a server on this machine, to find its address.
+    #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
+    pub data: PathBuf,
     /// The space to open.
     #[arg(long, env = "SPACEWAKE_SPACE", default_value = "home")]
     pub space: String,
@@ -273,5 +278,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ttl_ms,
             } => crate::debug::lease_contender(&data, &space, millis, ttl_ms),
         },
+    }
+}
+
+impl ClientArgs {
+    /// `host:port` of the server to talk to: `--server`, else the one
+    /// holding `--data`, else the default listen address.
+    pub fn server_addr(&self) -> anyhow::Result<String> {
+        match &self.server {
+            Some(s) => remote::host_port(s),
+            None => Ok(crate::store::lock::holder(&self.data)
+                .and_then(|info| info.listen)
+                .unwrap_or_else(|| "127.0.0.1:8080".to_string())),
+        }
     }
 }

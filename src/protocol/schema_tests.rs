@@ -152,6 +152,19 @@ fn server_schema_key_sets_match() {
     assert_eq!(access, rust);
 }
 
+fn type_fits(t: &str, value: &Json) -> bool {
+    match t {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "null" => value.is_null(),
+        other => panic!("unsupported type {other}"),
+    }
+}
+
 /// Validates `value` against `schema`; `Err` names the first violation.
 fn validate(root: &Json, schema: &Json, value: &Json, at: &str) -> Result<(), String> {
     let Some(s) = schema.as_object() else {
@@ -170,20 +183,16 @@ fn validate(root: &Json, schema: &Json, value: &Json, at: &str) -> Result<(), St
             return Err(format!("{at}: {value} is not one of {options:?}"));
         }
     }
-    if let Some(t) = s.get("type").and_then(Json::as_str) {
-        let ok = match t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            "null" => value.is_null(),
-            other => panic!("unsupported type {other}"),
-        };
-        if !ok {
-            return Err(format!("{at}: expected {t}, got {value}"));
-        }
+    let types: Vec<&str> = match s.get("type") {
+        Some(Json::String(t)) => vec![t.as_str()],
+        Some(Json::Array(ts)) => ts.iter().filter_map(Json::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() && !types.iter().any(|t| type_fits(t, value)) {
+        return Err(format!(
+            "{at}: expected {}, got {value}",
+            types.join(" or ")
+        ));
     }
     if let Some(Json::Array(options)) = s.get("oneOf") {
         let passing = options
@@ -354,4 +363,190 @@ fn accepted_frames_validate_against_the_schema() {
         }
     }
     assert!(accepted > 300, "only {accepted} accepted");
+}
+
+const OPERATOR_SCHEMA: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/schema/protocol/operator.schema.json"
+));
+
+/// One example of every operator view, with every optional field set in
+/// one of them, serialized as the API sends it.
+fn operator_examples() -> Vec<(&'static str, Json)> {
+    use crate::operator::*;
+    use crate::store::{ActionCost, Bucket, FireRecord, LedgerDelta, LedgerRow, ScheduleRow};
+    let mut row = ScheduleRow::new("pc-0123456789abcdef", 0, 60, "pc-0123456789abcdef/s0", 1, 2);
+    row.last_fired_ms = Some(3);
+    row.retry_due_ms = Some(4);
+    row.inflight_event = Some("wake/x".into());
+    row.output_docs = Some("[]".into());
+    let entry = EntryView {
+        space: "home".into(),
+        effective_interval_minutes: 60,
+        row: row.clone(),
+    };
+    let space = SpaceView {
+        id: "home".into(),
+        owner: "did:key:z6Mk".into(),
+        created_ms: 1,
+        state: "active".into(),
+        next_wake_ms: Some(2),
+        undelivered: false,
+        quarantined: None,
+        window_start_ms: 0,
+        spend: Some(crate::store::WindowSpend::default()),
+    };
+    let budget = BudgetView {
+        setting: "override".into(),
+        override_us: Some(5),
+        host_default: Some(Limit::Unlimited),
+        effective: Some(Limit::CpuUs(5)),
+    };
+    let json = |v: &dyn erased::Ser| v.to_json();
+    vec![
+        (
+            "error",
+            serde_json::json!({"error": {"code": "unknownSpace", "message": "m", "details": {}}}),
+        ),
+        ("spaceView", json(&space)),
+        (
+            "spacesPage",
+            json(&SpacesPage {
+                spaces: vec![space.clone()],
+                next: Some("home".into()),
+                registered: 1,
+                active: 1,
+                now_ms: 9,
+            }),
+        ),
+        (
+            "piecesList",
+            serde_json::json!({"space": "home", "pieces": [json(&PieceView {
+                id: "pc-0123456789abcdef".into(),
+                pattern: "counter.tsx#default".into(),
+                program: "ab".into(),
+                name: Some("Counter".into()),
+                created_ms: Some(1),
+                schedule_entries: 2,
+            })]}),
+        ),
+        ("entryView", json(&entry)),
+        (
+            "scheduleList",
+            json(&ScheduleList {
+                entries: vec![entry.clone()],
+                looked_in: 1,
+                wake_set_only: true,
+                quarantined: 0,
+                unreadable: vec![("a".into(), "why".into())],
+                now_ms: 9,
+            }),
+        ),
+        (
+            "entryChange",
+            json(&EntryChange {
+                before: entry.clone(),
+                after: entry.clone(),
+                space_wake_ms: Some(2),
+                now_ms: 9,
+            }),
+        ),
+        (
+            "firesView",
+            json(&FiresView {
+                entry: entry.clone(),
+                fires: vec![FireRecord {
+                    piece: "p".into(),
+                    entry: 0,
+                    fired_ms: 1,
+                    event_id: "e".into(),
+                    period: 1,
+                    due_ms: 1,
+                    missed_periods: 0,
+                    outcome: "fired".into(),
+                }],
+                kept: 20,
+            }),
+        ),
+        ("budgetView", json(&budget)),
+        (
+            "ledgerView",
+            json(&LedgerView {
+                space: "home".into(),
+                window_ms: 86_400_000,
+                budget: budget.clone(),
+                rows: vec![LedgerRow {
+                    bucket: Bucket::Scheduled,
+                    window_start_ms: 0,
+                    totals: LedgerDelta::default(),
+                }],
+                top: vec![ActionCost {
+                    window_start_ms: 0,
+                    piece: "p".into(),
+                    action: "a".into(),
+                    kind: "handler".into(),
+                    pattern: "x".into(),
+                    cpu_us: 1,
+                    wall_us: 1,
+                    runs: 1,
+                }],
+                now_ms: 9,
+            }),
+        ),
+        (
+            "grantView",
+            json(&GrantView {
+                space: "home".into(),
+                did: "did:key:z6Mk".into(),
+                access: "read".into(),
+            }),
+        ),
+        (
+            "createBody",
+            serde_json::json!({"space": "home", "owner": "did:key:z6Mk"}),
+        ),
+        (
+            "grantBody",
+            serde_json::json!({"did": "did:key:z6Mk", "access": "none"}),
+        ),
+        ("budgetBody", serde_json::json!({"budgetMs": 500})),
+        ("budgetBody", serde_json::json!({"budgetMs": "none"})),
+    ]
+}
+
+mod erased {
+    /// Serialize behind a trait object, for the example table above.
+    pub trait Ser {
+        fn to_json(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_json(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("views serialize")
+        }
+    }
+}
+
+#[test]
+fn operator_views_match_the_operator_schema() {
+    let root = schema(OPERATOR_SCHEMA);
+    for (name, value) in operator_examples() {
+        let def = &root["$defs"][name];
+        assert!(def.is_object(), "no $defs/{name}");
+        validate(&root, def, &value, name).unwrap_or_else(|e| panic!("{value}: {e}"));
+        // Every key the Rust type writes is in the schema, and back.
+        if let (Some(props), Some(obj)) = (def["properties"].as_object(), value.as_object()) {
+            let schema_keys: BTreeSet<String> = props.keys().cloned().collect();
+            let value_keys: BTreeSet<String> = obj.keys().cloned().collect();
+            if !name.ends_with("Body") && name != "error" {
+                assert_eq!(schema_keys, value_keys, "{name}");
+            }
+        }
+    }
+    // What the schema refuses.
+    let spaces = &root["$defs"]["spaceView"];
+    let mut bad = operator_examples()[1].1.clone();
+    bad["state"] = serde_json::json!("asleep");
+    assert!(validate(&root, spaces, &bad, "").is_err());
+    let budget = &root["$defs"]["budgetBody"];
+    assert!(validate(&root, budget, &serde_json::json!({"budgetMs": "lots"}), "").is_err());
 }
