@@ -1,56 +1,17 @@
-//! The operator routes on a real `spacewake serve` process.
+//! The health and metrics routes on a real `spacewake serve` process.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+mod common;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(data: &std::path::Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spacewake"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-        .arg(data)
-        .env("SPACEWAKE_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next().expect("serve prints its address").unwrap();
-    let addr = line.strip_prefix("listening on ").unwrap().to_string();
-    Server { child, addr }
-}
+use common::server::{http, Server};
 
 fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let status: u16 = raw[9..12].parse().unwrap();
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    http(addr, "GET", path, &[], b"")
 }
 
 #[test]
 fn serve_exposes_health_stats_and_prometheus_metrics() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path());
+    let server = Server::start(dir.path(), &[]);
     let (status, body) = get(&server.addr, "/api/health/stats");
     assert_eq!(status, 200);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();

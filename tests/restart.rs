@@ -346,3 +346,251 @@ async fn sigint_shuts_down_the_same_way() {
     assert!(server.log_text().contains("shut down after SIGINT"));
     released_and_checkpointed(dir.path(), "a");
 }
+
+/// The tally's counts, straight from the space's file (no client opens it).
+fn votes(
+    data: &std::path::Path,
+    space: &str,
+    piece: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let file = data.join("spaces").join(format!("{space}.sqlite"));
+    let db = rusqlite::Connection::open_with_flags(
+        &file,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    let text: Option<String> = db
+        .query_row(
+            "SELECT value FROM docs WHERE id = ?1",
+            [format!("{piece}/argument")],
+            |r| r.get(0),
+        )
+        .ok();
+    let v: serde_json::Value = text
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(json!({}));
+    v["votes"].as_object().cloned().unwrap_or_default()
+}
+
+/// Whether the host directory says `space` has undelivered events.
+fn undelivered(data: &std::path::Path, space: &str) -> bool {
+    let db = rusqlite::Connection::open(data.join("host.sqlite")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.query_row(
+        "SELECT undelivered FROM spaces WHERE id = ?1",
+        [space],
+        |r| r.get::<_, i64>(0),
+    )
+    .unwrap()
+        != 0
+}
+
+/// Twenty rounds of: several clients send events (over the WebSocket and
+/// HTTP ingest), the host is SIGKILLed at a random moment, and restarted at
+/// once with no client connecting. Every acknowledged event must then be
+/// processed, exactly once, within 2 s of the restart, and the directory's
+/// undelivered flag cleared — no round waiting for the 15 s lease TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_crashes_at_random_moments_lose_no_acknowledged_event_and_process_each_once() {
+    use spacewake::protocol::messages::SendEvent;
+    use spacewake::protocol::{ClientMessage, PathSegment};
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    const SPACES: [&str; 3] = ["c0", "c1", "c2"];
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let owner = Identity::generate();
+    let tally = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns/tally-record.tsx"),
+    )
+    .unwrap();
+    let mut server = Server::start(&data, &[]);
+    let mut total = 0usize;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut slowest = Duration::ZERO;
+    for round in 0..20 {
+        // Fresh tally pieces each round: a handler's cost grows with the
+        // document it writes, and the test is about restarts, not that.
+        let mut pieces = Vec::new();
+        for space in SPACES {
+            let (mut c, _) = connect(&server, &owner, space).await;
+            let id = c.fresh_id();
+            let reply = c
+                .request(ClientMessage::Deploy(
+                    spacewake::protocol::messages::Deploy {
+                        id,
+                        entry: "tally.tsx".into(),
+                        files: std::collections::BTreeMap::from([(
+                            "tally.tsx".to_string(),
+                            tally.clone(),
+                        )]),
+                        export: None,
+                        argument: None,
+                    },
+                ))
+                .await
+                .unwrap();
+            match reply {
+                ServerMessage::Deployed(d) => pieces.push(d.piece),
+                other => panic!("{other:?}"),
+            }
+        }
+        let acked: Arc<Mutex<Vec<HashSet<String>>>> =
+            Arc::new(Mutex::new(vec![HashSet::new(); SPACES.len()]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        // Two WebSocket clients per space.
+        for (k, space) in SPACES.iter().enumerate() {
+            for w in 0..2 {
+                let url = server.ws_url();
+                let (owner, piece, acked, stop) = (
+                    owner.clone(),
+                    pieces[k].clone(),
+                    acked.clone(),
+                    stop.clone(),
+                );
+                let space = space.to_string();
+                tasks.push(tokio::spawn(async move {
+                    let Ok((mut c, _)) =
+                        spacewake::protocol::client::Client::connect(&url, &owner, &space).await
+                    else {
+                        return;
+                    };
+                    c.set_request_timeout(Duration::from_secs(5));
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let event = format!("r{round}-w{w}-{n}");
+                        n += 1;
+                        let id = c.fresh_id();
+                        let send = ClientMessage::Send(SendEvent {
+                            id,
+                            piece: piece.clone(),
+                            stream: vec![PathSegment::Key("vote".into())],
+                            payload: json!({ "choice": event }),
+                            event_id: Some(event.clone()),
+                        });
+                        match c.request(send).await {
+                            Ok(ServerMessage::Ack(_)) => {
+                                acked.lock().unwrap()[k].insert(event);
+                            }
+                            _ => return,
+                        }
+                    }
+                }));
+            }
+        }
+        // And one webhook-style ingester across the spaces.
+        {
+            let (addr, owner, pieces, acked, stop) = (
+                server.addr.clone(),
+                owner.clone(),
+                pieces.clone(),
+                acked.clone(),
+                stop.clone(),
+            );
+            tasks.push(tokio::task::spawn_blocking(move || {
+                let mut n = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = n % SPACES.len();
+                    let event = format!("r{round}-h-{n}");
+                    n += 1;
+                    let body = json!({"piece": pieces[k], "stream": ["vote"],
+                                      "payload": {"choice": event}, "eventId": event})
+                    .to_string();
+                    let headers = [
+                        ("x-spacewake-did", owner.did()),
+                        (
+                            "x-spacewake-signature",
+                            spacewake::protocol::sign_ingest(&owner, SPACES[k], body.as_bytes()),
+                        ),
+                    ];
+                    let path = format!("/api/spaces/{}/events", SPACES[k]);
+                    match common::server::try_http(&addr, "POST", &path, &headers, body.as_bytes())
+                    {
+                        Ok((200, _)) => {
+                            acked.lock().unwrap()[k].insert(event);
+                        }
+                        _ => return,
+                    }
+                }
+            }));
+        }
+        // A random moment, then SIGKILL.
+        let after = Duration::from_millis(30 + next() % 370);
+        tokio::time::sleep(after).await;
+        server.signal(libc::SIGKILL);
+        server.wait_exit(Duration::from_secs(10)).expect("killed");
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(15), t).await;
+        }
+
+        let backlog: Vec<usize> = SPACES
+            .iter()
+            .enumerate()
+            .map(|(k, space)| {
+                let v = votes(&data, space, &pieces[k]);
+                acked.lock().unwrap()[k]
+                    .iter()
+                    .filter(|e| !v.contains_key(*e))
+                    .count()
+            })
+            .collect();
+        // Restart at once; nobody connects.
+        let restarted = Instant::now();
+        server = Server::start(&data, &[]);
+        let listening = restarted.elapsed();
+        let expected = acked.lock().unwrap().clone();
+        let deadline = restarted + Duration::from_secs(2);
+        loop {
+            let done = SPACES.iter().enumerate().all(|(k, space)| {
+                let v = votes(&data, space, &pieces[k]);
+                !undelivered(&data, space) && expected[k].iter().all(|e| v.contains_key(e))
+            });
+            if done {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round} (killed after {after:?}): not delivered within 2 s of the restart"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        slowest = slowest.max(restarted.elapsed());
+        eprintln!(
+            "round {round}: killed after {after:?}, backlog {backlog:?}, delivered {:?} after the restart ({} ms to listen)",
+            restarted.elapsed(),
+            listening.as_millis()
+        );
+        for (k, space) in SPACES.iter().enumerate() {
+            let v = votes(&data, space, &pieces[k]);
+            for (event, count) in &v {
+                assert_eq!(
+                    count,
+                    &json!(1),
+                    "round {round}: {space} processed {event} {count} times"
+                );
+            }
+            assert_eq!(
+                server.space_counter(space, "lease", "refused"),
+                0,
+                "round {round}: {space} waited for a lease"
+            );
+        }
+        total += expected.iter().map(HashSet::len).sum::<usize>();
+    }
+    assert!(
+        total > 200,
+        "only {total} events were acknowledged in 20 rounds"
+    );
+    eprintln!("{total} acknowledged events over 20 crashes; slowest delivery {slowest:?}");
+}
