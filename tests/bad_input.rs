@@ -544,3 +544,117 @@ async fn a_deploy_whose_argument_does_not_fit_its_pattern_is_refused_and_leaves_
     );
     let _ = http_full;
 }
+
+/// The refusal of an open (over the WebSocket) and of an ingest (HTTP).
+async fn refusals(
+    server: &Server,
+    me: &Identity,
+    space: &str,
+) -> (String, Value, u16, String, Option<String>) {
+    let (code, details) = match Client::connect(&server.ws_url(), me, space).await {
+        Err(ClientError::Refused(e)) => {
+            (e.code.as_str().to_string(), e.details.unwrap_or(json!({})))
+        }
+        other => panic!("{space}: expected a refused open, got {other:?}"),
+    };
+    let body = json!({"piece": "pc-0000000000000000", "stream": ["increment"], "eventId": "x"})
+        .to_string();
+    let (status, headers, text) = http_full(
+        &server.addr,
+        "POST",
+        &format!("/api/spaces/{space}/events"),
+        &signed(me, space, body.as_bytes()),
+        body.as_bytes(),
+    );
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let retry = headers
+        .iter()
+        .find(|(k, _)| k == "retry-after")
+        .map(|(_, v)| v.clone());
+    (
+        code,
+        details,
+        status,
+        v["error"]["code"].as_str().unwrap().to_string(),
+        retry,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_four_reasons_a_space_cannot_be_reached_are_four_codes() {
+    let me = Identity::generate();
+    // At capacity: one active space at most, and "a" holds the slot.
+    let dir = tempfile::tempdir().unwrap();
+    let full = Server::start(
+        dir.path(),
+        &["--max-active-spaces", "1", "--idle-park-ms", "60000"],
+    );
+    let (mut a, _) = connect(&full, &me, "a").await;
+    deploy(&mut a, json!({"value": 0})).await;
+    full.kill();
+    let full = Server::start(
+        dir.path(),
+        &["--max-active-spaces", "1", "--idle-park-ms", "60000"],
+    );
+    let (mut b, _) = connect(&full, &me, "b").await;
+    deploy(&mut b, json!({"value": 0})).await;
+    let (code, details, status, http_code, retry) = refusals(&full, &me, "a").await;
+    assert_eq!(
+        (code.as_str(), status, http_code.as_str()),
+        ("overloaded", 503, "overloaded")
+    );
+    assert_eq!(details["limit"], 1);
+    assert!(retry.is_some(), "Retry-After on a 503");
+
+    // Held by another host, and broken (backing off).
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    for space in ["held", "broken"] {
+        let (mut c, _) = connect(&server, &me, space).await;
+        deploy(&mut c, json!({"value": 0})).await;
+        c.close().await.unwrap();
+    }
+    wait_for("both to park", || {
+        server.space_counter("held", "activation", "parks") >= 1
+            && server.space_counter("broken", "activation", "parks") >= 1
+    });
+    let held = dir.path().join("spaces/held.sqlite");
+    let db = rusqlite::Connection::open(&held).unwrap();
+    db.execute(
+        "UPDATE execution_lease SET holder = 'host-elsewhere/1', expires_at_ms = ?1",
+        [(spacewake::clock::Clock::now_ms(&spacewake::clock::SystemClock) + 60_000) as i64],
+    )
+    .unwrap();
+    drop(db);
+    let (code, details, status, http_code, retry) = refusals(&server, &me, "held").await;
+    assert_eq!(
+        (code.as_str(), status, http_code.as_str()),
+        ("heldElsewhere", 503, "heldElsewhere")
+    );
+    assert_eq!(details["holder"], "host-elsewhere/1");
+    assert!(details["retryInMs"].as_u64().unwrap() > 50_000, "{details}");
+    let secs: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((50..=60).contains(&secs), "{secs}");
+
+    let broken = dir.path().join("spaces/broken.sqlite");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&broken)
+        .unwrap();
+    f.write_all(&[0u8; 100]).unwrap();
+    drop(f);
+    let (code, details, status, http_code, retry) = refusals(&server, &me, "broken").await;
+    assert_eq!(
+        (code.as_str(), status, http_code.as_str()),
+        ("backingOff", 503, "backingOff")
+    );
+    assert!(details["failures"].as_u64().unwrap() >= 1, "{details}");
+    assert!(retry.is_some());
+
+    // And a space that does not exist.
+    let (code, _, status, http_code, _) = refusals(&server, &me, "nowhere").await;
+    assert_eq!(
+        (code.as_str(), status, http_code.as_str()),
+        ("unknownSpace", 404, "unknownSpace")
+    );
+}
