@@ -72,27 +72,7 @@ fn recv(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Update>) -> Update {
 /// Appends an event to the piece's `bump` stream straight into the store,
 /// with no host running: an event acknowledged just before a crash.
 fn accept_while_down(dir: &std::path::Path, space: &str, piece: &str, event_id: &str) {
-    let store = Store::open(
-        StoreConfig::new(dir),
-        Arc::new(SystemClock),
-        Counters::new(),
-    )
-    .unwrap();
-    let mut sp = store.open_space(space).unwrap();
-    let stream = sp.read(piece).unwrap().unwrap().value["bump"]["$stream"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    sp.append_event(
-        Author::principal("did:key:owner"),
-        spacewake::store::NewEvent {
-            event_id: event_id.into(),
-            stream,
-            payload: json!({"by": 5}),
-            fired_by: "did:key:owner".into(),
-        },
-    )
-    .unwrap();
+    common::append_while_down(dir, space, piece, "bump", event_id, json!({"by": 5}));
 }
 
 /// Session `session` tracks `path` of `piece` in `space`.

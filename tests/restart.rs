@@ -82,32 +82,6 @@ async fn a_restarted_host_takes_over_its_own_dead_instances_leases_at_once() {
     assert_eq!(second.space_counter("home", "activation", "failures"), 0);
 }
 
-/// Appends an event to `space`'s stream `stream_key` of `piece` straight
-/// into the file, as if accepted just before a crash.
-fn append_while_down(data: &std::path::Path, space: &str, piece: &str, event_id: &str) {
-    let store = spacewake::store::Store::open(
-        spacewake::store::StoreConfig::new(data),
-        std::sync::Arc::new(spacewake::clock::SystemClock),
-        spacewake::metrics::Counters::new(),
-    )
-    .unwrap();
-    let mut sp = store.open_space(space).unwrap();
-    let stream = sp.read(piece).unwrap().unwrap().value["increment"]["$stream"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    sp.append_event(
-        spacewake::store::Author::principal("did:key:test"),
-        spacewake::store::NewEvent {
-            event_id: event_id.into(),
-            stream,
-            payload: json!({"amount": 41}),
-            fired_by: "did:key:test".into(),
-        },
-    )
-    .unwrap();
-}
-
 /// Gives `space`'s lease to another host until `expires_at_ms`.
 fn foreign_lease(data: &std::path::Path, space: &str, expires_at_ms: u64) {
     let file = data.join("spaces").join(format!("{space}.sqlite"));
@@ -145,7 +119,14 @@ async fn boot_discovery_refused_by_a_live_foreign_lease_is_retried_when_it_expir
         });
         first.kill();
     }
-    append_while_down(dir.path(), "held", &piece, "pending-1");
+    common::append_while_down(
+        dir.path(),
+        "held",
+        &piece,
+        "increment",
+        "pending-1",
+        json!({"amount": 41}),
+    );
     let expires = now_ms() + 1_500;
     foreign_lease(dir.path(), "held", expires);
 

@@ -315,29 +315,14 @@ async fn a_host_killed_with_undelivered_events_delivers_them_after_restart() {
         });
     } // SIGKILL
       // An event accepted into the store while no host serves the space.
-    {
-        let store = spacewake::store::Store::open(
-            spacewake::store::StoreConfig::new(dir.path()),
-            std::sync::Arc::new(spacewake::clock::SystemClock),
-            spacewake::metrics::Counters::new(),
-        )
-        .unwrap();
-        let mut sp = store.open_space("crashy").unwrap();
-        let stream = sp.read(&piece).unwrap().unwrap().value["increment"]["$stream"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        sp.append_event(
-            spacewake::store::Author::principal(me.did()),
-            spacewake::store::NewEvent {
-                event_id: "pending".into(),
-                stream,
-                payload: json!({"amount": 41}),
-                fired_by: me.did(),
-            },
-        )
-        .unwrap();
-    }
+    common::append_while_down(
+        dir.path(),
+        "crashy",
+        &piece,
+        "increment",
+        "pending",
+        json!({"amount": 41}),
+    );
     let server = serve(dir.path());
     wait_for("boot delivery", || {
         space_counter(&server.addr, "crashy", "events", "processed") >= 1

@@ -77,6 +77,7 @@ pub use cache::CompileCache;
 pub use diagnostics::{codes, render, Diagnostic};
 pub use emit::{JSX_FACTORY, JSX_FRAGMENT};
 pub use source::{FsSource, MemorySource, ModuleSource, SourceFile};
+pub(crate) use types::json_type;
 
 use analyze::{Analysis, HBinding};
 use diagnostics::{line_col, RawDiag};

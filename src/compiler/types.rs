@@ -508,7 +508,8 @@ fn set(s: &mut Value, key: &str, v: Value) {
     }
 }
 
-fn json_type(v: &Value) -> &'static str {
+/// The JSON-Schema type name of a value.
+pub(crate) fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

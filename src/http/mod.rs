@@ -17,7 +17,7 @@ use crate::protocol::{
 use crate::store::{Author, PathSeg};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State, WebSocketUpgrade};
+use axum::extract::{FromRequest, FromRequestParts, Path, State, WebSocketUpgrade};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -217,21 +217,34 @@ struct WarmBody {
     pieces: Vec<String>,
 }
 
-/// Activates a space (if parked) with warm demand for the named pieces.
-async fn warm(
-    State(s): State<HttpState>,
-    space: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (Path(space), body) = match (space, body) {
-        (Ok(p), Ok(b)) => (p, b),
-        (Err(r), _) => return path_error(r),
-        (_, Err(r)) => return body_error(r),
-    };
-    if let Err(r) = authorize(&s, &space, &headers, &body) {
-        return r;
+/// A signed ingest or warm request whose principal may write to its space
+/// ([`authorize`]): the path's space, the signer, the body.
+struct Writer {
+    space: String,
+    did: String,
+    body: Bytes,
+}
+
+impl FromRequest<HttpState> for Writer {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, s: &HttpState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let Path(space) = Path::<String>::from_request_parts(&mut parts, s)
+            .await
+            .map_err(path_error)?;
+        let did = header_str(&parts.headers, "x-spacewake-did").to_string();
+        let headers = parts.headers.clone();
+        let req = axum::extract::Request::from_parts(parts, body);
+        let body = Bytes::from_request(req, s).await.map_err(body_error)?;
+        authorize(s, &space, &headers, &body)?;
+        Ok(Writer { space, did, body })
     }
+}
+
+/// Activates a space (if parked) with warm demand for the named pieces.
+async fn warm(State(s): State<HttpState>, w: Writer) -> Response {
+    let (space, body) = (w.space, w.body);
     let parsed: WarmBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return bad_body(e),
@@ -261,21 +274,8 @@ async fn warm(
 
 /// Appends one event to a piece's stream on behalf of a signing principal,
 /// activating the space if it is parked. Idempotent by `eventId`.
-async fn ingest(
-    State(s): State<HttpState>,
-    space: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (Path(space), body) = match (space, body) {
-        (Ok(p), Ok(b)) => (p, b),
-        (Err(r), _) => return path_error(r),
-        (_, Err(r)) => return body_error(r),
-    };
-    if let Err(r) = authorize(&s, &space, &headers, &body) {
-        return r;
-    }
-    let did = header_str(&headers, "x-spacewake-did");
+async fn ingest(State(s): State<HttpState>, w: Writer) -> Response {
+    let (space, did, body) = (w.space, w.did, w.body);
     let parsed: IngestBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return bad_body(e),
@@ -285,7 +285,7 @@ async fn ingest(
         return protocol_error(StatusCode::BAD_REQUEST, v.into());
     }
     let req = Request::Send {
-        author: Author::principal(did),
+        author: Author::principal(&did),
         piece: parsed.piece,
         path: parsed
             .stream

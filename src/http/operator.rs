@@ -22,8 +22,9 @@ use crate::host::{Host, Operation};
 use crate::metrics::Counter;
 use crate::operator::{self as op, BudgetSetting, OpError, View};
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -92,17 +93,10 @@ pub fn routes() -> Router<HttpState> {
         .route("/api/operator/spaces/{space}/pieces", get(pieces))
         .route("/api/operator/spaces/{space}/grants", post(grant))
         .route("/api/operator/schedules", get(schedules))
+        // trigger, pause or resume
         .route(
-            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/trigger",
-            post(trigger),
-        )
-        .route(
-            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/pause",
-            post(pause),
-        )
-        .route(
-            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/resume",
-            post(resume),
+            "/api/operator/spaces/{space}/schedules/{piece}/{entry}/{action}",
+            post(entry_action),
         )
         .route(
             "/api/operator/spaces/{space}/schedules/{piece}/{entry}/fires",
@@ -115,10 +109,66 @@ pub fn routes() -> Router<HttpState> {
         )
 }
 
-/// One authenticated request: who signed it, and its body.
+/// One authenticated operator request: who signed it, and its body.
 struct Signed {
     did: String,
     body: Bytes,
+}
+
+impl FromRequest<HttpState> for Signed {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, s: &HttpState) -> Result<Self, Response> {
+        let (method, uri, headers) = (
+            req.method().clone(),
+            req.uri().clone(),
+            req.headers().clone(),
+        );
+        let body = Bytes::from_request(req, s).await;
+        authenticate(s, &method, &uri, &headers, body)
+    }
+}
+
+impl Signed {
+    /// The body as `T`, or a `badMessage` naming the expected `shape`.
+    #[allow(clippy::result_large_err)]
+    fn json<T: serde::de::DeserializeOwned>(&self, shape: &str) -> Result<T, Response> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| bad(&format!("the body is not {shape}: {e}")))
+    }
+}
+
+/// Path parameters, refused in the common error shape.
+struct Params<T>(T);
+
+impl<T: serde::de::DeserializeOwned + Send> FromRequestParts<HttpState> for Params<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, s: &HttpState) -> Result<Self, Response> {
+        Path::<T>::from_request_parts(parts, s)
+            .await
+            .map(|Path(t)| Params(t))
+            .map_err(super::path_error)
+    }
+}
+
+/// A query string, refused in the common error shape with `usage`.
+struct QueryOf<T>(T);
+
+impl<T: serde::de::DeserializeOwned + Usage + Send> FromRequestParts<HttpState> for QueryOf<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, s: &HttpState) -> Result<Self, Response> {
+        Query::<T>::from_request_parts(parts, s)
+            .await
+            .map(|Query(t)| QueryOf(t))
+            .map_err(|_| bad(T::USAGE))
+    }
+}
+
+/// What a query takes, for the error when it does not fit.
+trait Usage {
+    const USAGE: &'static str;
 }
 
 /// Checks the signature, time, replay and operator rights of a request.
@@ -327,20 +377,15 @@ struct ListQuery {
     limit: Option<usize>,
 }
 
+impl Usage for ListQuery {
+    const USAGE: &'static str = "the query takes `after` (a space id) and `limit` (1 to 1000)";
+}
+
 async fn list_spaces(
     State(s): State<HttpState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
+    QueryOf(q): QueryOf<ListQuery>,
+    _: Signed,
 ) -> Response {
-    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
-        return r;
-    }
-    let Ok(Query(q)) = query else {
-        return bad("the query takes `after` (a space id) and `limit` (1 to 1000)");
-    };
     read(&s, move |host| {
         op::spaces(&view(host), q.after.as_deref(), q.limit.unwrap_or(100))
     })
@@ -359,20 +404,10 @@ struct CreateBody {
     owner: Option<String>,
 }
 
-async fn create_space(
-    State(s): State<HttpState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let signed = match authenticate(&s, &method, &uri, &headers, body) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let parsed: CreateBody = match serde_json::from_slice(&signed.body) {
+async fn create_space(State(s): State<HttpState>, signed: Signed) -> Response {
+    let parsed: CreateBody = match signed.json(r#"{"space", "owner"?}"#) {
         Ok(b) => b,
-        Err(e) => return bad(&format!("the body is not {{\"space\", \"owner\"?}}: {e}")),
+        Err(r) => return r,
     };
     if s.host.is_shutting_down() {
         return http_error(
@@ -399,37 +434,13 @@ async fn create_space(
 
 async fn one_space(
     State(s): State<HttpState>,
-    space: Result<Path<String>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Params(space): Params<String>,
+    _: Signed,
 ) -> Response {
-    let Path(space) = match space {
-        Ok(p) => p,
-        Err(r) => return super::path_error(r),
-    };
-    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
-        return r;
-    }
     read(&s, move |host| op::space(&view(host), &space)).await
 }
 
-async fn pieces(
-    State(s): State<HttpState>,
-    space: Result<Path<String>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let Path(space) = match space {
-        Ok(p) => p,
-        Err(r) => return super::path_error(r),
-    };
-    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
-        return r;
-    }
+async fn pieces(State(s): State<HttpState>, Params(space): Params<String>, _: Signed) -> Response {
     read(&s, move |host| {
         op::pieces(host.store(), &space).map(|p| json!({ "space": space, "pieces": p }))
     })
@@ -446,23 +457,12 @@ struct GrantBody {
 
 async fn grant(
     State(s): State<HttpState>,
-    space: Result<Path<String>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Params(space): Params<String>,
+    signed: Signed,
 ) -> Response {
-    let Path(space) = match space {
-        Ok(p) => p,
-        Err(r) => return super::path_error(r),
-    };
-    let signed = match authenticate(&s, &method, &uri, &headers, body) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let parsed: GrantBody = match serde_json::from_slice(&signed.body) {
+    let parsed: GrantBody = match signed.json(r#"{"did", "access"}"#) {
         Ok(b) => b,
-        Err(e) => return bad(&format!("the body is not {{\"did\", \"access\"}}: {e}")),
+        Err(r) => return r,
     };
     acted(&s, &signed.did, "grant", &space);
     let host = s.host.clone();
@@ -487,20 +487,16 @@ struct ScheduleQuery {
     all: Option<bool>,
 }
 
+impl Usage for ScheduleQuery {
+    const USAGE: &'static str =
+        "the query takes `space` (comma-separated ids) and `all` (true or false)";
+}
+
 async fn schedules(
     State(s): State<HttpState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    query: Result<Query<ScheduleQuery>, axum::extract::rejection::QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
+    QueryOf(q): QueryOf<ScheduleQuery>,
+    _: Signed,
 ) -> Response {
-    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
-        return r;
-    }
-    let Ok(Query(q)) = query else {
-        return bad("the query takes `space` (comma-separated ids) and `all` (true or false)");
-    };
     let only: Vec<String> = q
         .space
         .map(|s| {
@@ -514,31 +510,45 @@ async fn schedules(
     read(&s, move |host| op::schedules(&view(host), &only, all)).await
 }
 
+/// The path of an action on one entry.
+#[derive(Deserialize)]
+struct ActionPath {
+    space: String,
+    piece: String,
+    entry: String,
+    action: String,
+}
+
 async fn entry_action(
-    s: HttpState,
-    path: Result<Path<EntryPath>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-    action: &'static str,
+    State(s): State<HttpState>,
+    Params(p): Params<ActionPath>,
+    signed: Signed,
 ) -> Response {
-    let Path(p) = match path {
-        Ok(p) => p,
-        Err(r) => return super::path_error(r),
+    let at = EntryPath {
+        space: p.space,
+        piece: p.piece,
+        entry: p.entry,
     };
-    let signed = match authenticate(&s, &method, &uri, &headers, body) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let entry = match p.entry() {
+    let entry = match at.entry() {
         Ok(e) => e,
         Err(r) => return r,
     };
-    acted(&s, &signed.did, action, &p.space);
+    let action: &'static str = match p.action.as_str() {
+        "trigger" => "trigger",
+        "pause" => "pause",
+        "resume" => "resume",
+        other => {
+            return http_error(
+                StatusCode::NOT_FOUND,
+                "notFound",
+                format!("an entry takes trigger, pause or resume (not {other:?})"),
+            )
+        }
+    };
+    acted(&s, &signed.did, action, &at.space);
     let now = s.host.store().clock().now_ms();
-    let piece = p.piece.clone();
-    operate(&s, &p.space, move |sp| {
+    let piece = at.piece.clone();
+    operate(&s, &at.space, move |sp| {
         let change = match action {
             "trigger" => op::trigger(sp, &piece, entry, now),
             "pause" => op::pause(sp, &piece, entry, now),
@@ -549,54 +559,7 @@ async fn entry_action(
     .await
 }
 
-async fn trigger(
-    State(s): State<HttpState>,
-    path: Result<Path<EntryPath>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    entry_action(s, path, method, uri, headers, body, "trigger").await
-}
-
-async fn pause(
-    State(s): State<HttpState>,
-    path: Result<Path<EntryPath>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    entry_action(s, path, method, uri, headers, body, "pause").await
-}
-
-async fn resume(
-    State(s): State<HttpState>,
-    path: Result<Path<EntryPath>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    entry_action(s, path, method, uri, headers, body, "resume").await
-}
-
-async fn fires(
-    State(s): State<HttpState>,
-    path: Result<Path<EntryPath>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let Path(p) = match path {
-        Ok(p) => p,
-        Err(r) => return super::path_error(r),
-    };
-    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
-        return r;
-    }
+async fn fires(State(s): State<HttpState>, Params(p): Params<EntryPath>, _: Signed) -> Response {
     let entry = match p.entry() {
         Ok(e) => e,
         Err(r) => return r,
@@ -613,25 +576,16 @@ struct LedgerQuery {
     top: Option<usize>,
 }
 
+impl Usage for LedgerQuery {
+    const USAGE: &'static str = "the query takes `top` (how many actions to list)";
+}
+
 async fn ledger(
     State(s): State<HttpState>,
-    space: Result<Path<String>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    query: Result<Query<LedgerQuery>, axum::extract::rejection::QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
+    Params(space): Params<String>,
+    QueryOf(q): QueryOf<LedgerQuery>,
+    _: Signed,
 ) -> Response {
-    let Path(space) = match space {
-        Ok(p) => p,
-        Err(r) => return super::path_error(r),
-    };
-    if let Err(r) = authenticate(&s, &method, &uri, &headers, body) {
-        return r;
-    }
-    let Ok(Query(q)) = query else {
-        return bad("the query takes `top` (how many actions to list)");
-    };
     read(&s, move |host| {
         op::ledger(&view(host), &space, q.top.unwrap_or(10))
     })
@@ -647,23 +601,12 @@ struct BudgetBody {
 
 async fn set_budget(
     State(s): State<HttpState>,
-    space: Result<Path<String>, PathRejection>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Params(space): Params<String>,
+    signed: Signed,
 ) -> Response {
-    let Path(space) = match space {
-        Ok(p) => p,
-        Err(r) => return super::path_error(r),
-    };
-    let signed = match authenticate(&s, &method, &uri, &headers, body) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let parsed: BudgetBody = match serde_json::from_slice(&signed.body) {
+    let parsed: BudgetBody = match signed.json(r#"{"budgetMs"}"#) {
         Ok(b) => b,
-        Err(e) => return bad(&format!("the body is not {{\"budgetMs\"}}: {e}")),
+        Err(r) => return r,
     };
     let setting = match &parsed.budget_ms {
         Value::Number(n) if n.as_u64().is_some() => BudgetSetting::Ms(n.as_u64().unwrap_or(0)),

@@ -128,18 +128,7 @@ fn fits(schema: &Value, value: &Value) -> bool {
     match schema.get("type").and_then(Value::as_str) {
         None => true,
         Some("integer") => value.is_i64() || value.is_u64(),
-        Some(t) => type_of(value) == t,
-    }
-}
-
-fn type_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+        Some(t) => crate::compiler::json_type(value) == t,
     }
 }
 

@@ -124,3 +124,37 @@ pub fn attach(
     .unwrap();
     rx
 }
+
+/// Appends an event to the stream at `stream_key` of `piece`'s result
+/// straight into `space`'s file, with no host serving it: an event
+/// acknowledged just before a crash.
+pub fn append_while_down(
+    data: &std::path::Path,
+    space: &str,
+    piece: &str,
+    stream_key: &str,
+    event_id: &str,
+    payload: serde_json::Value,
+) {
+    let store = Store::open(
+        StoreConfig::new(data),
+        Arc::new(spacewake::clock::SystemClock),
+        Counters::new(),
+    )
+    .unwrap();
+    let mut sp = store.open_space(space).unwrap();
+    let stream = sp.read(piece).unwrap().unwrap().value[stream_key]["$stream"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sp.append_event(
+        spacewake::store::Author::principal("did:key:owner"),
+        spacewake::store::NewEvent {
+            event_id: event_id.into(),
+            stream,
+            payload,
+            fired_by: "did:key:owner".into(),
+        },
+    )
+    .unwrap();
+}
