@@ -89,7 +89,10 @@ impl Target {
             let key = signing_key(args)?;
             return Ok(Target::Server(Box::new(Remote::new(addr, key, Some(info)))));
         }
-        let store = super::open_existing(data)?;
+        // Refuse a directory that is not one before creating a lock file in it.
+        if !data.join("host.sqlite").is_file() {
+            super::open_existing(data)?;
+        }
         let lock = DirectoryLock::acquire(
             data,
             LockInfo {
@@ -99,6 +102,7 @@ impl Target {
                 started_at_ms: SystemClock.now_ms(),
             },
         )?;
+        let store = super::open_existing(data)?;
         Ok(Target::Directory(Local {
             store,
             data: data.clone(),

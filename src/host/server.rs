@@ -373,6 +373,8 @@ fn operate_parked(
                     let _ = r.send(Ok(Reply::Operated(result)));
                 }
             }
+            // Shutting down: there is nothing to stop but this.
+            Request::Stop => {}
             req => {
                 let mut cmds = vec![Cmd {
                     req,
