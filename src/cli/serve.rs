@@ -203,6 +203,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
+        // Before anyone can learn the address: a SIGTERM from then on is a
+        // graceful shutdown, never the default (immediate) death.
+        let mut signals = Signals::new()?;
         let local = listener.local_addr()?;
         // The CLI finds the running server through the lock file.
         lock.set_listen(local.to_string())
@@ -221,7 +224,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
         // Tests read this line to learn the port when listening on :0.
         println!("listening on {local}");
-        let mut signals = Signals::new()?;
         let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = tokio::spawn(
             axum::serve(crate::http::nodelay(listener), crate::http::router(state))
