@@ -35,14 +35,9 @@ pub const HOST_KEY_FILE: &str = "host.key";
 pub fn host_key(data_dir: &std::path::Path) -> anyhow::Result<crate::protocol::Identity> {
     use anyhow::Context;
     let path = data_dir.join(HOST_KEY_FILE);
-    if path.exists() {
-        return crate::protocol::Identity::load(&path)
-            .with_context(|| format!("reading the host key {}", path.display()));
-    }
-    let id = crate::protocol::Identity::generate();
-    id.save(&path)
-        .with_context(|| format!("writing the host key {}", path.display()))?;
-    Ok(id)
+    crate::protocol::Identity::load_or_create(&path)
+        .map(|(id, _)| id)
+        .with_context(|| format!("the host key {}", path.display()))
 }
 
 /// Why an operator request cannot be done; mapped to HTTP and CLI errors
@@ -102,7 +97,7 @@ pub struct View<'a> {
     pub window_ms: u64,
     /// The host's default scheduled budget, when known (a running server
     /// knows its flag; the CLI on a bare directory does not).
-    pub host_budget_us: Option<Option<u64>>,
+    pub host_budget: Option<Limit>,
 }
 
 // ----- spaces -----------------------------------------------------------------
@@ -190,15 +185,22 @@ fn entry(store: &Store, id: &str) -> OpResult<SpaceEntry> {
         .ok_or_else(|| OpError::UnknownSpace(id.to_string()))
 }
 
-/// Opens a registered, healthy space, or says why not.
-pub fn open(store: &Store, id: &str) -> OpResult<Space> {
+/// A registered space whose file is not quarantined (one directory read),
+/// or why not.
+pub fn healthy(store: &Store, id: &str) -> OpResult<SpaceEntry> {
     let e = entry(store, id)?;
-    if let Some(reason) = e.quarantined {
-        return Err(OpError::Quarantined {
+    match e.quarantined {
+        Some(reason) => Err(OpError::Quarantined {
             space: id.to_string(),
             reason,
-        });
+        }),
+        None => Ok(e),
     }
+}
+
+/// Opens a registered, healthy space, or says why not.
+pub fn open(store: &Store, id: &str) -> OpResult<Space> {
+    healthy(store, id)?;
     Ok(store.open_space(id)?)
 }
 
@@ -207,12 +209,7 @@ pub fn create_space(store: &Store, id: &str, owner: &str) -> OpResult<()> {
     crate::protocol::decode_did_key(owner)
         .map_err(|e| OpError::BadRequest(format!("the owner must be an ed25519 did:key ({e})")))?;
     crate::store::validate_space_id(id).map_err(|e| OpError::BadRequest(e.to_string()))?;
-    store.create_space(id, owner)?;
-    store
-        .counters()
-        .space(id)
-        .inc(crate::metrics::Counter::SpacesCreated);
-    Ok(())
+    Ok(store.create_space(id, owner)?)
 }
 
 /// Sets (`read`, `write`) or revokes (`none`) a principal's access.
@@ -276,15 +273,21 @@ pub fn pieces(store: &Store, id: &str) -> OpResult<Vec<PieceView>> {
         return Ok(Vec::new());
     };
     let rows = sp.schedule(None)?;
+    // Pieces of one pattern share its program document (all its sources):
+    // read each once.
+    let mut entries: std::collections::HashMap<String, String> = Default::default();
     let mut out = Vec::new();
     for (piece, info) in map {
         let program = info["program"].as_str().unwrap_or_default().to_string();
         let export = info["export"].as_str().unwrap_or("default");
-        let entry = sp
-            .read(&format!("program/{program}"))?
-            .and_then(|d| d.value["entry"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "?".into());
-        let entry = entry.trim_start_matches("./").to_string();
+        if !entries.contains_key(&program) {
+            let entry = sp
+                .read(&format!("program/{program}"))?
+                .and_then(|d| d.value["entry"].as_str().map(str::to_string))
+                .unwrap_or_else(|| "?".into());
+            entries.insert(program.clone(), entry.trim_start_matches("./").to_string());
+        }
+        let entry = &entries[&program];
         out.push(PieceView {
             id: piece.clone(),
             pattern: format!("{entry}#{export}"),
@@ -443,51 +446,66 @@ pub struct EntryChange {
     pub now_ms: u64,
 }
 
-fn change(
-    sp: &mut Space,
-    piece: &str,
-    entry: u32,
-    now_ms: u64,
-    f: impl FnOnce(&mut Space) -> crate::store::StoreResult<ScheduleRow>,
-) -> OpResult<EntryChange> {
-    let before = find_entry(sp, piece, entry)?;
-    let after = f(sp)?;
-    let id = sp.id().to_string();
-    sp.settle_projection()?;
-    let space_wake_ms = sp.reconcile_projection()?.next_wake_ms;
-    Ok(EntryChange {
-        before: EntryView::new(&id, before),
-        after: EntryView::new(&id, after),
-        space_wake_ms,
-        now_ms,
-    })
+/// What an operator does to one schedule entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryAction {
+    /// Make it due now (reactivating a paused or dead entry); the firing
+    /// consumes its current period.
+    Trigger,
+    /// Stop it firing; it stays indexed.
+    Pause,
+    /// Let a paused (or dead) entry fire again; one overdue fires once,
+    /// the missed periods coalesced.
+    Resume,
 }
 
-/// Makes an entry due now (reactivating a paused or dead one); the firing
-/// consumes its current period.
-pub fn trigger(sp: &mut Space, piece: &str, entry: u32, now_ms: u64) -> OpResult<EntryChange> {
-    change(sp, piece, entry, now_ms, |sp| {
-        ops::trigger_now(sp, piece, entry, now_ms)
-    })
-}
-
-/// Stops an entry from firing; it stays indexed.
-pub fn pause(sp: &mut Space, piece: &str, entry: u32, now_ms: u64) -> OpResult<EntryChange> {
-    let before = find_entry(sp, piece, entry)?;
-    if before.status == ScheduleStatus::Paused {
-        return change(sp, piece, entry, now_ms, |_| Ok(before));
+impl EntryAction {
+    /// `trigger`, `pause`, `resume`: the API's and the CLI's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryAction::Trigger => "trigger",
+            EntryAction::Pause => "pause",
+            EntryAction::Resume => "resume",
+        }
     }
-    change(sp, piece, entry, now_ms, |sp| ops::pause(sp, piece, entry))
-}
 
-/// Lets a paused (or dead) entry fire again; one overdue fires once, the
-/// missed periods coalesced.
-pub fn resume(sp: &mut Space, piece: &str, entry: u32, now_ms: u64) -> OpResult<EntryChange> {
-    let before = find_entry(sp, piece, entry)?;
-    if before.status == ScheduleStatus::Active {
-        return change(sp, piece, entry, now_ms, |_| Ok(before));
+    pub fn parse(text: &str) -> Option<EntryAction> {
+        [
+            EntryAction::Trigger,
+            EntryAction::Pause,
+            EntryAction::Resume,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == text)
     }
-    change(sp, piece, entry, now_ms, |sp| ops::resume(sp, piece, entry))
+
+    /// Does it to `piece`'s entry `entry`; pausing a paused entry or
+    /// resuming an active one changes nothing.
+    pub fn apply(
+        self,
+        sp: &mut Space,
+        piece: &str,
+        entry: u32,
+        now_ms: u64,
+    ) -> OpResult<EntryChange> {
+        let before = find_entry(sp, piece, entry)?;
+        let after = match self {
+            EntryAction::Trigger => ops::trigger_now(sp, piece, entry, now_ms)?,
+            EntryAction::Pause if before.status == ScheduleStatus::Paused => before.clone(),
+            EntryAction::Pause => ops::pause(sp, piece, entry)?,
+            EntryAction::Resume if before.status == ScheduleStatus::Active => before.clone(),
+            EntryAction::Resume => ops::resume(sp, piece, entry)?,
+        };
+        let id = sp.id().to_string();
+        // The directory as it is now, moved later if the change allows.
+        let space_wake_ms = sp.reconcile_projection()?.next_wake_ms;
+        Ok(EntryChange {
+            before: EntryView::new(&id, before),
+            after: EntryView::new(&id, after),
+            space_wake_ms,
+            now_ms,
+        })
+    }
 }
 
 /// An entry's recent fires (oldest first; the newest [`FIRE_HISTORY`] kept).
@@ -521,7 +539,8 @@ pub enum Limit {
 }
 
 impl Limit {
-    fn of(us: Option<u64>) -> Limit {
+    /// `None` (no budget) is unlimited.
+    pub fn of(us: Option<u64>) -> Limit {
         us.map_or(Limit::Unlimited, Limit::CpuUs)
     }
 }
@@ -552,22 +571,16 @@ pub struct LedgerView {
     pub now_ms: u64,
 }
 
-fn budget_view(sp: &mut Space, host_default: Option<Option<u64>>) -> OpResult<BudgetView> {
-    let setting = sp.plane(|p| p.policy(crate::accounting::POLICY_SCHEDULED_BUDGET_US))?;
-    let (name, over) = match setting.as_deref() {
-        None => ("default", None),
-        Some("none") => ("unlimited", None),
-        Some(us) => ("override", us.parse().ok()),
-    };
-    let host_default = host_default.map(Limit::of);
-    let effective = match name {
-        "unlimited" => Some(Limit::Unlimited),
-        "override" => Some(Limit::of(over)),
-        _ => host_default,
+fn budget_view(sp: &mut Space, host_default: Option<Limit>) -> OpResult<BudgetView> {
+    use crate::accounting::BudgetOverride;
+    let (setting, override_us, effective) = match crate::accounting::budget_override(sp)? {
+        BudgetOverride::HostDefault => ("default", None, host_default),
+        BudgetOverride::Unlimited => ("unlimited", None, Some(Limit::Unlimited)),
+        BudgetOverride::CpuUs(us) => ("override", Some(us), Some(Limit::CpuUs(us))),
     };
     Ok(BudgetView {
-        setting: name.into(),
-        override_us: over,
+        setting: setting.into(),
+        override_us,
         host_default,
         effective,
     })
@@ -578,7 +591,7 @@ pub fn ledger(v: &View<'_>, space: &str, top: usize) -> OpResult<LedgerView> {
     Ok(LedgerView {
         space: space.to_string(),
         window_ms: v.window_ms,
-        budget: budget_view(&mut sp, v.host_budget_us)?,
+        budget: budget_view(&mut sp, v.host_budget)?,
         rows: sp.ledger()?,
         top: sp.action_costs(top.min(1_000))?,
         now_ms: v.now_ms,
@@ -609,24 +622,41 @@ impl BudgetSetting {
             }),
         }
     }
+
+    /// The API's `budgetMs`: a number of milliseconds, `"none"` or `"default"`.
+    pub fn from_json(v: &Value) -> OpResult<BudgetSetting> {
+        match v {
+            Value::String(t) => BudgetSetting::parse(t),
+            Value::Number(n) => n.as_u64().map(BudgetSetting::Ms).ok_or_else(|| {
+                OpError::BadRequest(format!("a budget is whole milliseconds (got {n})"))
+            }),
+            other => Err(OpError::BadRequest(format!(
+                "`budgetMs` is milliseconds, \"none\" or \"default\" (got {other})"
+            ))),
+        }
+    }
+
+    pub fn to_json(self) -> Value {
+        match self {
+            BudgetSetting::Ms(ms) => Value::from(ms),
+            BudgetSetting::Unlimited => Value::from("none"),
+            BudgetSetting::Default => Value::from("default"),
+        }
+    }
 }
 
 /// Sets a space's scheduled budget; returns what now applies.
 pub fn set_budget(
     sp: &mut Space,
     setting: BudgetSetting,
-    host_default: Option<Option<u64>>,
+    host_default: Option<Limit>,
 ) -> OpResult<BudgetView> {
-    let value = match setting {
-        BudgetSetting::Unlimited => Some("none".to_string()),
-        BudgetSetting::Default => None,
-        BudgetSetting::Ms(ms) => Some(ms.saturating_mul(1_000).to_string()),
+    use crate::accounting::BudgetOverride;
+    let o = match setting {
+        BudgetSetting::Unlimited => BudgetOverride::Unlimited,
+        BudgetSetting::Default => BudgetOverride::HostDefault,
+        BudgetSetting::Ms(ms) => BudgetOverride::CpuUs(ms.saturating_mul(1_000)),
     };
-    sp.plane(|p| {
-        p.set_policy(
-            crate::accounting::POLICY_SCHEDULED_BUDGET_US,
-            value.as_deref(),
-        )
-    })?;
+    crate::accounting::set_budget_override(sp, o)?;
     budget_view(sp, host_default)
 }

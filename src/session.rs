@@ -441,7 +441,6 @@ async fn open_session(
                 other => Err(other),
             })
             .map_err(|e| ProtocolError::new(ErrorCode::UnknownSpace, e.to_string()))?;
-        host.counters().space(&o.space).inc(Counter::SpacesCreated);
     }
     // Read before the grant, so a change in between is seen next time.
     let access_version = directory.grants_version().unwrap_or(0);

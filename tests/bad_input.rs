@@ -542,7 +542,6 @@ async fn a_deploy_whose_argument_does_not_fit_its_pattern_is_refused_and_leaves_
         err.contains("argument.items.0 must be a string (got the number 1)"),
         "{err}"
     );
-    let _ = http_full;
 }
 
 /// The refusal of an open (over the WebSocket) and of an ingest (HTTP).

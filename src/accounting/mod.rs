@@ -55,18 +55,57 @@ pub fn may_activate_scheduled(spent_us: u64, budget_us: Option<u64>) -> bool {
     budget_us.is_none_or(|b| spent_us < b)
 }
 
+/// A space's own setting of its scheduled budget (its policy row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetOverride {
+    /// No setting: the host's default applies.
+    HostDefault,
+    /// No budget, whatever the host's default.
+    Unlimited,
+    /// CPU µs per ledger window.
+    CpuUs(u64),
+}
+
+impl BudgetOverride {
+    /// What applies, given the host's default (`None`: unlimited).
+    pub fn apply(self, host_default: Option<u64>) -> Option<u64> {
+        match self {
+            BudgetOverride::HostDefault => host_default,
+            BudgetOverride::Unlimited => None,
+            BudgetOverride::CpuUs(us) => Some(us),
+        }
+    }
+}
+
+/// The space's budget setting. An unreadable value reads as no setting.
+pub fn budget_override(space: &mut Space) -> StoreResult<BudgetOverride> {
+    let over = space.plane(|p| p.policy(POLICY_SCHEDULED_BUDGET_US))?;
+    Ok(match over.as_deref() {
+        Some("none") => BudgetOverride::Unlimited,
+        Some(v) => v
+            .parse()
+            .map_or(BudgetOverride::HostDefault, BudgetOverride::CpuUs),
+        None => BudgetOverride::HostDefault,
+    })
+}
+
+/// Stores the space's budget setting.
+pub fn set_budget_override(space: &mut Space, o: BudgetOverride) -> StoreResult<()> {
+    let value = match o {
+        BudgetOverride::HostDefault => None,
+        BudgetOverride::Unlimited => Some("none".to_string()),
+        BudgetOverride::CpuUs(us) => Some(us.to_string()),
+    };
+    space.plane(|p| p.set_policy(POLICY_SCHEDULED_BUDGET_US, value.as_deref()))
+}
+
 /// The scheduled budget that applies to `space`: its override if set
 /// (`none` lifts the host default), else the host's.
 pub fn scheduled_budget_us(
     space: &mut Space,
     host_default: Option<u64>,
 ) -> StoreResult<Option<u64>> {
-    let over = space.plane(|p| p.policy(POLICY_SCHEDULED_BUDGET_US))?;
-    Ok(match over.as_deref() {
-        Some("none") => None,
-        Some(v) => v.parse().ok().or(host_default),
-        None => host_default,
-    })
+    Ok(budget_override(space)?.apply(host_default))
 }
 
 /// CPU µs the space's `scheduled` bucket has spent in the window at `now_ms`.

@@ -4,7 +4,7 @@
 use super::ClientArgs;
 use crate::protocol::client::Client;
 use crate::protocol::messages::{Deploy, ReadValue, SendEvent};
-use crate::protocol::{ClientMessage, Identity, PathSegment, ServerMessage};
+use crate::protocol::{ClientMessage, Identity, PathSegment, RequestId, ServerMessage};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,13 +12,11 @@ use std::process::ExitCode;
 
 /// Loads the client's identity, creating the key file on first use.
 pub fn load_identity(path: &Path) -> anyhow::Result<Identity> {
-    if path.exists() {
-        return Identity::load(path).with_context(|| format!("reading key {}", path.display()));
+    let (id, created) =
+        Identity::load_or_create(path).with_context(|| format!("the key {}", path.display()))?;
+    if created {
+        eprintln!("created a new identity in {}", path.display());
     }
-    let id = Identity::generate();
-    id.save(path)
-        .with_context(|| format!("writing key {}", path.display()))?;
-    eprintln!("created a new identity in {}", path.display());
     Ok(id)
 }
 
@@ -57,6 +55,20 @@ fn segments(dotted: &str) -> Vec<PathSegment> {
             crate::store::PathSeg::Index(i) => PathSegment::Index(i as u64),
         })
         .collect()
+}
+
+/// Opens a session (`create`: creating the space) and sends the one
+/// request `build` makes with a fresh id; returns the reply.
+fn one_request(
+    c: &ClientArgs,
+    create: bool,
+    build: impl FnOnce(RequestId) -> ClientMessage,
+) -> anyhow::Result<ServerMessage> {
+    runtime()?.block_on(async {
+        let mut client = connect(c, create).await?;
+        let id = client.fresh_id();
+        Ok(client.request(build(id)).await?)
+    })
 }
 
 fn fail(reply: ServerMessage) -> anyhow::Result<ExitCode> {
@@ -100,26 +112,22 @@ pub fn deploy(
         })
         .collect();
     let entry = program.entry().name.trim_start_matches("./").to_string();
-    runtime()?.block_on(async {
-        let mut client = connect(c, true).await?;
-        let id = client.fresh_id();
-        match client
-            .request(ClientMessage::Deploy(Deploy {
-                id,
-                entry,
-                files,
-                export,
-                argument: Some(argument),
-            }))
-            .await?
-        {
-            ServerMessage::Deployed(d) => {
-                println!("{}", d.piece);
-                Ok(ExitCode::SUCCESS)
-            }
-            other => fail(other),
+    let reply = one_request(c, true, |id| {
+        ClientMessage::Deploy(Deploy {
+            id,
+            entry,
+            files,
+            export,
+            argument: Some(argument),
+        })
+    })?;
+    match reply {
+        ServerMessage::Deployed(d) => {
+            println!("{}", d.piece);
+            Ok(ExitCode::SUCCESS)
         }
-    })
+        other => fail(other),
+    }
 }
 
 pub fn send(
@@ -131,53 +139,45 @@ pub fn send(
 ) -> anyhow::Result<ExitCode> {
     let payload: serde_json::Value =
         serde_json::from_str(payload).context("--payload must be JSON")?;
-    runtime()?.block_on(async {
-        let mut client = connect(c, false).await?;
-        let id = client.fresh_id();
-        match client
-            .request(ClientMessage::Send(SendEvent {
-                id,
-                piece: piece.to_string(),
-                stream: segments(stream),
-                payload,
-                event_id,
-            }))
-            .await?
-        {
-            ServerMessage::Ack(a) => {
-                let seq = a.seq.unwrap_or(0);
-                if a.duplicate == Some(true) {
-                    println!(
-                        "duplicate of seq {seq} (this event id was already sent; nothing appended)"
-                    );
-                } else {
-                    println!("appended at seq {seq}");
-                }
-                Ok(ExitCode::SUCCESS)
+    let reply = one_request(c, false, |id| {
+        ClientMessage::Send(SendEvent {
+            id,
+            piece: piece.to_string(),
+            stream: segments(stream),
+            payload,
+            event_id,
+        })
+    })?;
+    match reply {
+        ServerMessage::Ack(a) => {
+            let seq = a.seq.unwrap_or(0);
+            if a.duplicate == Some(true) {
+                println!(
+                    "duplicate of seq {seq} (this event id was already sent; nothing appended)"
+                );
+            } else {
+                println!("appended at seq {seq}");
             }
-            other => fail(other),
+            Ok(ExitCode::SUCCESS)
         }
-    })
+        other => fail(other),
+    }
 }
 
 pub fn read(c: &ClientArgs, piece: &str, path: &str) -> anyhow::Result<ExitCode> {
-    runtime()?.block_on(async {
-        let mut client = connect(c, false).await?;
-        let id = client.fresh_id();
-        match client
-            .request(ClientMessage::Read(ReadValue {
-                id,
-                piece: Some(piece.to_string()),
-                doc: None,
-                path: Some(segments(path)),
-            }))
-            .await?
-        {
-            ServerMessage::Value(v) => {
-                println!("{}", serde_json::to_string_pretty(&v.value)?);
-                Ok(ExitCode::SUCCESS)
-            }
-            other => fail(other),
+    let reply = one_request(c, false, |id| {
+        ClientMessage::Read(ReadValue {
+            id,
+            piece: Some(piece.to_string()),
+            doc: None,
+            path: Some(segments(path)),
+        })
+    })?;
+    match reply {
+        ServerMessage::Value(v) => {
+            println!("{}", serde_json::to_string_pretty(&v.value)?);
+            Ok(ExitCode::SUCCESS)
         }
-    })
+        other => fail(other),
+    }
 }

@@ -23,11 +23,7 @@ pub fn run(
         let setting = BudgetSetting::parse(&v)?;
         let b: BudgetView = match &target {
             Target::Server(r) => {
-                let body = match setting {
-                    BudgetSetting::Ms(ms) => json!({ "budgetMs": ms }),
-                    BudgetSetting::Unlimited => json!({ "budgetMs": "none" }),
-                    BudgetSetting::Default => json!({ "budgetMs": "default" }),
-                };
+                let body = json!({ "budgetMs": setting.to_json() });
                 r.put(
                     &format!("/api/operator/spaces/{space}/ledger/budget"),
                     &body,

@@ -62,7 +62,7 @@ impl Local {
             now_ms,
             active: Default::default(),
             window_ms: crate::accounting::DEFAULT_WINDOW_MS,
-            host_budget_us: None,
+            host_budget: None,
         }
     }
 }

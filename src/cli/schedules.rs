@@ -36,9 +36,8 @@ use super::remote::{OperatorArgs, Target};
 use super::table;
 use crate::clock::{Clock, SystemClock};
 use crate::human::{format_utc_ms, human_duration_ms, plural, relative, thousands};
-use crate::operator::{self as op, EntryChange, FiresView, ScheduleList};
-use crate::schedule::grid;
-use crate::store::{FireRecord, ScheduleRow, ScheduleStatus};
+use crate::operator::{self as op, EntryAction, EntryChange, EntryView, FiresView, ScheduleList};
+use crate::store::{FireRecord, ScheduleStatus};
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -100,9 +99,9 @@ pub enum SchedulesCommand {
 pub fn run(which: SchedulesCommand) -> anyhow::Result<ExitCode> {
     match which {
         SchedulesCommand::List { op, space, all } => list(&op, &space, all),
-        SchedulesCommand::Trigger(e) => change(&e, "trigger"),
-        SchedulesCommand::Pause(e) => change(&e, "pause"),
-        SchedulesCommand::Resume(e) => change(&e, "resume"),
+        SchedulesCommand::Trigger(e) => change(&e, EntryAction::Trigger),
+        SchedulesCommand::Pause(e) => change(&e, EntryAction::Pause),
+        SchedulesCommand::Resume(e) => change(&e, EntryAction::Resume),
         SchedulesCommand::Fires(e) => fires(&e),
     }
 }
@@ -133,11 +132,7 @@ fn list(args: &OperatorArgs, only: &[String], all: bool) -> anyhow::Result<ExitC
         eprintln!("warning: cannot read the schedule of space {id:?}: {why}");
     }
     let now_ms = list.now_ms;
-    let lines: Vec<[String; 10]> = list
-        .entries
-        .iter()
-        .map(|e| list_line(&e.space, &e.row, now_ms))
-        .collect();
+    let lines: Vec<[String; 10]> = list.entries.iter().map(|e| list_line(e, now_ms)).collect();
     let spaces_with_entries = list
         .entries
         .iter()
@@ -197,14 +192,14 @@ fn list(args: &OperatorArgs, only: &[String], all: bool) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-fn list_line(space: &str, r: &ScheduleRow, now_ms: u64) -> [String; 10] {
+fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
+    let r = &e.row;
     let interval = if r.backoff_factor > 1 {
-        let effective = grid::interval_ms(r.interval_minutes, r.backoff_factor) / grid::MINUTE_MS;
         format!(
             "{} min (backed off ×{} = {} min)",
             thousands(u64::from(r.interval_minutes)),
             r.backoff_factor,
-            thousands(effective)
+            thousands(e.effective_interval_minutes)
         )
     } else {
         format!("{} min", thousands(u64::from(r.interval_minutes)))
@@ -214,7 +209,7 @@ fn list_line(space: &str, r: &ScheduleRow, now_ms: u64) -> [String; 10] {
         status.push_str(&format!(", retry at {}", format_utc_ms(retry)));
     }
     [
-        space.to_string(),
+        e.space.clone(),
         r.piece.clone(),
         r.entry.to_string(),
         interval,
@@ -232,18 +227,13 @@ fn list_line(space: &str, r: &ScheduleRow, now_ms: u64) -> [String; 10] {
 }
 
 /// Trigger, pause or resume one entry, and say what changed.
-fn change(args: &EntryArgs, action: &str) -> anyhow::Result<ExitCode> {
-    let target = Target::find(&args.op, &format!("schedules {action}"))?;
+fn change(args: &EntryArgs, action: EntryAction) -> anyhow::Result<ExitCode> {
+    let target = Target::find(&args.op, &format!("schedules {}", action.as_str()))?;
     let c: EntryChange = match &target {
-        Target::Server(r) => r.post(&args.api_path(action), &json!({}))?,
+        Target::Server(r) => r.post(&args.api_path(action.as_str()), &json!({}))?,
         Target::Directory(l) => {
-            let now = SystemClock.now_ms();
             let mut sp = op::open(&l.store, &args.space)?;
-            match action {
-                "trigger" => op::trigger(&mut sp, &args.piece, args.entry, now)?,
-                "pause" => op::pause(&mut sp, &args.piece, args.entry, now)?,
-                _ => op::resume(&mut sp, &args.piece, args.entry, now)?,
-            }
+            action.apply(&mut sp, &args.piece, args.entry, SystemClock.now_ms())?
         }
     };
     let name = args.name();
@@ -254,7 +244,7 @@ fn change(args: &EntryArgs, action: &str) -> anyhow::Result<ExitCode> {
     };
     let server = matches!(target, Target::Server(_));
     match action {
-        "trigger" => {
+        EntryAction::Trigger => {
             if before.next_due_ms <= c.now_ms {
                 println!(
                     "{name} was already due ({}); next due {}",
@@ -284,7 +274,7 @@ fn change(args: &EntryArgs, action: &str) -> anyhow::Result<ExitCode> {
                 println!("The host fires it when it next starts.");
             }
         }
-        "pause" => {
+        EntryAction::Pause => {
             if before.status == ScheduleStatus::Paused {
                 println!("{name} is already paused");
             } else {
@@ -292,7 +282,7 @@ fn change(args: &EntryArgs, action: &str) -> anyhow::Result<ExitCode> {
                 println!("The space's wake is now {wake}.");
             }
         }
-        _ => {
+        EntryAction::Resume => {
             if before.status == ScheduleStatus::Active {
                 println!(
                     "{name} is already active; next due {}",

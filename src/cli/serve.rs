@@ -289,7 +289,6 @@ async fn shut_down(
     let deadline = started + grace;
     tracing::info!(signal, grace_ms = grace.as_millis() as u64, "shutting down");
     let counters = host.counters().clone();
-    let closed_before = counters.host().get(Counter::SessionsClosedAtShutdown);
     host.begin_shutdown();
     let _ = stop_accepting.send(());
     let spaces = {
@@ -308,7 +307,8 @@ async fn shut_down(
         abandoned: host.active_spaces(),
     });
     let directory = host.store().directory().checkpoint_all();
-    let sessions = counters.host().get(Counter::SessionsClosedAtShutdown) - closed_before;
+    // Counted only here: every one is this shutdown's.
+    let sessions = counters.host().get(Counter::SessionsClosedAtShutdown);
     let left_open = counters.host().get(Counter::SessionsOpen);
     let mut line = format!(
         "shut down after {signal} in {} ms: {} told and closed, {} stopped \

@@ -19,61 +19,28 @@
 //! - Pattern code runs only on space-server threads, never on the network
 //!   threads that call [`Host::request`].
 
+mod failures;
 mod pool;
+mod request;
 mod server;
 mod startup;
 mod waker;
 
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
-use crate::runtime::{RuntimeConfig, RuntimeError};
-use crate::store::{Author, PathSeg, Store};
+use crate::runtime::RuntimeConfig;
+use crate::store::Store;
+use failures::Failures;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+pub(crate) use request::{shutting_down, stopped_before_reply, Cmd};
+pub use request::{
+    Access, HostError, Operation, Reply, Request, Responder, SessionId, Trigger, Update, UpdateSink,
+};
 pub use server::{limit_malloc_arenas, release_freed_memory};
-
-/// Why a space was activated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    Session,
-    Events,
-    Warm,
-    Boot,
-    Schedule,
-    /// An operator's read-modify-write of the space's plane: the space
-    /// file is opened on a space-server thread, with no lease and no
-    /// runtime unless other requests arrive meanwhile.
-    Operator,
-}
-
-impl Trigger {
-    fn counter(self) -> Counter {
-        match self {
-            Trigger::Session => Counter::ActivationsSession,
-            Trigger::Events => Counter::ActivationsEvents,
-            Trigger::Warm => Counter::ActivationsWarm,
-            Trigger::Boot => Counter::ActivationsBoot,
-            Trigger::Schedule => Counter::ActivationsSchedule,
-            Trigger::Operator => Counter::ActivationsOperator,
-        }
-    }
-}
-
-/// An operator's action on one space's file ([`Host::operate`]); its
-/// result is JSON for the operator API.
-pub struct Operation(
-    #[allow(clippy::type_complexity)]
-    pub  Box<dyn FnOnce(&mut crate::store::Space) -> crate::operator::OpResult<Value> + Send>,
-);
-
-impl std::fmt::Debug for Operation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Operation")
-    }
-}
 
 /// The arms of boot discovery: each names a reason a parked space needs its
 /// host at start. (Scheduled wakes add an arm.)
@@ -88,186 +55,11 @@ pub enum BootArm {
 
 pub const BOOT_ARMS: &[BootArm] = &[BootArm::UndeliveredEvents, BootArm::DueSchedule];
 
-pub type SessionId = u64;
-
 /// How long a space-server thread waits for its next tenure before it
 /// exits: long enough to carry a herd of wakes or a burst of sessions from
 /// one tenure to the next, short enough that a host gone quiet holds no
 /// idle threads (their stacks and allocator caches) for long.
 pub const POOL_KEEP: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// What a session may do in a space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Access {
-    Read,
-    Write,
-    Owner,
-}
-
-impl Access {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-            Access::Owner => "owner",
-        }
-    }
-}
-
-/// A value pushed to a session after a commit changed something it tracks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Update {
-    pub seq: u64,
-    pub piece: String,
-    pub path: Vec<PathSeg>,
-    pub value: Value,
-}
-
-/// Where a space server sends a session's updates.
-pub type UpdateSink = tokio::sync::mpsc::UnboundedSender<Update>;
-
-/// A request to a space server.
-#[derive(Debug)]
-pub enum Request {
-    Attach {
-        session: SessionId,
-        sink: UpdateSink,
-    },
-    Detach {
-        session: SessionId,
-    },
-    Track {
-        session: SessionId,
-        piece: String,
-        path: Vec<PathSeg>,
-        since: Option<u64>,
-    },
-    Untrack {
-        session: SessionId,
-        piece: String,
-        path: Vec<PathSeg>,
-    },
-    Send {
-        author: Author,
-        piece: String,
-        path: Vec<PathSeg>,
-        event_id: Option<String>,
-        payload: Value,
-    },
-    Read {
-        piece: Option<String>,
-        doc: Option<String>,
-        path: Vec<PathSeg>,
-    },
-    Deploy {
-        entry: String,
-        files: BTreeMap<String, String>,
-        export: Option<String>,
-        argument: Value,
-    },
-    /// Identity-less warm demand for these pieces, for this tenure.
-    Warm {
-        pieces: Vec<String>,
-    },
-    /// Something changed on disk (events appended elsewhere): look again.
-    Wake,
-    /// Fire the space's due schedule entries (write-first), then deliver.
-    FireDue,
-    /// The host is shutting down: finish the wave in flight, start no
-    /// other, release the lease, checkpoint and close the file.
-    Stop,
-    /// An operator's action, run on the space server's own handle of the
-    /// file (so no second handle moves the directory behind its back).
-    Operate(Operation),
-    /// A wake falls due at `due_ms`: activate now and stay active until
-    /// then, so the wake fires on time instead of after an activation.
-    Prepare {
-        due_ms: u64,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
-    /// What an [`Operation`] returned (its own errors included).
-    Operated(crate::operator::OpResult<Value>),
-    Done,
-    Attached {
-        head_seq: u64,
-    },
-    Appended {
-        seq: u64,
-        duplicate: bool,
-    },
-    Value {
-        value: Value,
-        seq: u64,
-    },
-    Deployed {
-        piece: String,
-    },
-}
-
-/// Errors a request can end in; mapped to wire codes at the edge. The
-/// four reasons a space cannot be reached are four variants, because a
-/// client acts differently on each: a typo (`UnknownSpace`), a broken
-/// space that is retried with back-off (`BackingOff`), a full host
-/// (`AtCapacity`), and a space another host serves (`HeldElsewhere`).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum HostError {
-    #[error("there is no space {0:?} on this host")]
-    UnknownSpace(String),
-    #[error("no piece {0:?} in this space")]
-    UnknownPiece(String),
-    #[error("{0}")]
-    UnknownStream(String),
-    #[error("the pattern does not compile")]
-    InvalidPattern { diagnostics: String },
-    /// A deploy's argument does not fit the pattern's argument type.
-    #[error("{0}")]
-    InvalidArgument(crate::runtime::argument::ArgumentMismatch),
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("space {space:?} failed to activate {failures} time(s) ({cause}); it is retried in {retry_in_ms} ms")]
-    BackingOff {
-        space: String,
-        failures: u32,
-        retry_in_ms: u64,
-        cause: String,
-    },
-    #[error("the host is at its limit of {limit} active spaces (--max-active-spaces), so space {space:?} cannot be activated now; retry shortly")]
-    AtCapacity { space: String, limit: usize },
-    #[error("space {space:?} is served by another host ({holder}); its lease ends in {retry_in_ms} ms unless renewed")]
-    HeldElsewhere {
-        space: String,
-        holder: String,
-        retry_in_ms: u64,
-    },
-    /// The space's server stopped before answering (its tenure ended with
-    /// an error, or the host is shutting down).
-    #[error("space {space:?} is unavailable: {reason}")]
-    Unavailable { space: String, reason: String },
-    #[error("internal error: {0}")]
-    Internal(String),
-}
-
-impl HostError {
-    /// How long a client should wait before trying again, when waiting helps.
-    pub fn retry_after_ms(&self) -> Option<u64> {
-        match self {
-            HostError::BackingOff { retry_in_ms, .. }
-            | HostError::HeldElsewhere { retry_in_ms, .. } => Some(*retry_in_ms),
-            HostError::AtCapacity { .. } | HostError::Unavailable { .. } => Some(1_000),
-            _ => None,
-        }
-    }
-}
-
-pub type Responder = tokio::sync::oneshot::Sender<Result<Reply, HostError>>;
-
-pub(crate) struct Cmd {
-    pub req: Request,
-    pub reply: Option<Responder>,
-}
 
 /// Scheduled-wake knobs.
 #[derive(Debug, Clone)]
@@ -351,16 +143,6 @@ impl Default for HostConfig {
 struct Active {
     tx: mpsc::Sender<Cmd>,
     generation: u64,
-}
-
-struct Failures {
-    count: u32,
-    retry_at_ms: u64,
-    /// Why the last activation failed; `Some` for a live lease of another
-    /// holder (its holder), so a refusal names who has the space. Such a
-    /// failure is retried when that lease can expire, not with back-off.
-    held_by: Option<String>,
-    cause: String,
 }
 
 pub(crate) struct HostInner {
@@ -743,15 +525,15 @@ impl Host {
     /// were still active at the deadline (abandoned: their leases are
     /// left to expire, or to be taken over by this host's next process).
     pub fn stop_spaces(&self, deadline: std::time::Instant) -> StopReport {
-        let targets: Vec<(String, mpsc::Sender<Cmd>)> = self
+        let targets: Vec<mpsc::Sender<Cmd>> = self
             .inner
             .active
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(id, a)| (id.clone(), a.tx.clone()))
+            .values()
+            .map(|a| a.tx.clone())
             .collect();
-        for (_, tx) in &targets {
+        for tx in &targets {
             let _ = tx.send(Cmd {
                 req: Request::Stop,
                 reply: None,
@@ -842,26 +624,6 @@ impl Host {
     }
 }
 
-impl Failures {
-    /// The error for a request refused while the space backs off.
-    fn refusal(&self, space: &str, now_ms: u64) -> HostError {
-        let retry_in_ms = self.retry_at_ms.saturating_sub(now_ms);
-        match &self.held_by {
-            Some(holder) => HostError::HeldElsewhere {
-                space: space.to_string(),
-                holder: holder.clone(),
-                retry_in_ms,
-            },
-            None => HostError::BackingOff {
-                space: space.to_string(),
-                failures: self.count,
-                retry_in_ms,
-                cause: self.cause.clone(),
-            },
-        }
-    }
-}
-
 /// What [`Host::stop_spaces`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StopReport {
@@ -869,20 +631,6 @@ pub struct StopReport {
     pub stopped: usize,
     /// Spaces still active at the deadline.
     pub abandoned: Vec<String>,
-}
-
-fn shutting_down(space: &str) -> HostError {
-    HostError::Unavailable {
-        space: space.to_string(),
-        reason: "the host is shutting down".into(),
-    }
-}
-
-fn stopped_before_reply(space: &str) -> HostError {
-    HostError::Unavailable {
-        space: space.to_string(),
-        reason: "the space server stopped before replying".into(),
-    }
 }
 
 /// The host's jitter secret: 32 random bytes created once per data
@@ -1069,101 +817,5 @@ impl HostInner {
             active.remove(id);
         }
         None
-    }
-
-    /// Records a failed activation (by `trigger`) and returns the error to
-    /// answer the requests that were waiting for it. A failure for another
-    /// holder's live lease is tried again when that lease can expire, on
-    /// the host clock; any other failure backs off exponentially.
-    pub(crate) fn record_failure(
-        &self,
-        id: &str,
-        trigger: Trigger,
-        error: &RuntimeError,
-    ) -> HostError {
-        let now = self.clock.now_ms();
-        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let e = f.entry(id.to_string()).or_insert(Failures {
-            count: 0,
-            retry_at_ms: 0,
-            held_by: None,
-            cause: String::new(),
-        });
-        e.count += 1;
-        let backoff =
-            (self.cfg.failure_backoff_ms << (e.count - 1).min(16)).min(self.cfg.max_backoff_ms);
-        e.retry_at_ms = now + backoff;
-        e.cause = error.to_string();
-        e.held_by = None;
-        if let RuntimeError::LeaseHeld {
-            holder,
-            expires_at_ms,
-            ..
-        } = error
-        {
-            e.held_by = Some(holder.clone());
-            e.retry_at_ms = (*expires_at_ms).max(now + 1);
-            // The waker's own pass retries scheduled wakes (they stay due
-            // in the directory); every other trigger is retried from here.
-            if trigger != Trigger::Schedule {
-                self.lease_retries
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id.to_string(), (e.retry_at_ms, trigger));
-                self.poke_waker();
-            }
-        }
-        self.counters.space(id).inc(Counter::ActivationFailures);
-        e.refusal(id, now)
-    }
-
-    /// When the next activation refused by a lease may be retried.
-    pub(crate) fn next_lease_retry(&self) -> Option<u64> {
-        self.lease_retries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(|(at, _)| *at)
-            .min()
-    }
-
-    /// Retries the activations whose refusing lease can have expired by
-    /// `now_ms`, for the spaces that still have something to do (undelivered
-    /// events, or a due wake the waker fires anyway): a refused session
-    /// open or ingest left nothing behind, and its client retries itself.
-    pub(crate) fn retry_after_leases(self: &Arc<Self>, now_ms: u64) {
-        let due: Vec<(String, Trigger)> = {
-            let mut retries = self.lease_retries.lock().unwrap_or_else(|p| p.into_inner());
-            let due: Vec<(String, Trigger)> = retries
-                .iter()
-                .filter(|(_, (at, _))| *at <= now_ms)
-                .map(|(s, (_, t))| (s.clone(), *t))
-                .collect();
-            for (s, _) in &due {
-                retries.remove(s);
-            }
-            due
-        };
-        for (space, trigger) in due {
-            let pending = self
-                .directory_entry(&space)
-                .is_some_and(|e| e.undelivered || e.next_wake_ms.is_some_and(|t| t <= now_ms));
-            if !pending {
-                continue;
-            }
-            let host = Host {
-                inner: self.clone(),
-            };
-            if let Err(e) = host.notify(&space, trigger, Request::Wake) {
-                tracing::warn!(space = %space, error = %e, "retry after a lease refused");
-            }
-        }
-    }
-
-    pub(crate) fn clear_failures(&self, id: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
     }
 }

@@ -7,6 +7,10 @@
 //!   by an ed25519 signature over the body (see `spec/protocol.md`).
 //! - `POST /api/spaces/{space}/warm`: an explicit warm request for named
 //!   pieces (identity-less warm demand), signed the same way.
+//! - `/api/operator/…`: the signed operator API (`operator.rs`,
+//!   `spec/operators.md`).
+//!
+//! Every error of every route has one JSON shape ([`http_error`]).
 
 use crate::host::{Host, Reply, Request, Trigger};
 use crate::metrics::Counter;
@@ -169,12 +173,16 @@ fn bad_body(e: serde_json::Error) -> Response {
     )
 }
 
-/// Checks the request's signature, that the space exists, and that the
-/// signing principal may write to it.
+/// Checks the request's signature (by `did`), that the space exists, and
+/// that the signing principal may write to it.
 #[allow(clippy::result_large_err)]
-fn authorize(s: &HttpState, space: &str, headers: &HeaderMap, body: &[u8]) -> Result<(), Response> {
-    let did = header_str(headers, "x-spacewake-did");
-    let sig = header_str(headers, "x-spacewake-signature");
+fn authorize(
+    s: &HttpState,
+    space: &str,
+    did: &str,
+    sig: &str,
+    body: &[u8],
+) -> Result<(), Response> {
     if let Err(e) = verify_ingest(space, body, did, sig) {
         s.host.counters().add_host(Counter::SessionsRejected, 1);
         let e = ProtocolError::bad_signature(&e, "request refused");
@@ -234,10 +242,10 @@ impl FromRequest<HttpState> for Writer {
             .await
             .map_err(path_error)?;
         let did = header_str(&parts.headers, "x-spacewake-did").to_string();
-        let headers = parts.headers.clone();
+        let sig = header_str(&parts.headers, "x-spacewake-signature").to_string();
         let req = axum::extract::Request::from_parts(parts, body);
         let body = Bytes::from_request(req, s).await.map_err(body_error)?;
-        authorize(s, &space, &headers, &body)?;
+        authorize(s, &space, &did, &sig, &body)?;
         Ok(Writer { space, did, body })
     }
 }

@@ -20,7 +20,7 @@
 use super::{error_with, header_str, http_error, HttpState};
 use crate::host::{Host, Operation};
 use crate::metrics::Counter;
-use crate::operator::{self as op, BudgetSetting, OpError, View};
+use crate::operator::{self as op, BudgetSetting, EntryAction, Limit, OpError, View};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, State};
@@ -290,7 +290,7 @@ fn view(host: &Host) -> View<'_> {
         now_ms: host.store().clock().now_ms(),
         active: host.active_spaces().into_iter().collect(),
         window_ms: cfg.runtime.ledger_window_ms,
-        host_budget_us: Some(cfg.schedule.scheduled_budget_us),
+        host_budget: Some(Limit::of(cfg.schedule.scheduled_budget_us)),
     }
 }
 
@@ -321,22 +321,10 @@ async fn operate(
     space: &str,
     f: impl FnOnce(&mut crate::store::Space) -> op::OpResult<Value> + Send + 'static,
 ) -> Response {
-    // A quarantined or unknown space is said so before any activation.
-    let known = {
-        let host = s.host.clone();
-        let id = space.to_string();
-        tokio::task::spawn_blocking(move || op::space(&view(&host), &id)).await
-    };
-    match known {
-        Ok(Ok(v)) if v.quarantined.is_some() => {
-            return op_error(OpError::Quarantined {
-                space: v.id,
-                reason: v.quarantined.unwrap_or_default(),
-            })
-        }
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return op_error(e),
-        Err(e) => return http_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    // A quarantined or unknown space is said so before any activation
+    // (one directory read, as a session open makes).
+    if let Err(e) = op::healthy(s.host.store(), space) {
+        return op_error(e);
     }
     match s.host.operate(space, Operation(Box::new(f))).await {
         Ok(Ok(v)) => Json(v).into_response(),
@@ -357,20 +345,14 @@ struct EntryPath {
     entry: String,
 }
 
-impl EntryPath {
-    #[allow(clippy::result_large_err)]
-    fn entry(&self) -> Result<u32, Response> {
-        self.entry.parse().map_err(|_| {
-            http_error(
-                StatusCode::BAD_REQUEST,
-                "badMessage",
-                format!(
-                    "the entry is its position in the piece's [SCHEDULE] list, from 0 (got {:?})",
-                    self.entry
-                ),
-            )
-        })
-    }
+/// An entry's number in a path: its position in the piece's `[SCHEDULE]`.
+#[allow(clippy::result_large_err)]
+fn entry_number(text: &str) -> Result<u32, Response> {
+    text.parse().map_err(|_| {
+        bad(&format!(
+            "the entry is its position in the piece's [SCHEDULE] list, from 0 (got {text:?})"
+        ))
+    })
 }
 
 #[derive(Deserialize)]
@@ -527,43 +509,31 @@ async fn entry_action(
     Params(p): Params<ActionPath>,
     signed: Signed,
 ) -> Response {
-    let at = EntryPath {
-        space: p.space,
-        piece: p.piece,
-        entry: p.entry,
-    };
-    let entry = match at.entry() {
+    let entry = match entry_number(&p.entry) {
         Ok(e) => e,
         Err(r) => return r,
     };
-    let action: &'static str = match p.action.as_str() {
-        "trigger" => "trigger",
-        "pause" => "pause",
-        "resume" => "resume",
-        other => {
-            return http_error(
-                StatusCode::NOT_FOUND,
-                "notFound",
-                format!("an entry takes trigger, pause or resume (not {other:?})"),
-            )
-        }
+    let Some(action) = EntryAction::parse(&p.action) else {
+        return http_error(
+            StatusCode::NOT_FOUND,
+            "notFound",
+            format!(
+                "an entry takes trigger, pause or resume (not {:?})",
+                p.action
+            ),
+        );
     };
-    acted(&s, &signed.did, action, &at.space);
+    acted(&s, &signed.did, action.as_str(), &p.space);
     let now = s.host.store().clock().now_ms();
-    let piece = at.piece.clone();
-    operate(&s, &at.space, move |sp| {
-        let change = match action {
-            "trigger" => op::trigger(sp, &piece, entry, now),
-            "pause" => op::pause(sp, &piece, entry, now),
-            _ => op::resume(sp, &piece, entry, now),
-        }?;
-        to_json(change)
+    let piece = p.piece;
+    operate(&s, &p.space, move |sp| {
+        to_json(action.apply(sp, &piece, entry, now)?)
     })
     .await
 }
 
 async fn fires(State(s): State<HttpState>, Params(p): Params<EntryPath>, _: Signed) -> Response {
-    let entry = match p.entry() {
+    let entry = match entry_number(&p.entry) {
         Ok(e) => e,
         Err(r) => return r,
     };
@@ -611,20 +581,12 @@ async fn set_budget(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let setting = match &parsed.budget_ms {
-        Value::Number(n) if n.as_u64().is_some() => BudgetSetting::Ms(n.as_u64().unwrap_or(0)),
-        Value::String(t) => match BudgetSetting::parse(t) {
-            Ok(b) => b,
-            Err(e) => return op_error(e),
-        },
-        other => {
-            return bad(&format!(
-                "`budgetMs` is milliseconds, \"none\" or \"default\" (got {other})"
-            ))
-        }
+    let setting = match BudgetSetting::from_json(&parsed.budget_ms) {
+        Ok(b) => b,
+        Err(e) => return op_error(e),
     };
     acted(&s, &signed.did, "budget", &space);
-    let host_default = Some(s.host.config().schedule.scheduled_budget_us);
+    let host_default = Some(Limit::of(s.host.config().schedule.scheduled_budget_us));
     operate(&s, &space, move |sp| {
         to_json(op::set_budget(sp, setting, host_default)?)
     })

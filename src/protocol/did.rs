@@ -185,6 +185,17 @@ impl Identity {
         URL_SAFE_NO_PAD.encode(self.key.as_bytes())
     }
 
+    /// The identity in `path`, or a new one saved there (mode 0600) when
+    /// the file does not exist; `true` when it was created.
+    pub fn load_or_create(path: &Path) -> Result<(Self, bool), IdentityError> {
+        if path.exists() {
+            return Ok((Self::load(path)?, false));
+        }
+        let id = Self::generate();
+        id.save(path)?;
+        Ok((id, true))
+    }
+
     /// Reads a secret file written by [`Identity::save`] (or any accepted format).
     pub fn load(path: &Path) -> Result<Self, IdentityError> {
         let text = std::fs::read_to_string(path).map_err(|source| IdentityError::Io {

@@ -59,7 +59,8 @@ pub enum RuntimeError {
     #[error("pattern does not compile:\n{0}")]
     Compile(String),
     #[error(
-        "space {space:?} is held by another host ({holder}; its lease runs until {expires_at_ms})"
+        "space {space:?} is held by another host ({holder}; its lease runs until {})",
+        crate::human::format_utc_ms(*.expires_at_ms)
     )]
     LeaseHeld {
         space: String,

@@ -313,7 +313,12 @@ impl Store {
         // adopted here.
         self.shared
             .directory
-            .insert_space(id, owner, self.shared.clock.now_ms())
+            .insert_space(id, owner, self.shared.clock.now_ms())?;
+        // Counted, then its counter set may go at once (a created space
+        // is parked): creating spaces keeps no memory per space.
+        self.shared.counters.space(id).inc(Counter::SpacesCreated);
+        self.shared.counters.retire_space(id);
+        Ok(())
     }
 
     /// The CPU (µs) a space's `scheduled` and `session` buckets spent in

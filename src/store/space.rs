@@ -1076,7 +1076,7 @@ fn validate_name(what: &str, s: &str) -> StoreResult<()> {
     if s.is_empty() || s.chars().count() > 512 {
         return Err(StoreError::InvalidCommit(format!(
             "{what} must be 1 to 512 characters (got {})",
-            s.len()
+            s.chars().count()
         )));
     }
     Ok(())
