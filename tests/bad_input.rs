@@ -582,7 +582,8 @@ async fn refusals(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_four_reasons_a_space_cannot_be_reached_are_four_codes() {
     let me = Identity::generate();
-    // At capacity: one active space at most, and "a" holds the slot.
+    // At capacity: one active space at most. "a" is made by a first
+    // process; in the next one "b" holds the only slot, so "a" is refused.
     let dir = tempfile::tempdir().unwrap();
     let full = Server::start(
         dir.path(),
