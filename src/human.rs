@@ -95,3 +95,20 @@ pub fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", thousands(n), if n == 1 { one } else { many })
 }
+
+/// `s` cut to at most `max_chars` characters, saying how much was cut: for
+/// error messages that pattern code controls, before they reach a log or a
+/// client.
+pub fn truncate_message(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        None => s.to_string(),
+        Some((at, _)) => {
+            let rest = s[at..].chars().count();
+            format!(
+                "{}… ({} cut)",
+                &s[..at],
+                count(rest as u64, "more character", "more characters")
+            )
+        }
+    }
+}

@@ -262,6 +262,41 @@ pub struct PieceView {
     pub schedule_entries: usize,
 }
 
+/// A space's dead letters (oldest first) and the undelivered events
+/// whose waves failed their tenure, with their attempts so far.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLettersView {
+    pub space: String,
+    pub dead_letters: Vec<crate::store::DeadLetter>,
+    pub failing: Vec<FailingEventView>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailingEventView {
+    pub event_id: String,
+    pub attempts: u32,
+    pub last_error: String,
+}
+
+pub fn dead_letters(store: &Store, id: &str) -> OpResult<DeadLettersView> {
+    let mut sp = open(store, id)?;
+    Ok(DeadLettersView {
+        space: id.to_string(),
+        dead_letters: sp.dead_letters()?,
+        failing: sp
+            .event_failures()?
+            .into_iter()
+            .map(|f| FailingEventView {
+                event_id: f.event_id,
+                attempts: f.attempts,
+                last_error: f.last_error,
+            })
+            .collect(),
+    })
+}
+
 /// The pieces of a space, in id order.
 pub fn pieces(store: &Store, id: &str) -> OpResult<Vec<PieceView>> {
     let mut sp = open(store, id)?;

@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod client;
+pub mod events;
 pub mod grant;
 pub mod ledger;
 pub mod pieces;
@@ -69,6 +70,12 @@ pub enum Command {
     },
     /// List spaces (active or parked, next wake, undelivered, CPU), or create one.
     Spaces(spaces::SpacesArgs),
+    /// A space's events: `dead-letters` lists those consumed without
+    /// delivery after their retries, and those still being retried.
+    Events {
+        #[command(subcommand)]
+        which: events::EventsCommand,
+    },
     /// List a space's pieces: id, pattern, name, when deployed.
     Pieces {
         #[command(flatten)]
@@ -237,6 +244,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench { which } => bench::run(which),
         Command::Spaces(args) => spaces::run(args),
         Command::Pieces { op, space } => pieces::run(&op, &space),
+        Command::Events { which } => events::run(&which),
         Command::Grant {
             op,
             space,

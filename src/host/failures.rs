@@ -86,6 +86,37 @@ impl HostInner {
         e.refusal(id, now)
     }
 
+    /// A tenure that ended in failure with undelivered events left (its
+    /// wave's commit refused, its lease lost): the space backs off — by the
+    /// attempts its failing events have had, as a failed activation does —
+    /// and is activated again at the end of the back-off, when its poison
+    /// event (if that is what it was) runs alone or is dead-lettered.
+    pub(crate) fn retry_failed_tenure(&self, id: &str, attempts: u32, error: &RuntimeError) {
+        let now = self.clock.now_ms();
+        let count = attempts.max(1);
+        let backoff =
+            (self.cfg.failure_backoff_ms << (count - 1).min(16)).min(self.cfg.max_backoff_ms);
+        let retry_at_ms = now + backoff;
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id.to_string(),
+                Failures {
+                    count,
+                    retry_at_ms,
+                    held_by: None,
+                    cause: error.to_string(),
+                },
+            );
+        self.lease_retries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), (retry_at_ms, Trigger::Events));
+        self.counters.space(id).inc(Counter::TenureRetries);
+        self.poke_waker();
+    }
+
     /// When the next activation refused by a lease may be retried.
     pub(crate) fn next_lease_retry(&self) -> Option<u64> {
         self.lease_retries

@@ -217,10 +217,13 @@ impl Host {
 
     /// A host on `store`. Registers the schedule index hook (with the jitter
     /// secret kept in the host directory) so every later commit is indexed.
-    pub fn new(store: Store, cfg: HostConfig) -> Host {
+    pub fn new(store: Store, mut cfg: HostConfig) -> Host {
         let clock = store.clock().clone();
         let counters = store.counters().clone();
         let secret = jitter_secret(&store);
+        // Handler entropy is keyed by the same secret, in its own domain.
+        cfg.runtime.entropy_key =
+            crate::runtime::EntropyKey(blake3::derive_key("spacewake handler entropy v1", &secret));
         let jitter = crate::schedule::Jitter::new(
             cfg.schedule.jitter_mode,
             cfg.schedule.jitter_window_ms,

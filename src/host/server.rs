@@ -319,7 +319,15 @@ pub(crate) fn run(
             // Dropping the space settles the directory (best effort) before
             // the waker may look at it again.
             let firing = std::mem::take(&mut s.firing_in_flight);
+            let attempts = s.rt.failed_wave_attempts();
+            let pending = s.rt.space().has_undelivered().unwrap_or(true);
             drop(s);
+            if pending {
+                // Nothing else would run the space again: no event can
+                // wedge it (its retries are bounded, then it is
+                // dead-lettered).
+                inner.retry_failed_tenure(&id, attempts, &e);
+            }
             if firing {
                 inner.end_scheduled(&id);
             }

@@ -91,6 +91,10 @@ pub fn routes() -> Router<HttpState> {
         .route("/api/operator/spaces", get(list_spaces).post(create_space))
         .route("/api/operator/spaces/{space}", get(one_space))
         .route("/api/operator/spaces/{space}/pieces", get(pieces))
+        .route(
+            "/api/operator/spaces/{space}/dead-letters",
+            get(dead_letters),
+        )
         .route("/api/operator/spaces/{space}/grants", post(grant))
         .route("/api/operator/schedules", get(schedules))
         // trigger, pause or resume
@@ -430,6 +434,14 @@ async fn pieces(State(s): State<HttpState>, Params(space): Params<String>, _: Si
         op::pieces(host.store(), &space).map(|p| json!({ "space": space, "pieces": p }))
     })
     .await
+}
+
+async fn dead_letters(
+    State(s): State<HttpState>,
+    Params(space): Params<String>,
+    _: Signed,
+) -> Response {
+    read(&s, move |host| op::dead_letters(host.store(), &space)).await
 }
 
 #[derive(Deserialize)]

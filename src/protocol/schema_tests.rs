@@ -430,6 +430,27 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
                 schedule_entries: 2,
             })]}),
         ),
+        (
+            "deadLettersView",
+            json(&DeadLettersView {
+                space: "home".into(),
+                dead_letters: vec![crate::store::DeadLetter {
+                    event_id: "poison".into(),
+                    stream: "pc-0123456789abcdef/s0".into(),
+                    seq: 3,
+                    payload: serde_json::json!({"by": 1}),
+                    fired_by: "did:key:z6Mk".into(),
+                    attempts: 3,
+                    error: "commit refused".into(),
+                    dead_lettered_ms: 9,
+                }],
+                failing: vec![FailingEventView {
+                    event_id: "next".into(),
+                    attempts: 1,
+                    last_error: "commit refused".into(),
+                }],
+            }),
+        ),
         ("entryView", json(&entry)),
         (
             "scheduleList",

@@ -158,6 +158,8 @@ export function pattern(a, b, c) {
   if (typeof fn !== "function") throw new Error("commonfabric: pattern(fn) expects a function");
   const p = (arg) => instantiateInline(p, arg);
   p.__pattern = { fn, schema: schema || {}, name };
+  // Frozen: a piece cannot change a pattern another piece instantiates.
+  harden(p);
   return p;
 }
 export const recipe = pattern;
@@ -187,7 +189,15 @@ function instantiateInline(p, arg) {
         return fields[k];
       },
     });
-    return p.__pattern.fn(argProxy);
+    const result = p.__pattern.fn(argProxy);
+    if (result !== null && typeof result === "object" && !isRef(result) && SCHEDULE in result) {
+      // Only a piece's own result is indexed: an inner instance's schedule
+      // would be stored and never fire.
+      throw new Error("commonfabric: pattern " + (p.__pattern.name || "(unnamed)") +
+        " declares [SCHEDULE] and cannot be instantiated inside another pattern; " +
+        "deploy it as a piece of its own, or declare the schedule on the outer pattern");
+    }
+    return result;
   } finally {
     builder.prefix = saved;
   }
@@ -269,8 +279,8 @@ function buildContext(ctx, docs, writes, sends, shape) {
   const out = {};
   for (const k of Object.keys(ctx || {})) {
     const f = ctx[k];
-    if (f.cell) out[k] = new Cell(f.cell.doc, f.cell.path, docs, writes, sends);
-    else if (f.stream) out[k] = new Stream(f.stream, sends);
+    if (f.cell) out[k] = new Cell(MINT, f.cell.doc, f.cell.path, docs, writes, sends);
+    else if (f.stream) out[k] = new Stream(MINT, f.stream, sends);
     else out[k] = f.value;
   }
   return out;
@@ -301,15 +311,23 @@ function clone(v) {
   return v === undefined ? undefined : JSON.parse(JSON.stringify(v));
 }
 
+// A cell handed to a handler. Opaque: its target and the run's output live
+// in private fields no pattern code can read or set, and only this module
+// can construct one (the host checks every write and send anyway).
+const MINT = Symbol("commonfabric.mint");
+
 class Cell {
-  constructor(doc, path, docs, writes, sends) {
-    this.doc = doc; this.path = path; this.docs = docs; this.writes = writes; this.sends = sends;
+  #doc; #path; #docs; #writes; #sends;
+  constructor(mint, doc, path, docs, writes, sends) {
+    if (mint !== MINT) throw new TypeError("commonfabric: cells are given, not made");
+    this.#doc = doc; this.#path = path; this.#docs = docs; this.#writes = writes; this.#sends = sends;
+    Object.freeze(this);
   }
-  get() { return clone(getAt(this.docs[this.doc], this.path)); }
+  get() { return clone(getAt(this.#docs[this.#doc], this.#path)); }
   set(value) {
     const v = value === undefined ? null : clone(serializeValue(value));
-    setAt(this.docs, this.doc, this.path, v);
-    this.writes.push({ doc: this.doc, path: this.path, value: clone(v) });
+    setAt(this.#docs, this.#doc, this.#path, v);
+    this.#writes.push({ doc: this.#doc, path: this.#path, value: clone(v) });
   }
   update(partial) {
     for (const k of Object.keys(partial || {})) this.key(k).set(partial[k]);
@@ -325,18 +343,32 @@ class Cell {
     const s = JSON.stringify(serializeValue(item));
     this.set(cur.filter((x) => JSON.stringify(x) !== s));
   }
-  key(k) { return new Cell(this.doc, this.path.concat([String(k)]), this.docs, this.writes, this.sends); }
-  send(event) { this.sends.push({ cell: { doc: this.doc, path: this.path }, payload: serializeValue(event) }); }
-  equals(other) { return other instanceof Cell && other.doc === this.doc && JSON.stringify(other.path) === JSON.stringify(this.path); }
+  key(k) {
+    return new Cell(MINT, this.#doc, this.#path.concat([String(k)]), this.#docs, this.#writes, this.#sends);
+  }
+  send(event) {
+    this.#sends.push({ cell: { doc: this.#doc, path: this.#path }, payload: serializeValue(event) });
+  }
+  equals(other) {
+    return other instanceof Cell && other.#doc === this.#doc &&
+      JSON.stringify(other.#path) === JSON.stringify(this.#path);
+  }
 }
 
 class Stream {
-  constructor(id, sends) { this.id = id; this.sends = sends; }
-  send(event) { this.sends.push({ stream: this.id, payload: serializeValue(event === undefined ? {} : event) }); }
+  #id; #sends;
+  constructor(mint, id, sends) {
+    if (mint !== MINT) throw new TypeError("commonfabric: streams are given, not made");
+    this.#id = id; this.#sends = sends;
+    Object.freeze(this);
+  }
+  send(event) { this.#sends.push({ stream: this.#id, payload: serializeValue(event === undefined ? {} : event) }); }
+  toJSON() { return { $stream: this.#id }; }
 }
 
 function serializeValue(v) {
   if (v instanceof Cell) return v.get();
+  if (v instanceof Stream) return v.toJSON();
   if (v === undefined) return null;
   if (v === null || typeof v !== "object") return v;
   if (Array.isArray(v)) return v.map(serializeValue);
@@ -351,3 +383,25 @@ export const Writable = undefined;
 export const Default = undefined;
 export const OpaqueRef = undefined;
 export const VNode = undefined;
+
+// The authoring API is frozen, deeply, before any pattern code runs (the
+// intrinsics already are, by the sandbox's lockdown): one piece cannot change
+// what another piece's code calls, nor rewrite a Cell's methods.
+function harden(root) {
+  const stack = [root];
+  while (stack.length > 0) {
+    const o = stack.pop();
+    if (o === null || (typeof o !== "object" && typeof o !== "function") || Object.isFrozen(o)) continue;
+    Object.freeze(o);
+    for (const k of Reflect.ownKeys(o)) {
+      const d = Object.getOwnPropertyDescriptor(o, k);
+      if ("value" in d) stack.push(d.value);
+      else stack.push(d.get, d.set);
+    }
+    stack.push(Object.getPrototypeOf(o));
+  }
+}
+for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
+  __registerProgram, __instantiate, __runNode, __runHandler]) {
+  harden(api);
+}

@@ -77,6 +77,17 @@ pub fn as_stream(v: &Value) -> Option<&str> {
     v.as_object()?.get("$stream")?.as_str()
 }
 
+/// Whether `v` holds a reference or a stream anywhere.
+pub fn has_refs(v: &Value) -> bool {
+    match v {
+        Value::Array(a) => a.iter().any(has_refs),
+        Value::Object(m) => {
+            m.contains_key("$link") || m.contains_key("$stream") || m.values().any(has_refs)
+        }
+        _ => false,
+    }
+}
+
 /// Every document a template refers to (its reads).
 pub fn linked_docs(v: &Value, out: &mut Vec<String>) {
     if let Some(l) = as_link(v) {

@@ -18,6 +18,7 @@
 //! - Only this module talks to the sandbox; only the store talks to SQL.
 
 pub mod argument;
+pub mod capability;
 pub mod graph;
 
 use crate::clock::Clock;
@@ -29,6 +30,7 @@ use crate::store::{
     Author, CommitClass, CommitRequest, DocOp, EventRecord, Lease, NewEvent, PathSeg, Space,
     StoreError,
 };
+use capability::Reach;
 use graph::{as_link, as_stream, field_flag, linked_docs, Link, NodeDef, Recorded, StreamDef};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -92,6 +94,50 @@ pub struct RuntimeConfig {
     pub metering: bool,
     /// Ledger window length (default one UTC day).
     pub ledger_window_ms: u64,
+    /// Keys the seed of a handler's `Math.random()`, so no sender can
+    /// choose an event id for the outcome it wants (the host derives it
+    /// from its secret; the all-zero default is for runtimes without one).
+    pub entropy_key: EntropyKey,
+}
+
+/// The key of handler entropy. `Debug` never prints it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct EntropyKey(pub [u8; 32]);
+
+impl std::fmt::Debug for EntropyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EntropyKey(<redacted>)")
+    }
+}
+
+/// Domain separation of the handler-entropy hash from other uses of a key.
+const ENTROPY_DOMAIN: &[u8] = b"spacewake/handler-entropy/v1\0";
+
+/// The seed of a handler run's `Math.random()`: a keyed hash of space,
+/// piece and event id. The same event replayed after a crash draws the
+/// same numbers; without the key, the numbers cannot be predicted.
+pub fn handler_seed(key: &EntropyKey, space: &str, piece: &str, event_id: &str) -> u64 {
+    let mut h = blake3::Hasher::new_keyed(&key.0);
+    h.update(ENTROPY_DOMAIN);
+    for part in [space, piece, event_id] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// The id of an event a handler derives from the event it handles
+/// (`PARENT/send/N`). Bounded like a client's id: a parent too long to
+/// extend is replaced by its hash, so a derived id can never make a commit
+/// invalid, and stays the same when the parent is replayed.
+pub fn derived_event_id(parent: &str, kind: &str, n: usize) -> String {
+    let suffix = format!("/{kind}/{n}");
+    let max = crate::protocol::messages::MAX_EVENT_ID_CHARS;
+    if parent.chars().count() + suffix.len() <= max {
+        return format!("{parent}{suffix}");
+    }
+    let digest = blake3::hash(parent.as_bytes()).to_hex();
+    format!("~{}{suffix}", &digest[..32])
 }
 
 impl Default for RuntimeConfig {
@@ -102,6 +148,7 @@ impl Default for RuntimeConfig {
             wave_event_limit: 256,
             metering: true,
             ledger_window_ms: crate::accounting::DEFAULT_WINDOW_MS,
+            entropy_key: EntropyKey::default(),
         }
     }
 }
@@ -135,6 +182,8 @@ pub struct WaveReport {
     pub failed_events: Vec<String>,
     /// Events consumed without running their handler (the caller asked).
     pub skipped_events: Vec<String>,
+    /// Events consumed without delivery after their retries.
+    pub dead_lettered: Vec<String>,
     /// What the wave's meter booked to the ledger (None when metering is
     /// off or the wave ran nothing).
     pub metered: Option<crate::store::LedgerDelta>,
@@ -222,7 +271,18 @@ pub struct SpaceRuntime {
     /// buffered.
     pending_costs: BTreeMap<CostKey, CostTally>,
     waves_since_costs: u32,
+    /// Undelivered events whose waves failed their tenure: attempts and the
+    /// last error (mirrors the plane's `event_failures`).
+    event_failures: HashMap<String, (u32, String)>,
+    /// (event id, stream, seq) of the events the wave in flight consumes.
+    wave_events: Vec<(String, String, u64)>,
+    /// Events the wave in flight dead-letters, with attempts and error.
+    dead_lettering: Vec<(EventRecord, u32, String)>,
+    failed_wave_attempts: u32,
 }
+
+/// Failed waves an event may be in before it is dead-lettered.
+pub const MAX_EVENT_ATTEMPTS: u32 = 3;
 
 /// Waves between writes of the per-action attribution.
 const COST_FLUSH_WAVES: u32 = 32;
@@ -285,6 +345,11 @@ impl SpaceRuntime {
         };
         let counters = space.counters().clone();
         let action_hash = space.action_states()?.into_iter().collect();
+        let event_failures = space
+            .event_failures()?
+            .into_iter()
+            .map(|f| (f.event_id, (f.attempts, f.last_error)))
+            .collect();
         let mut rt = SpaceRuntime {
             space,
             lease,
@@ -318,6 +383,10 @@ impl SpaceRuntime {
             meter: None,
             pending_costs: BTreeMap::new(),
             waves_since_costs: 0,
+            event_failures,
+            wave_events: Vec::new(),
+            dead_lettering: Vec::new(),
+            failed_wave_attempts: 0,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
@@ -497,6 +566,29 @@ impl SpaceRuntime {
         {
             // Before anything is written for the piece.
             argument::check(schema, arg)?;
+        }
+        // The graph may refer only to the piece's own documents and to what
+        // its argument refers to (what its deployer gave it).
+        let mut reach = Reach::new(piece);
+        match argument {
+            Some((arg, _)) => reach.add_refs_in(arg),
+            None => {
+                if let Some(arg) = self.doc(&format!("{piece}/argument"))? {
+                    reach.add_refs_in(&arg);
+                }
+            }
+        }
+        let graph_refs = std::iter::once(&rec.result)
+            .chain(rec.nodes.iter().map(|n| &n.args))
+            .chain(rec.streams.iter().map(|s| &s.context))
+            .chain(rec.cells.iter().map(|c| &c.initial));
+        for v in graph_refs {
+            if let Err(reason) = reach.check_value(v) {
+                self.counters.inc(Counter::ActionsRefused);
+                return Err(RuntimeError::Invalid(format!(
+                    "piece {piece} refers outside what it was given: {reason}"
+                )));
+            }
         }
         if let Some((arg, _)) = argument {
             let arg = graph::apply_defaults(rec.argument_schema.as_ref(), arg);
@@ -840,8 +932,20 @@ impl SpaceRuntime {
             .map(|n| n.piece.clone())
             .unwrap_or_default();
         self.meter_action(id, &piece, "derivation", started.elapsed());
+        // Its output may refer only to what its arguments referred to, or
+        // to its own piece (checked only when it refers to anything).
+        let ran = match ran {
+            Ok(out) if graph::has_refs(&out.value) => {
+                let reach = self.node_reach(id, &piece)?;
+                Ok((reach.check_value(&out.value), out))
+            }
+            other => other.map(|out| (Ok(()), out)),
+        };
         match ran {
-            Ok(out) => {
+            Ok((Err(reason), _)) => {
+                self.refuse(id, "derivation", &format!("invalid output: {reason}"));
+            }
+            Ok((Ok(()), out)) => {
                 if let Some(n) = self.nodes.get_mut(id) {
                     n.runs += 1;
                 }
@@ -858,6 +962,17 @@ impl SpaceRuntime {
         Ok(())
     }
 
+    /// What a derivation was given: the references and streams of its
+    /// argument templates and of their current values.
+    fn node_reach(&mut self, id: &str, piece: &str) -> RuntimeResult<Reach> {
+        let template = self.nodes[id].def.args.clone();
+        let mut reach = Reach::new(piece);
+        reach.add_refs_in(&template);
+        let resolved = self.resolve_deep(template, 0)?;
+        reach.add_refs_in(&resolved);
+        Ok(reach)
+    }
+
     fn record_failure(&mut self, action: &str, kind: &'static str, e: &SandboxError) {
         self.counters.inc(match e {
             SandboxError::Preempted { .. } => Counter::ActionsPreempted,
@@ -866,11 +981,14 @@ impl SpaceRuntime {
             _ => Counter::ActionsFailed,
         });
         tracing::warn!(action, kind, error = %e, "action failed");
-        let f = ActionFailure {
+        self.push_failure(ActionFailure {
             action: action.to_string(),
             kind,
             error: e.to_string(),
-        };
+        });
+    }
+
+    fn push_failure(&mut self, f: ActionFailure) {
         self.report.failures.push(f.clone());
         self.failures.push(f);
         if self.failures.len() > 256 {
@@ -891,15 +1009,20 @@ impl SpaceRuntime {
         let binding_piece = binding.piece.clone();
         let schema = def.schema.clone();
         let mut docs = serde_json::Map::new();
+        // What this run is given: the only targets its writes and sends may
+        // have, and the only references its values may hold.
+        let mut reach = Reach::new(&binding_piece);
         let (ctx, shape) = match &def.context {
             Value::Object(fields) if as_link(&def.context).is_none() => {
                 let mut ctx = serde_json::Map::new();
                 for (k, tmpl) in fields {
                     let as_cell = field_flag(schema.as_ref(), k, "asCell");
+                    reach.add_refs_in(tmpl);
                     let entry = if let Some(s) = as_stream(tmpl) {
                         json!({"stream": s})
                     } else if let (Some(l), true) = (as_link(tmpl), as_cell) {
                         let (doc, path) = self.cell_target(&l)?;
+                        reach.add_cell(&doc, &path);
                         if !docs.contains_key(&doc) {
                             let v = self.value_at(&doc, &[], 0)?;
                             docs.insert(doc.clone(), v);
@@ -907,6 +1030,7 @@ impl SpaceRuntime {
                         json!({"cell": {"doc": doc, "path": path}})
                     } else {
                         let v = self.resolve_deep(tmpl.clone(), 0)?;
+                        reach.add_refs_in(&v);
                         match as_stream(&v) {
                             Some(s) if field_flag(schema.as_ref(), k, "asStream") => {
                                 json!({"stream": s})
@@ -919,14 +1043,17 @@ impl SpaceRuntime {
                 (Value::Object(ctx), "fields")
             }
             other => {
+                reach.add_refs_in(other);
                 let v = self.resolve_deep(other.clone(), 0)?;
+                reach.add_refs_in(&v);
                 (json!({"value": v}), "value")
             }
         };
-        let seed = u64::from_le_bytes(
-            blake3::hash(ev.event_id.as_bytes()).as_bytes()[..8]
-                .try_into()
-                .expect("8 bytes"),
+        let seed = handler_seed(
+            &self.cfg.entropy_key,
+            self.space.id(),
+            &binding_piece,
+            &ev.event_id,
         );
         let mut opts = CallOptions::handler(ev.fired_at_ms, seed);
         if let Some(b) = self.cfg.action_budget {
@@ -945,56 +1072,89 @@ impl SpaceRuntime {
         let started = std::time::Instant::now();
         let ran = self.sandbox.call(self.entry.run_handler, &args, &opts);
         self.meter_action(&ev.stream, &binding_piece, "handler", started.elapsed());
-        match ran {
-            Ok(out) => {
-                let writes = match self.check_writes(&out.value["writes"]) {
-                    Ok(w) => w,
-                    Err(reason) => {
-                        let action = format!("{}:{}", binding_piece, ev.stream);
-                        let e = SandboxError::Internal(format!("invalid write: {reason}"));
-                        self.record_failure(&action, "handler", &e);
-                        return Ok(());
-                    }
-                };
-                for (doc, path, value) in writes {
-                    self.write(&doc, &path, value)?;
-                }
-                let sends = out.value["sends"].as_array().cloned().unwrap_or_default();
-                for (i, s) in sends.into_iter().enumerate() {
-                    let target = match as_stream_target(&s) {
-                        Some(id) => Some(id),
-                        None => match s.get("cell").and_then(|c| as_link(&json!({"$link": c}))) {
-                            Some(l) => {
-                                let v = self.value_at(&l.doc, &l.path, 0)?;
-                                as_stream(&v).map(str::to_string)
-                            }
-                            None => None,
-                        },
-                    };
-                    if let Some(stream) = target {
-                        self.sends.push(NewEvent {
-                            event_id: format!("{}/send/{i}", ev.event_id),
-                            stream,
-                            payload: s["payload"].clone(),
-                            fired_by: ev.fired_by.clone(),
-                        });
-                    }
-                }
-            }
+        let action = format!("{}:{}", binding_piece, ev.stream);
+        let out = match ran {
+            Ok(out) => out.value,
             Err(e) => {
-                let action = format!("{}:{}", binding_piece, ev.stream);
-                self.record_failure(&action, "handler", &e)
+                self.record_failure(&action, "handler", &e);
+                return Ok(());
+            }
+        };
+        // Everything is checked before anything applies: one write or send
+        // the run was not given refuses the run as a whole.
+        let writes = match self.check_writes(&out["writes"], &reach) {
+            Ok(w) => w,
+            Err(reason) => {
+                self.refuse(&action, "handler", &format!("invalid write: {reason}"));
+                return Ok(());
+            }
+        };
+        let mut sends = Vec::new();
+        for (i, s) in out["sends"].as_array().into_iter().flatten().enumerate() {
+            let target = match self.send_target(s, &reach) {
+                Ok(t) => t,
+                Err(reason) => {
+                    self.refuse(&action, "handler", &format!("invalid send: {reason}"));
+                    return Ok(());
+                }
+            };
+            if let Some(stream) = target {
+                if let Err(reason) = reach.check_value(&s["payload"]) {
+                    self.refuse(&action, "handler", &format!("invalid send: {reason}"));
+                    return Ok(());
+                }
+                sends.push(NewEvent {
+                    event_id: derived_event_id(&ev.event_id, "send", i),
+                    stream,
+                    payload: s["payload"].clone(),
+                    fired_by: ev.fired_by.clone(),
+                });
             }
         }
+        for (doc, path, value) in writes {
+            self.write(&doc, &path, value)?;
+        }
+        self.sends.extend(sends);
         Ok(())
     }
 
-    /// Validates a handler's writes in order against the current documents,
-    /// so a handler whose writes cannot all apply applies none of them.
+    /// Where one send of a handler goes: a stream it was given, or the
+    /// stream at a cell it was given (`None` when that cell holds none).
+    fn send_target(&mut self, s: &Value, reach: &Reach) -> Result<Option<String>, String> {
+        if let Some(id) = as_stream_target(s) {
+            reach.check_send_stream(&id)?;
+            return Ok(Some(id));
+        }
+        let Some(l) = s.get("cell").and_then(|c| as_link(&json!({"$link": c}))) else {
+            return Err("a send names neither a stream nor a cell".to_string());
+        };
+        reach.check_send_cell(&l.doc, &l.path)?;
+        let v = self
+            .value_at(&l.doc, &l.path, 0)
+            .map_err(|e| e.to_string())?;
+        Ok(as_stream(&v).map(str::to_string))
+    }
+
+    /// A run refused host-side: counted, reported like a failure, nothing
+    /// of it applied.
+    fn refuse(&mut self, action: &str, kind: &'static str, reason: &str) {
+        self.counters.inc(Counter::ActionsRefused);
+        tracing::warn!(action, kind, reason, "action refused");
+        self.push_failure(ActionFailure {
+            action: action.to_string(),
+            kind,
+            error: reason.to_string(),
+        });
+    }
+
+    /// Validates a handler's writes in order against the current documents
+    /// and what the run was given, so a handler whose writes cannot all
+    /// apply applies none of them.
     #[allow(clippy::type_complexity)]
     fn check_writes(
         &mut self,
         writes: &Value,
+        reach: &Reach,
     ) -> Result<Vec<(String, Vec<PathSeg>, Value)>, String> {
         let mut scratch: HashMap<String, Option<Value>> = HashMap::new();
         let mut out = Vec::new();
@@ -1004,6 +1164,8 @@ impl SpaceRuntime {
                 .ok_or("a write names no document")?
                 .to_string();
             let path = crate::store::path::parse_path(&w["path"])?;
+            reach.check_write(&doc, &path)?;
+            reach.check_value(&w["value"])?;
             if !scratch.contains_key(&doc) {
                 let current = self.doc(&doc).map_err(|e| e.to_string())?;
                 scratch.insert(doc.clone(), current);
@@ -1069,9 +1231,43 @@ impl SpaceRuntime {
         settle: WaveSettle<'_>,
     ) -> RuntimeResult<WaveReport> {
         self.meter_begin();
-        let events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
-        for ev in &events {
-            if skip.contains(&ev.event_id) {
+        let mut events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
+        // An event that was in a wave that failed its tenure runs alone, so a
+        // poison event fails nobody else; after its retries it is
+        // dead-lettered instead of run.
+        let mut dead = None;
+        if let Some(first) = events.first() {
+            if let Some((attempts, error)) = self.event_failures.get(&first.event_id) {
+                events.truncate(1);
+                if *attempts >= MAX_EVENT_ATTEMPTS {
+                    dead = Some((*attempts, error.clone()));
+                }
+            }
+        }
+        self.wave_events = events
+            .iter()
+            .map(|e| (e.event_id.clone(), e.stream.clone(), e.seq))
+            .collect();
+        let ran = self.wave_body(&events, dead, skip, settle);
+        if let Err(e) = &ran {
+            self.note_failed_wave(e);
+        }
+        ran
+    }
+
+    fn wave_body(
+        &mut self,
+        events: &[EventRecord],
+        dead: Option<(u32, String)>,
+        skip: &HashSet<String>,
+        settle: WaveSettle<'_>,
+    ) -> RuntimeResult<WaveReport> {
+        for ev in events {
+            if let Some((attempts, error)) = &dead {
+                self.report.dead_lettered.push(ev.event_id.clone());
+                self.dead_lettering
+                    .push((ev.clone(), *attempts, error.clone()));
+            } else if skip.contains(&ev.event_id) {
                 self.report.skipped_events.push(ev.event_id.clone());
             } else {
                 let failures_before = self.report.failures.len();
@@ -1094,6 +1290,45 @@ impl SpaceRuntime {
             }
         }
         self.flush_with(settle)
+    }
+
+    /// A wave that consumed events failed its tenure: each of its events
+    /// gets one more attempt on record (best effort: a plane write needs no
+    /// lease, but the file may be what failed).
+    fn note_failed_wave(&mut self, error: &RuntimeError) {
+        let events = std::mem::take(&mut self.wave_events);
+        self.dead_lettering.clear();
+        if events.is_empty() {
+            return;
+        }
+        let now = self.clock.now_ms();
+        let message = crate::human::truncate_message(&error.to_string(), 1024);
+        let noted = self.space.plane(|p| {
+            events
+                .iter()
+                .map(|(id, stream, seq)| {
+                    p.note_event_failure(id, stream, *seq, &message, now)
+                        .map(|n| (id.clone(), n))
+                })
+                .collect::<crate::store::StoreResult<Vec<_>>>()
+        });
+        match noted {
+            Ok(rows) => {
+                for (id, attempts) in rows {
+                    self.failed_wave_attempts = self.failed_wave_attempts.max(attempts);
+                    self.event_failures.insert(id, (attempts, message.clone()));
+                }
+                self.counters
+                    .add(Counter::EventsInFailedWaves, events.len() as i64);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot record a failed wave's events"),
+        }
+    }
+
+    /// The most attempts any event of this tenure's failed waves has had
+    /// (0 when none failed): how long the host waits before retrying.
+    pub fn failed_wave_attempts(&self) -> u32 {
+        self.failed_wave_attempts
     }
 
     /// Runs waves until no undelivered events remain (at most `max` waves).
@@ -1171,7 +1406,25 @@ impl SpaceRuntime {
         });
         report.metered = metered;
         let costs = self.take_costs(false);
+        let now = self.clock.now_ms();
+        let dead_letters = std::mem::take(&mut self.dead_lettering);
+        // Events consumed now that had failed waves on record.
+        let recovered: Vec<String> = self
+            .wave_events
+            .iter()
+            .map(|(id, _, _)| id)
+            .filter(|id| self.event_failures.contains_key(*id))
+            .cloned()
+            .collect();
         let result = self.space.commit_with(req, |view, plane| {
+            for (ev, attempts, error) in &dead_letters {
+                plane
+                    .dead_letter(ev, *attempts, error, now)
+                    .map_err(|e| e.to_string())?;
+            }
+            for id in &recovered {
+                plane.clear_event_failure(id).map_err(|e| e.to_string())?;
+            }
             for (node, hash) in &hashes {
                 plane
                     .set_action_state(node, hash, view.seq)
@@ -1195,6 +1448,15 @@ impl SpaceRuntime {
                 }
                 report.seq = outcome.seq;
                 self.counters.inc(Counter::Waves);
+                self.wave_events.clear();
+                for id in recovered {
+                    self.event_failures.remove(&id);
+                }
+                for (ev, attempts, _) in dead_letters {
+                    self.event_failures.remove(&ev.event_id);
+                    self.counters.inc(Counter::EventsDeadLettered);
+                    tracing::warn!(event = %ev.event_id, stream = %ev.stream, attempts, "event dead-lettered");
+                }
                 Ok(report)
             }
             Err(e) => {

@@ -88,6 +88,76 @@ export default (function (dateNow, nowFor, mathRandom, deny) {
   delete g.performance;
   delete g.WeakRef;
   delete g.FinalizationRegistry;
+
+  // Assigning a property that a frozen prototype holds as a data property
+  // throws in strict code (the "override mistake"), which would break
+  // ordinary code such as `this.name = "MyError"`. For the properties code
+  // commonly assigns, the prototype's value becomes an accessor whose setter
+  // defines the property on the object assigned to, as SES does.
+  const getOwn = Object.getOwnPropertyDescriptor;
+  const tame = (proto, names) => {
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i];
+      const d = getOwn(proto, name);
+      if (d === undefined || !("value" in d) || !d.configurable) continue;
+      const value = d.value;
+      defineProperty(proto, name, {
+        get() { return value; },
+        set(v) {
+          if (this === proto) throw new TypeError("Cannot assign to read only property '" + String(name) + "'");
+          defineProperty(this, name, { value: v, writable: true, enumerable: true, configurable: true });
+        },
+        enumerable: d.enumerable,
+        configurable: false,
+      });
+    }
+  };
+  tame(Object.prototype, ["constructor", "toString", "valueOf", "toLocaleString"]);
+  tame(Function.prototype, ["constructor", "toString"]);
+  const errors = [g.Error, g.TypeError, g.RangeError, g.SyntaxError, g.ReferenceError,
+    g.EvalError, g.URIError, g.AggregateError];
+  for (let i = 0; i < errors.length; i++) {
+    if (typeof errors[i] === "function") {
+      tame(errors[i].prototype, ["constructor", "name", "message", "toString"]);
+    }
+  }
+
+  // Freeze every intrinsic, and the global object, before any pattern code
+  // runs: no piece can change what another piece's code calls (wrapping
+  // `JSON.stringify`, `Array.prototype.push`, ...) or leave state on the
+  // global object for another piece to find. The walk starts from the
+  // global object and the intrinsics it does not reach by name (iterator
+  // and generator prototypes, %TypedArray%), and follows every property
+  // value, accessor and prototype.
+  const freeze = Object.freeze;
+  const isFrozen = Object.isFrozen;
+  const ownKeys = Reflect.ownKeys;
+  const iter = (x) => getPrototypeOf(x[Symbol.iterator]());
+  const roots = [
+    g,
+    getPrototypeOf(function* () {}),
+    getPrototypeOf(async function () {}),
+    getPrototypeOf(async function* () {}),
+    getPrototypeOf((function* () {})()),
+    getPrototypeOf((async function* () {})()),
+    iter([]), iter(""), iter(new g.Map()), iter(new g.Set()),
+    getPrototypeOf(/a/[Symbol.matchAll]("")),
+    getPrototypeOf(g.Int8Array),
+  ];
+  const stack = roots.slice();
+  while (stack.length > 0) {
+    const o = stack.pop();
+    if (o === null || (typeof o !== "object" && typeof o !== "function") || isFrozen(o)) continue;
+    freeze(o);
+    const keys = ownKeys(o);
+    for (let i = 0; i < keys.length; i++) {
+      const d = getOwn(o, keys[i]);
+      if (d === undefined) continue;
+      if ("value" in d) stack.push(d.value);
+      else { stack.push(d.get); stack.push(d.set); }
+    }
+    stack.push(getPrototypeOf(o));
+  }
 })
 "#;
 

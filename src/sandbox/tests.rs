@@ -546,12 +546,12 @@ fn capability_error_name_is_visible_to_js() {
     );
     // A handler can observe the name of a denial it provokes (and the call still fails).
     let probe = sb.eval(
-        "globalThis.__seen = (() => { try { new Function('') } catch (e) { return e.name + ':' + e.capability } })()",
+        "let __seen = (() => { try { new Function('') } catch (e) { return e.name + ':' + e.capability } })()",
         &CallOptions::handler(0, 0),
     );
     assert!(matches!(probe, Err(SandboxError::Capability { .. })));
     assert_eq!(
-        eval(&sb, "globalThis.__seen").unwrap(),
+        eval(&sb, "__seen").unwrap(),
         json!("CapabilityError:Function constructor")
     );
 }
@@ -665,7 +665,7 @@ fn errors_are_classified() {
     let sb = sandbox();
     match eval(
         &sb,
-        "function boom() { throw new TypeError('bad thing'); } boom()",
+        "(function boom() { throw new TypeError('bad thing'); })()",
     ) {
         Err(SandboxError::Threw {
             name,
@@ -699,7 +699,7 @@ fn errors_are_classified() {
         Err(SandboxError::Threw { message, .. }) => assert_eq!(message, ""),
         other => panic!("{other:?}"),
     }
-    match eval(&sb, "function f() { return f() + 1; } f()") {
+    match eval(&sb, "(function f() { return f() + 1; })()") {
         Err(SandboxError::Threw { name, .. }) => assert_eq!(name, "RangeError"),
         other => panic!("{other:?}"),
     }

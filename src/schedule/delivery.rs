@@ -136,7 +136,12 @@ pub fn settle_delivery(
         plane.upsert_schedule(&row)?;
         report.delivered += 1;
     }
-    for id in wave.failed_events.iter().chain(&wave.skipped_events) {
+    for id in wave
+        .failed_events
+        .iter()
+        .chain(&wave.skipped_events)
+        .chain(&wave.dead_lettered)
+    {
         let Some((piece, entry)) = wake_target(id) else {
             continue;
         };

@@ -42,6 +42,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0005_action_costs",
         sql: include_str!("../../schema/space/0005_action_costs.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_event_failures",
+        sql: include_str!("../../schema/space/0006_event_failures.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

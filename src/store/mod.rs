@@ -23,6 +23,7 @@
 //! commits but never leaves a partial one. `Synchronous::Full` fsyncs every
 //! commit for power-loss durability at a throughput cost.
 
+mod dead_letters;
 mod directory;
 mod error;
 pub mod lock;
@@ -31,6 +32,7 @@ pub mod path;
 mod plane;
 mod space;
 
+pub use dead_letters::{DeadLetter, EventFailure};
 pub use directory::{Directory, Discovered, Projection, SpaceEntry, UpcomingWake};
 pub use error::{StoreError, StoreResult};
 pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
@@ -110,6 +112,10 @@ pub struct StoreConfig {
     /// Crash-test injection: fail or abort the process at a named point of
     /// the commit path. Never set in production.
     pub fault: Option<(FaultPoint, FaultAction)>,
+    /// Test injection: refuse every commit that consumes the event with
+    /// this id without dead-lettering it, as if its wave's commit were
+    /// invalid (a poison event). Never set in production.
+    pub refuse_delivering: Option<String>,
 }
 
 /// Points in the commit path where a crash test can stop the host.
@@ -140,6 +146,7 @@ impl StoreConfig {
             holder: None,
             owns_directory: false,
             fault: None,
+            refuse_delivering: None,
         }
     }
 }

@@ -534,6 +534,13 @@ impl Space {
             hook: "commit extension".into(),
             reason,
         })?;
+        if let Some(poison) = &self.shared.cfg.refuse_delivering {
+            if !req.watermarks.is_empty() && delivers(&tx, &path, poison)? {
+                return Err(StoreError::InvalidCommit(format!(
+                    "injected: the commit consuming event {poison:?} is refused"
+                )));
+            }
+        }
         if plane.policy_touched {
             self.shared.directory.mark_budget_policy(&space_id)?;
         }
@@ -937,6 +944,20 @@ impl Space {
         self.guard(r)
     }
 
+    /// Undelivered events whose waves failed their tenure.
+    pub fn event_failures(&mut self) -> StoreResult<Vec<super::EventFailure>> {
+        self.check_open()?;
+        let r = super::dead_letters::event_failures(&self.conn, &self.path);
+        self.guard(r)
+    }
+
+    /// Events consumed without delivery after their retries, oldest first.
+    pub fn dead_letters(&mut self) -> StoreResult<Vec<super::DeadLetter>> {
+        self.check_open()?;
+        let r = super::dead_letters::dead_letters(&self.conn, &self.path);
+        self.guard(r)
+    }
+
     pub fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
         self.check_open()?;
         let r = plane::list_ledger(&self.conn, &self.path);
@@ -1241,6 +1262,20 @@ fn append_event(
         fired_by: e.fired_by,
         fired_at_ms: now_ms,
     })
+}
+
+/// Test injection (`StoreConfig::refuse_delivering`): whether this
+/// transaction, with its watermarks already moved, consumes `event_id`
+/// without dead-lettering it.
+fn delivers(tx: &Transaction<'_>, path: &Path, event_id: &str) -> StoreResult<bool> {
+    tx.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM events e JOIN streams s ON s.stream = e.stream \
+         WHERE e.event_id = ?1 AND s.watermark_seq >= e.seq \
+         AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.event_id))",
+    )
+    .at(path)?
+    .query_row([event_id], |r| r.get(0))
+    .at(path)
 }
 
 fn advance_watermark(

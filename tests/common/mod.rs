@@ -93,6 +93,15 @@ pub fn settled(host: &spacewake::host::Host, space: &str) -> bool {
 impl TestStore {
     /// Starts a runtime (a tenure) on `space`, creating the space if needed.
     pub fn runtime(&self, space: &str) -> spacewake::runtime::SpaceRuntime {
+        self.runtime_with(space, spacewake::runtime::RuntimeConfig::default())
+    }
+
+    /// [`TestStore::runtime`] with `cfg`'s limits and keys.
+    pub fn runtime_with(
+        &self,
+        space: &str,
+        cfg: spacewake::runtime::RuntimeConfig,
+    ) -> spacewake::runtime::SpaceRuntime {
         if self.store.directory().get(space).unwrap().is_none() {
             self.store.create_space(space, "did:key:owner").unwrap();
         }
@@ -101,7 +110,7 @@ impl TestStore {
             sp,
             self.clock.clone(),
             self.store.config().lease_ttl_ms,
-            spacewake::runtime::RuntimeConfig::default(),
+            cfg,
         )
         .unwrap()
     }

@@ -1,0 +1,242 @@
+//! What one action of a piece was given, and the host-side check of what it
+//! returns against that. Pure: no I/O and no JavaScript.
+//!
+//! Pattern code returns writes, sends and values as JSON, so JSON is all a
+//! forger controls. Every write target, every send target and every
+//! reference (`$link`) or stream (`$stream`) inside a returned value is
+//! checked here against the action's [`Reach`] before anything applies; one
+//! refusal fails the whole action.
+//!
+//! The model (as the reference runtime's): an action may write through the
+//! cells it was given and the paths under them, send to the streams it was
+//! given, and link to what it was given or to its own piece's documents.
+//! Some documents no pattern code may write at all ([`is_protected`]):
+//! program sources, the space's piece list, and piece results (those are
+//! written only from the validated pattern body at instantiation).
+
+use super::graph::{as_link, as_stream, Link};
+use super::PIECES_DOC;
+use crate::store::PathSeg;
+use serde_json::Value;
+use std::collections::HashSet;
+
+/// What one action (instantiation, derivation or handler) of a piece was
+/// given.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    piece: String,
+    /// Cells it may write through (already resolved to the document that
+    /// holds the value), and write under.
+    cells: Vec<Link>,
+    /// References it was given (to link to, not to write).
+    links: Vec<Link>,
+    streams: HashSet<String>,
+}
+
+impl Reach {
+    pub fn new(piece: &str) -> Self {
+        Reach {
+            piece: piece.to_string(),
+            ..Reach::default()
+        }
+    }
+
+    /// A cell the action may write through.
+    pub fn add_cell(&mut self, doc: &str, path: &[PathSeg]) {
+        let l = Link {
+            doc: doc.to_string(),
+            path: path.to_vec(),
+        };
+        self.links.push(l.clone());
+        self.cells.push(l);
+    }
+
+    pub fn add_stream(&mut self, id: &str) {
+        self.streams.insert(id.to_string());
+    }
+
+    /// Every reference and stream inside `v` (a template or a value the
+    /// action was handed).
+    pub fn add_refs_in(&mut self, v: &Value) {
+        if let Some(l) = as_link(v) {
+            self.links.push(l);
+            return;
+        }
+        if let Some(s) = as_stream(v) {
+            self.streams.insert(s.to_string());
+            return;
+        }
+        match v {
+            Value::Array(a) => a.iter().for_each(|x| self.add_refs_in(x)),
+            Value::Object(m) => m.values().for_each(|x| self.add_refs_in(x)),
+            _ => {}
+        }
+    }
+
+    fn owns(&self, doc: &str) -> bool {
+        owned_by(doc, &self.piece)
+    }
+
+    /// A write of `doc` at `path`: under a cell it was given, and never a
+    /// protected document.
+    pub fn check_write(&self, doc: &str, path: &[PathSeg]) -> Result<(), String> {
+        if is_protected(doc) {
+            return Err(format!("{doc:?} cannot be written by pattern code"));
+        }
+        if self
+            .cells
+            .iter()
+            .any(|c| c.doc == doc && path.starts_with(&c.path))
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "a write to {doc:?} at {} was not given to this action",
+            crate::store::path::display_path(path)
+        ))
+    }
+
+    /// A send through a cell: the cell must be one it was given.
+    pub fn check_send_cell(&self, doc: &str, path: &[PathSeg]) -> Result<(), String> {
+        if self
+            .cells
+            .iter()
+            .any(|c| c.doc == doc && path.starts_with(&c.path))
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "a send through {doc:?} at {} was not given to this action",
+            crate::store::path::display_path(path)
+        ))
+    }
+
+    pub fn check_send_stream(&self, id: &str) -> Result<(), String> {
+        if self.streams.contains(id) {
+            return Ok(());
+        }
+        Err(format!(
+            "a send to stream {id:?} was not given to this action"
+        ))
+    }
+
+    /// Every reference and stream inside a value the action returns or
+    /// writes: to something it was given, or to its own piece.
+    pub fn check_value(&self, v: &Value) -> Result<(), String> {
+        if let Some(l) = as_link(v) {
+            let given = self
+                .links
+                .iter()
+                .any(|g| g.doc == l.doc && l.path.starts_with(&g.path));
+            if given || self.owns(&l.doc) {
+                return Ok(());
+            }
+            return Err(format!(
+                "a reference to {:?} was not given to this action",
+                l.doc
+            ));
+        }
+        if let Some(s) = as_stream(v) {
+            if self.streams.contains(s) || self.owns(s) {
+                return Ok(());
+            }
+            return Err(format!("stream {s:?} was not given to this action"));
+        }
+        match v {
+            Value::Array(a) => a.iter().try_for_each(|x| self.check_value(x)),
+            Value::Object(m) => m.values().try_for_each(|x| self.check_value(x)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether document (or stream) `id` belongs to `piece`: the piece's own
+/// ids all start with its id.
+pub fn owned_by(id: &str, piece: &str) -> bool {
+    id.strip_prefix(piece)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Documents no pattern code may write: program sources, the piece list,
+/// and piece results (top-level ids).
+pub fn is_protected(doc: &str) -> bool {
+    doc == PIECES_DOC || doc.starts_with("program/") || !doc.contains('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(k: &str) -> PathSeg {
+        PathSeg::Key(k.to_string())
+    }
+
+    #[test]
+    fn writes_go_only_under_given_cells() {
+        let mut r = Reach::new("pc-a");
+        r.add_cell("pc-a/c0", &[key("items")]);
+        assert!(r.check_write("pc-a/c0", &[key("items")]).is_ok());
+        assert!(r
+            .check_write("pc-a/c0", &[key("items"), PathSeg::Index(3)])
+            .is_ok());
+        // Its own piece, but not given.
+        assert!(r.check_write("pc-a/c0", &[key("other")]).is_err());
+        assert!(r.check_write("pc-a/c1", &[]).is_err());
+        assert!(r.check_write("pc-b/argument", &[]).is_err());
+    }
+
+    #[test]
+    fn protected_documents_are_never_writable() {
+        let mut r = Reach::new("pc-a");
+        // Even a cell that resolves to one (a deployer's link) does not help.
+        r.add_cell(PIECES_DOC, &[]);
+        r.add_cell("program/abc", &[]);
+        r.add_cell("pc-a", &[]);
+        for doc in [PIECES_DOC, "program/abc", "pc-a"] {
+            let e = r.check_write(doc, &[]).unwrap_err();
+            assert!(e.contains("cannot be written"), "{e}");
+        }
+    }
+
+    #[test]
+    fn sends_go_only_to_given_streams_and_cells() {
+        let mut r = Reach::new("pc-a");
+        r.add_stream("pc-a/s1");
+        r.add_cell("pc-a/c0", &[]);
+        assert!(r.check_send_stream("pc-a/s1").is_ok());
+        assert!(r.check_send_stream("pc-a/s2").is_err());
+        assert!(r.check_send_stream("pc-b/s0").is_err());
+        assert!(r.check_send_cell("pc-a/c0", &[key("x")]).is_ok());
+        assert!(r.check_send_cell("pc-b/c0", &[]).is_err());
+    }
+
+    #[test]
+    fn values_may_refer_to_what_was_given_or_owned() {
+        let mut r = Reach::new("pc-a");
+        r.add_refs_in(
+            &json!({"x": {"$link": {"doc": "pc-b/c0", "path": ["list"]}},
+                              "s": {"$stream": "pc-b/s0"}}),
+        );
+        let ok = json!([
+            {"$link": {"doc": "pc-b/c0", "path": ["list", 2]}},
+            {"$link": {"doc": "pc-a/c4", "path": []}},
+            {"$stream": "pc-b/s0"},
+            {"$stream": "pc-a/s9"},
+            {"plain": "data"}
+        ]);
+        assert!(r.check_value(&ok).is_ok());
+        for bad in [
+            json!({"$link": {"doc": "pc-b/c0", "path": []}}),
+            json!({"deep": [{"$link": {"doc": "pc-b/argument", "path": []}}]}),
+            json!({"$link": {"doc": PIECES_DOC, "path": []}}),
+            json!({"$link": {"doc": "pc-b", "path": []}}),
+            json!({"$stream": "pc-b/s1"}),
+        ] {
+            assert!(r.check_value(&bad).is_err(), "{bad}");
+        }
+        // A piece id that merely starts with ours is not ours.
+        assert!(!owned_by("pc-ab/c0", "pc-a"));
+        assert!(owned_by("pc-a/p3/c0", "pc-a"));
+    }
+}

@@ -1,0 +1,224 @@
+//! No event can wedge a space: an event whose wave fails its tenure is
+//! retried alone, with back-off, then dead-lettered, and the space serves
+//! again; an event id derived from a long client id stays within bounds.
+//! A real host, store and engine on a manual clock.
+
+mod common;
+
+use serde_json::{json, Value};
+use spacewake::clock::ManualClock;
+use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
+use spacewake::metrics::{Counter, Counters};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::{Author, Store, StoreConfig};
+use std::sync::Arc;
+
+const COUNTER: &str = r#"
+import { pattern, handler, Cell, Default } from "commonfabric";
+const add = handler<{}, { count: Cell<number> }>((_ev, { count }) => {
+  count.set(count.get() + 1);
+});
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
+  count,
+  add: add({ count }),
+}));
+"#;
+
+fn host_refusing(dir: &std::path::Path, clock: Arc<ManualClock>, poison: &str) -> Host {
+    let mut cfg = StoreConfig::new(dir);
+    cfg.refuse_delivering = Some(poison.to_string());
+    let store = Store::open(cfg, clock, Counters::new()).unwrap();
+    let host = Host::new(
+        store,
+        HostConfig {
+            idle_park_ms: 10,
+            ..Default::default()
+        },
+    );
+    host.start_waker();
+    host
+}
+
+fn send(host: &Host, piece: &str, id: &str) -> Result<Reply, spacewake::host::HostError> {
+    host.request_blocking(
+        "s",
+        Trigger::Session,
+        Request::Send {
+            author: Author::principal("did:key:owner"),
+            piece: piece.to_string(),
+            path: parse_dotted("add"),
+            event_id: Some(id.to_string()),
+            payload: json!({}),
+        },
+    )
+}
+
+fn count(host: &Host, piece: &str) -> Value {
+    match host
+        .request_blocking(
+            "s",
+            Trigger::Session,
+            Request::Read {
+                piece: Some(piece.to_string()),
+                doc: None,
+                path: parse_dotted("count"),
+            },
+        )
+        .unwrap()
+    {
+        Reply::Value { value, .. } => value,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_poison_event_is_retried_alone_then_dead_lettered_and_the_space_serves_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let host = host_refusing(dir.path(), clock.clone(), "poison");
+    let piece = common::deploy_source(&host, "s", COUNTER);
+    send(&host, &piece, "a").unwrap();
+    common::wait("a delivered", || count(&host, &piece) == json!(1));
+
+    // The poison's wave fails its tenure: the space backs off, then is
+    // retried by itself, the poison alone, with a longer back-off each time.
+    send(&host, &piece, "poison").unwrap();
+    let c = host.counters();
+    let retries = |n: i64| {
+        common::wait(&format!("{n} tenure retries"), || {
+            c.space_value("s", Counter::TenureRetries) == n && common::settled(&host, "s")
+        })
+    };
+    retries(1);
+    assert_eq!(c.space_value("s", Counter::EventsInFailedWaves), 1);
+    // While it backs off, a session is told so (and for how long).
+    match send(&host, &piece, "b") {
+        Err(spacewake::host::HostError::BackingOff { retry_in_ms, .. }) => {
+            assert_eq!(retry_in_ms, 1_000)
+        }
+        other => panic!("{other:?}"),
+    }
+    clock.advance_ms(1_000);
+    retries(2);
+    clock.advance_ms(1_999);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        c.space_value("s", Counter::TenureRetries),
+        2,
+        "backs off 2 s"
+    );
+    clock.advance_ms(1);
+    retries(3);
+    assert_eq!(c.space_value("s", Counter::EventsInFailedWaves), 3);
+    clock.advance_ms(4_000);
+    common::wait("dead-lettered", || {
+        c.space_value("s", Counter::EventsDeadLettered) == 1
+    });
+
+    // The space serves again, at once.
+    send(&host, &piece, "b").unwrap();
+    common::wait("b delivered", || count(&host, &piece) == json!(2));
+    assert_eq!(c.space_value("s", Counter::TenureRetries), 3);
+
+    // On disk: the dead letter with its attempts and error, no failure left.
+    host.shutdown();
+    drop(host);
+    let store = Store::open(StoreConfig::new(dir.path()), clock, Counters::new()).unwrap();
+    let mut space = store.open_space("s").unwrap();
+    let dead = space.dead_letters().unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].event_id, "poison");
+    assert_eq!(dead[0].attempts, 3);
+    assert!(dead[0].error.contains("injected"), "{}", dead[0].error);
+    assert!(space.event_failures().unwrap().is_empty());
+    assert!(!space.has_undelivered().unwrap());
+    drop(space);
+    drop(store);
+
+    // Operators see it.
+    let out = common::server::spacewake()
+        .args(["events", "dead-letters", "--space", "s", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("poison"), "{text}");
+    assert!(text.contains("injected"), "{text}");
+}
+
+#[test]
+fn an_event_in_a_failed_wave_with_a_poison_is_delivered_on_its_own_retry() {
+    // Events behind the poison in the same failed wave are not punished:
+    // each runs alone on the next tenure and is delivered.
+    let t = common::store_with(|cfg| cfg.refuse_delivering = Some("poison".into()));
+    let mut rt = t.runtime("s");
+    let mut src = spacewake::compiler::MemorySource::new();
+    src.insert("p.tsx", COUNTER);
+    let program = spacewake::compiler::compile("p.tsx", &src).unwrap();
+    let piece = rt.create_piece(&program, None, &json!({})).unwrap();
+    rt.flush().unwrap();
+    let owner = Author::principal("did:key:owner");
+    for id in ["poison", "next"] {
+        rt.send(&piece, &parse_dotted("add"), id, json!({}), &owner)
+            .unwrap();
+    }
+    assert!(rt.run_wave().is_err());
+    assert_eq!(rt.failed_wave_attempts(), 1);
+    drop(rt);
+    let mut rt = t.runtime("s");
+    for attempt in 2..=3 {
+        // The poison first, alone: it fails again.
+        assert!(rt.run_wave().is_err(), "attempt {attempt}");
+        drop(rt);
+        rt = t.runtime("s");
+    }
+    let r = rt.run_wave().unwrap();
+    assert_eq!(r.dead_lettered, vec!["poison".to_string()]);
+    assert_eq!(r.events, 1);
+    let r = rt.run_wave().unwrap();
+    assert_eq!(r.delivered, vec!["next".to_string()]);
+    assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(1));
+    assert_eq!(t.counters.host().get(Counter::EventsDeadLettered), 1);
+}
+
+#[test]
+fn a_child_of_a_long_event_id_stays_within_the_limit() {
+    // The fixture forwards with send(); a legal 510-character client id
+    // used to make a 517-character child id and an invalid commit.
+    let t = common::store();
+    let mut rt = t.runtime("s");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns/stream-send.tsx");
+    let program = spacewake::check::compile_file(&path).unwrap();
+    let piece = rt.create_piece(&program, None, &json!({})).unwrap();
+    rt.flush().unwrap();
+    let long = "e".repeat(510);
+    rt.send(
+        &piece,
+        &parse_dotted("addMany"),
+        &long,
+        json!({"times": 3, "by": 2}),
+        &Author::principal("did:key:owner"),
+    )
+    .unwrap();
+    let reports = rt.settle(4).unwrap();
+    assert!(reports.iter().all(|r| r.failures.is_empty()), "{reports:?}");
+    assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(6));
+    let child = spacewake::runtime::derived_event_id(&long, "send", 2);
+    assert!(child.chars().count() <= 512, "{child}");
+    assert_eq!(
+        child,
+        spacewake::runtime::derived_event_id(&long, "send", 2)
+    );
+    assert!(rt.space().event(&child).unwrap().is_some());
+    // Short parents keep the readable form.
+    assert_eq!(
+        spacewake::runtime::derived_event_id("e1", "send", 0),
+        "e1/send/0"
+    );
+}

@@ -1,0 +1,356 @@
+//! Pieces of one space cannot forge, spy or tamper: writes, sends and
+//! references outside what an action was given are refused host-side, the
+//! engine's intrinsics and the authoring API are frozen, and handler entropy
+//! is keyed so a sender cannot choose it. Real store, real engine, real
+//! patterns (`fixtures/runtime/`).
+
+mod common;
+
+use serde_json::{json, Value};
+use spacewake::metrics::Counter;
+use spacewake::runtime::{EntropyKey, RuntimeConfig, SpaceRuntime, PIECES_DOC};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::Author;
+use std::path::Path;
+
+fn program(name: &str) -> spacewake::compiler::CompiledProgram {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/runtime")
+        .join(name);
+    spacewake::check::compile_file(&path)
+        .unwrap_or_else(|d| panic!("{}", spacewake::compiler::render(&d)))
+}
+
+fn user() -> Author {
+    Author::principal("did:key:user")
+}
+
+/// Sends `payload` to the stream at `path` of `piece` and runs one wave.
+fn fire(rt: &mut SpaceRuntime, piece: &str, path: &str, id: &str, payload: Value) {
+    rt.send(piece, &parse_dotted(path), id, payload, &user())
+        .unwrap();
+    rt.run_wave().unwrap();
+}
+
+fn raw(rt: &mut SpaceRuntime, doc: &str) -> Value {
+    rt.read_doc(doc).unwrap().0.unwrap_or(Value::Null)
+}
+
+#[test]
+fn writes_sends_and_references_outside_what_was_given_are_refused() {
+    let t = common::store();
+    let mut rt = t.runtime("forge");
+    let victim = rt
+        .create_piece(&program("victim.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    let victim_stream = raw(&mut rt, &victim)["add"]["$stream"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The deployer links `target` at the piece list: a cell that resolves
+    // there must still not be writable.
+    let forger = rt
+        .create_piece(
+            &program("forger.tsx"),
+            None,
+            &json!({"target": {"$link": {"doc": PIECES_DOC, "path": []}}}),
+        )
+        .unwrap();
+    rt.flush().unwrap();
+    let pieces_before = raw(&mut rt, PIECES_DOC);
+    let victim_arg_before = raw(&mut rt, &format!("{victim}/argument"));
+    let refused = |t: &common::TestStore| t.counters.host().get(Counter::ActionsRefused);
+    let failed = |t: &common::TestStore| t.counters.host().get(Counter::ActionsFailed);
+
+    // Forged references and streams written as data: refused host-side.
+    let doc = format!("{victim}/argument");
+    fire(&mut rt, &forger, "forgeLink", "e1", json!({ "doc": doc }));
+    assert_eq!(refused(&t), 1);
+    fire(
+        &mut rt,
+        &forger,
+        "forgeStream",
+        "e2",
+        json!({ "stream": victim_stream }),
+    );
+    assert_eq!(refused(&t), 2);
+    // Through a deployer's link to a protected document: refused.
+    fire(&mut rt, &forger, "writeTarget", "e3", json!({"value": {}}));
+    assert_eq!(refused(&t), 3);
+    let errors: Vec<String> = rt.failures().iter().map(|f| f.error.clone()).collect();
+    assert!(errors[0].contains("was not given"), "{errors:?}");
+    assert!(errors[2].contains("cannot be written"), "{errors:?}");
+
+    // Cell handles are opaque and frozen: retargeting, minting and
+    // patching the class all throw inside the handler.
+    for (i, path) in ["retarget", "mint", "patchClass"].iter().enumerate() {
+        fire(&mut rt, &forger, path, &format!("x{i}"), json!({}));
+    }
+    assert_eq!(failed(&t), 3, "{:?}", rt.failures());
+    assert_eq!(refused(&t), 3);
+
+    // A derivation returning a reference it was not given: refused.
+    assert_eq!(
+        rt.read(&forger, &parse_dotted("stolen")).unwrap(),
+        json!(null)
+    );
+    assert_eq!(refused(&t), 4);
+
+    // Nothing of any of it applied; the honest handler still works.
+    assert_eq!(raw(&mut rt, PIECES_DOC), pieces_before);
+    assert_eq!(
+        raw(&mut rt, &format!("{victim}/argument")),
+        victim_arg_before
+    );
+    assert_eq!(rt.read(&forger, &parse_dotted("box")).unwrap(), json!(""));
+    fire(&mut rt, &forger, "fill", "ok", json!({"value": "honest"}));
+    assert_eq!(
+        rt.read(&forger, &parse_dotted("box")).unwrap(),
+        json!("honest")
+    );
+    assert_eq!(refused(&t), 4);
+    // The victim's stream received nothing from the forger.
+    assert_eq!(rt.read(&victim, &parse_dotted("items")).unwrap(), json!([]));
+}
+
+#[test]
+fn a_cell_linked_to_another_piece_result_or_a_program_is_not_writable() {
+    let t = common::store();
+    let mut rt = t.runtime("protected");
+    let victim = rt
+        .create_piece(&program("victim.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    let hash = raw(&mut rt, PIECES_DOC)[&victim]["program"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (i, doc) in [victim.clone(), format!("program/{hash}")]
+        .iter()
+        .enumerate()
+    {
+        let forger = rt
+            .create_piece(
+                &program("forger.tsx"),
+                None,
+                &json!({"target": {"$link": {"doc": doc, "path": []}}}),
+            )
+            .unwrap();
+        rt.flush().unwrap();
+        let before = raw(&mut rt, doc);
+        fire(
+            &mut rt,
+            &forger,
+            "writeTarget",
+            &format!("w{i}"),
+            json!({"value": {"$SCHEDULE": []}}),
+        );
+        assert_eq!(raw(&mut rt, doc), before, "{doc}");
+    }
+    assert_eq!(t.counters.host().get(Counter::ActionsRefused), 2);
+}
+
+#[test]
+fn a_pattern_body_returning_a_forged_reference_is_refused() {
+    let t = common::store();
+    let mut rt = t.runtime("body");
+    let err = rt
+        .create_piece(&program("forged-body.tsx"), None, &json!({}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("refers outside what it was given"), "{err}");
+    assert_eq!(t.counters.host().get(Counter::ActionsRefused), 1);
+    rt.flush().unwrap();
+    assert_eq!(rt.pieces(), Vec::<String>::new(), "nothing was created");
+}
+
+#[test]
+fn a_piece_sees_and_changes_nothing_of_another_piece() {
+    let t = common::store();
+    let mut rt = t.runtime("realm");
+    let snoop = rt
+        .create_piece(&program("snoop.tsx"), None, &json!({}))
+        .unwrap();
+    let victim = rt
+        .create_piece(&program("victim.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    for (i, path) in ["wrapJson", "wrapPush", "leak", "defineGetter"]
+        .iter()
+        .enumerate()
+    {
+        fire(&mut rt, &snoop, path, &format!("s{i}"), json!({}));
+    }
+    // Every tampering attempt threw: the intrinsics and the global object
+    // are frozen.
+    assert_eq!(
+        t.counters.host().get(Counter::ActionsFailed),
+        4,
+        "{:?}",
+        rt.failures()
+    );
+    let errors: Vec<String> = rt.failures().iter().map(|f| f.error.clone()).collect();
+    assert!(errors.iter().all(|e| e.contains("TypeError")), "{errors:?}");
+    fire(&mut rt, &victim, "add", "v1", json!({"item": "secret"}));
+    fire(&mut rt, &victim, "add", "v2", json!({"item": "another"}));
+    assert_eq!(
+        rt.read(&victim, &parse_dotted("items")).unwrap(),
+        json!(["secret", "another"]),
+        "the victim's writes are its own"
+    );
+    assert_eq!(
+        rt.read(&victim, &parse_dotted("globals")).unwrap(),
+        json!("undefined"),
+        "nothing left on the global object"
+    );
+    assert_eq!(
+        rt.read(&snoop, &parse_dotted("seen")).unwrap(),
+        json!([]),
+        "the snoop saw nothing"
+    );
+}
+
+fn roll(t: &common::TestStore, space: &str, key: [u8; 32], event_id: &str) -> f64 {
+    let cfg = RuntimeConfig {
+        entropy_key: EntropyKey(key),
+        ..RuntimeConfig::default()
+    };
+    let mut rt = t.runtime_with(space, cfg);
+    let piece = match rt.pieces().first() {
+        Some(p) => p.clone(),
+        None => {
+            let p = rt
+                .create_piece(&program("dice.tsx"), None, &json!({}))
+                .unwrap();
+            rt.flush().unwrap();
+            p
+        }
+    };
+    fire(&mut rt, &piece, "roll", event_id, json!({}));
+    let rolls = rt.read(&piece, &parse_dotted("rolls")).unwrap();
+    rt.stop().unwrap();
+    rolls.as_array().unwrap().last().unwrap().as_f64().unwrap()
+}
+
+#[test]
+fn handler_entropy_is_keyed_and_reproducible() {
+    let key = [7; 32];
+    let t = common::store();
+    let a = roll(&t, "space-a", key, "e1");
+    let b = roll(&t, "space-b", key, "e1");
+    assert_ne!(a, b, "the same event id draws differently in two spaces");
+    // The same event in the same space under the same key (a replay after a
+    // crash is exactly this computation) draws the same.
+    let again = common::store();
+    assert_eq!(roll(&again, "space-a", key, "e1"), a);
+    // Without the key the draw cannot be predicted: another key differs.
+    let other = common::store();
+    assert_ne!(roll(&other, "space-a", [8; 32], "e1"), a);
+}
+
+#[test]
+fn a_scheduled_pattern_instantiated_inside_another_is_refused() {
+    let t = common::store();
+    let mut rt = t.runtime("nested");
+    let err = rt
+        .create_piece(&program("nested-schedule.tsx"), None, &json!({}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cannot be instantiated inside another pattern"),
+        "{err}"
+    );
+    rt.flush().unwrap();
+    assert!(rt.pieces().is_empty());
+    assert_eq!(rt.space().schedule_count().unwrap(), 0);
+}
+
+/// Deploys a fixture of `fixtures/runtime/` over the wire.
+async fn deploy_fixture(
+    c: &mut spacewake::protocol::client::Client,
+    name: &str,
+    argument: Value,
+) -> String {
+    use spacewake::protocol::messages::Deploy;
+    use spacewake::protocol::{ClientMessage, ServerMessage};
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/runtime")
+            .join(name),
+    )
+    .unwrap();
+    let id = c.fresh_id();
+    match c
+        .request(ClientMessage::Deploy(Deploy {
+            id,
+            entry: name.into(),
+            files: std::collections::BTreeMap::from([(name.to_string(), src)]),
+            export: None,
+            argument: Some(argument),
+        }))
+        .await
+        .unwrap()
+    {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("deploy: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_server_refuses_and_counts_forged_writes_and_keeps_pieces_apart() {
+    use common::server::{wait_for, Server};
+    use common::wire::{connect, send};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let me = spacewake::protocol::Identity::generate();
+    let (mut c, _) = connect(&server, &me, "shared").await;
+    let victim = deploy_fixture(&mut c, "victim.tsx", json!({})).await;
+    let forger = deploy_fixture(
+        &mut c,
+        "forger.tsx",
+        json!({"target": {"$link": {"doc": PIECES_DOC, "path": []}}}),
+    )
+    .await;
+    let snoop = deploy_fixture(&mut c, "snoop.tsx", json!({})).await;
+    let doc = format!("{victim}/argument");
+    send(&mut c, &forger, "forgeLink", json!({ "doc": doc })).await;
+    send(&mut c, &forger, "writeTarget", json!({"value": {}})).await;
+    send(&mut c, &snoop, "wrapJson", json!({})).await;
+    send(&mut c, &snoop, "leak", json!({})).await;
+    send(&mut c, &victim, "add", json!({"item": "secret"})).await;
+    wait_for("the refusals counted", || {
+        server.space_counter("shared", "actions", "refused") == 2
+            && server.space_counter("shared", "actions", "failed") == 2
+            && server.space_counter("shared", "actions", "handlerRuns") == 5
+    });
+    assert_eq!(server.host_counter("actions", "refused"), 2);
+    // What the victim holds is its own; the snoop saw nothing.
+    let items = read_path(&mut c, &victim, "items").await;
+    assert_eq!(items, json!(["secret"]));
+    assert_eq!(
+        read_path(&mut c, &victim, "globals").await,
+        json!("undefined")
+    );
+    assert_eq!(read_path(&mut c, &snoop, "seen").await, json!([]));
+    assert_eq!(read_path(&mut c, &forger, "box").await, json!(""));
+}
+
+async fn read_path(c: &mut spacewake::protocol::client::Client, piece: &str, path: &str) -> Value {
+    use spacewake::protocol::messages::ReadValue;
+    use spacewake::protocol::{ClientMessage, ServerMessage};
+    let id = c.fresh_id();
+    match c
+        .request(ClientMessage::Read(ReadValue {
+            id,
+            piece: Some(piece.into()),
+            doc: None,
+            path: Some(common::wire::key(path)),
+        }))
+        .await
+        .unwrap()
+    {
+        ServerMessage::Value(v) => v.value,
+        other => panic!("read: {other:?}"),
+    }
+}
