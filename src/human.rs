@@ -70,6 +70,17 @@ pub fn relative(t: u64, now: u64) -> String {
     }
 }
 
+/// A size for people: `812 B`, `14.2 KiB`, `4.0 MiB`, `1.5 GiB`.
+pub fn bytes(n: u64) -> String {
+    const K: u64 = 1 << 10;
+    match n {
+        0..K => format!("{n} B"),
+        K..0x10_0000 => format!("{:.1} KiB", n as f64 / K as f64),
+        0x10_0000..0x4000_0000 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        _ => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+    }
+}
+
 /// `1234567` as `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();

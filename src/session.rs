@@ -433,7 +433,26 @@ async fn open_session(
                 },
             ));
         }
-        // An explicit create: the opener owns the new space.
+        // An explicit create: the opener owns the new space, within its
+        // quota (a key costs nothing to make; a space costs disk).
+        let limit = host.config().max_spaces_per_identity;
+        if limit > 0 {
+            let owned = directory.owned_by(&o.did).unwrap_or(0);
+            if owned >= limit {
+                host.counters().add_host(Counter::SpacesRefusedByQuota, 1);
+                return Err(ProtocolError::new(
+                    ErrorCode::QuotaExceeded,
+                    format!(
+                        "{} already owns {} (the limit of this host); \
+                         space {:?} was not created",
+                        o.did,
+                        crate::human::count(owned, "space", "spaces"),
+                        o.space
+                    ),
+                )
+                .with_details(json!({ "limit": limit, "owned": owned })));
+            }
+        }
         host.store()
             .create_space(&o.space, &o.did)
             .or_else(|e| match e {

@@ -252,6 +252,7 @@ fn handler_entropy_is_keyed_and_reproducible() {
 #[test]
 fn a_scheduled_pattern_instantiated_inside_another_is_refused() {
     let t = common::store();
+    indexed(&t);
     let mut rt = t.runtime("nested");
     let err = rt
         .create_piece(&program("nested-schedule.tsx"), None, &json!({}))
@@ -353,4 +354,34 @@ async fn read_path(c: &mut spacewake::protocol::client::Client, piece: &str, pat
         ServerMessage::Value(v) => v.value,
         other => panic!("read: {other:?}"),
     }
+}
+
+#[test]
+fn a_schedule_the_compiler_did_not_validate_is_never_indexed() {
+    let t = common::store();
+    indexed(&t);
+    let mut rt = t.runtime("forged-schedule");
+    let piece = rt
+        .create_piece(&program("forged-schedule.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    assert_eq!(rt.space().schedule_count().unwrap(), 0);
+    assert!(raw(&mut rt, &piece).get("$SCHEDULE").is_none());
+    assert_eq!(t.counters.host().get(Counter::ScheduleUnvalidated), 1);
+    // A validated declaration is indexed as before.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns/schedule-two.tsx");
+    let validated = spacewake::check::compile_file(&path).unwrap();
+    rt.create_piece(&validated, None, &json!({})).unwrap();
+    rt.flush().unwrap();
+    assert_eq!(rt.space().schedule_count().unwrap(), 2);
+    assert_eq!(t.counters.host().get(Counter::ScheduleUnvalidated), 1);
+}
+
+/// Registers the schedule index hook, as a host does.
+fn indexed(t: &common::TestStore) {
+    use spacewake::schedule::{Jitter, ScheduleIndexHook};
+    t.store
+        .add_hook(std::sync::Arc::new(ScheduleIndexHook::new(Jitter::keyed(
+            [1; 32],
+        ))));
 }

@@ -30,6 +30,11 @@ pub struct ServeArgs {
     /// Lease renewal interval in milliseconds.
     #[arg(long, env = "SPACEWAKE_LEASE_RENEW_MS", default_value_t = 5_000)]
     pub lease_renew_ms: u64,
+    /// Commits whose operations each space's log keeps (the newest); older
+    /// commits keep only who made them, when and how many operations, and
+    /// delivered events older than them lose their payload. 0: keep all.
+    #[arg(long, env = "SPACEWAKE_COMMIT_HISTORY", default_value_t = crate::store::DEFAULT_HISTORY_COMMITS)]
+    pub commit_history: u64,
     /// A space with no sessions and no work parks after this many idle milliseconds.
     #[arg(long, env = "SPACEWAKE_IDLE_PARK_MS", default_value_t = 30_000)]
     pub idle_park_ms: u64,
@@ -47,6 +52,16 @@ pub struct ServeArgs {
     #[arg(long, env = "SPACEWAKE_MAX_ACTIVE_SPACES", default_value_t = 4_096,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_active_spaces: u64,
+    /// At most this many spaces may be owned by one identity: past it, an
+    /// `open` with `create: true` by that identity is refused
+    /// (`quotaExceeded`), so an unknown key cannot fill the disk. Operators
+    /// creating spaces through the operator API are not limited. 0: no limit.
+    #[arg(
+        long,
+        env = "SPACEWAKE_MAX_SPACES_PER_IDENTITY",
+        default_value_t = 1_000
+    )]
+    pub max_spaces_per_identity: u64,
     /// Scheduled wakes: `on` fires due [SCHEDULE] entries; `off` keeps them
     /// indexed and counts due wakes as suppressed.
     #[arg(long, env = "SPACEWAKE_SCHEDULE", value_enum, default_value_t = OnOff::On)]
@@ -125,6 +140,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.synchronous = args.sync;
     cfg.lease_ttl_ms = args.lease_ttl_ms;
     cfg.lease_renew_ms = args.lease_renew_ms;
+    cfg.history_commits = args.commit_history;
     anyhow::ensure!(
         cfg.lease_renew_ms < cfg.lease_ttl_ms,
         "--lease-renew-ms ({}) must be shorter than --lease-ttl-ms ({})",
@@ -165,6 +181,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         flush_deadline_ms: args.flush_deadline_ms,
         session_timeout_ms: args.session_timeout_ms,
         max_active_spaces: args.max_active_spaces as usize,
+        max_spaces_per_identity: args.max_spaces_per_identity,
         schedule: crate::host::ScheduleConfig {
             enabled: args.schedule == OnOff::On,
             jitter_mode: match args.jitter {

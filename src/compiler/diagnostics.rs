@@ -20,6 +20,8 @@ pub mod codes {
     pub const IMPORT_FORBIDDEN: &str = "IMPORT_FORBIDDEN";
     /// A relative import names a file that does not exist.
     pub const IMPORT_NOT_FOUND: &str = "IMPORT_NOT_FOUND";
+    /// A program would have more modules than [`super::super::MAX_MODULES`].
+    pub const TOO_MANY_MODULES: &str = "TOO_MANY_MODULES";
     /// A relative import names a file that is not `.ts`/`.tsx`.
     pub const IMPORT_EXTENSION: &str = "IMPORT_EXTENSION";
     /// `import(...)` at run time.
@@ -73,6 +75,7 @@ pub mod codes {
         MODULE_UNREADABLE,
         IMPORT_FORBIDDEN,
         IMPORT_NOT_FOUND,
+        TOO_MANY_MODULES,
         IMPORT_EXTENSION,
         IMPORT_DYNAMIC,
         JSX_H_CONFLICT,

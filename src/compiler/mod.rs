@@ -87,8 +87,9 @@ use types::{ImportTarget, SchemaGen, TypeScope};
 /// [`CompiledProgram::hash`] never outlive the compiler that produced them.
 pub const COMPILER_VERSION: &str = "spacewake-compiler/1";
 
-/// A program that cannot be more than this many modules (a guard against runaway graphs).
-const MAX_MODULES: usize = 512;
+/// A program may have at most this many modules; the import that would add
+/// one more is a `TOO_MANY_MODULES` diagnostic.
+pub const MAX_MODULES: usize = 512;
 
 /// A whole compiled pattern program.
 #[derive(Debug, Clone, Serialize)]
@@ -310,6 +311,7 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
                 }
                 Ok(cands) => {
                     let mut found = None;
+                    let mut too_many = false;
                     for c in &cands {
                         if let Some(&j) = index.get(c) {
                             found = Some(j);
@@ -317,6 +319,7 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
                         }
                         if let Ok(t) = src.read(c) {
                             if pending.len() >= MAX_MODULES {
+                                too_many = true;
                                 break;
                             }
                             let j = pending.len();
@@ -325,6 +328,18 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
                             found = Some(j);
                             break;
                         }
+                    }
+                    if too_many {
+                        analysis.diags.push(RawDiag::new(
+                            codes::TOO_MANY_MODULES,
+                            req.span,
+                            format!(
+                                "this import would be module {} of the program; a program may \
+                                 have at most {MAX_MODULES} modules",
+                                MAX_MODULES + 1
+                            ),
+                        ));
+                        continue;
                     }
                     found.ok_or(cands)
                 }

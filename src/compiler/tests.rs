@@ -597,3 +597,31 @@ fn edit_map_points_back_into_the_original() {
     assert_eq!(map.to_original(5), 2); // inside the replacement → its start
     assert_eq!(map.to_original(8), 4); // 'e'
 }
+
+#[test]
+fn a_program_past_the_module_limit_is_one_located_diagnostic() {
+    let n = super::MAX_MODULES + 10;
+    let files: Vec<(String, String)> = (0..n)
+        .map(|i| {
+            let text = if i + 1 < n {
+                format!(
+                    "import {{ v as next }} from \"./m{}.ts\";\nexport const v = next + 1;\n",
+                    i + 1
+                )
+            } else {
+                "export const v = 0;\n".to_string()
+            };
+            (format!("m{i}.ts"), text)
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let diags = compile("m0.ts", &mem(&refs)).unwrap_err();
+    assert_eq!(diags.len(), 1, "{}", render(&diags));
+    let d = &diags[0];
+    assert_eq!(d.code, codes::TOO_MANY_MODULES);
+    assert_eq!((d.line, d.col), (1, 27), "{}", render(&diags));
+    assert!(d.message.contains("at most 512 modules"), "{}", d.message);
+}

@@ -116,6 +116,9 @@ pub struct HostConfig {
     /// activate another space are refused as unavailable, and boot
     /// discovery's wakes wait for a slot.
     pub max_active_spaces: usize,
+    /// Spaces one identity may own (create by a session's `open`); 0: no
+    /// limit.
+    pub max_spaces_per_identity: u64,
     /// First back-off after a failed activation; doubles per failure.
     pub failure_backoff_ms: u64,
     pub max_backoff_ms: u64,
@@ -130,6 +133,7 @@ impl Default for HostConfig {
             flush_deadline_ms: 100,
             session_timeout_ms: 60_000,
             max_active_spaces: 4_096,
+            max_spaces_per_identity: 1_000,
             failure_backoff_ms: 1_000,
             // Five minutes: long enough that a broken space costs little,
             // short enough that a fixed one comes back without an operator.

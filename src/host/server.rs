@@ -50,6 +50,8 @@ struct Server {
     work: bool,
     /// Waves committed since the last idle checkpoint.
     waves_since_checkpoint: u32,
+    /// Waves this tenure ran (a park after many applies the retention rule).
+    waves_in_tenure: u32,
     /// This tenure served a scheduled wake (its waves bill the `scheduled`
     /// bucket when no session is attached).
     scheduled: bool,
@@ -167,6 +169,7 @@ pub(crate) fn run(
         demand_dirty: true,
         work: true,
         waves_since_checkpoint: 0,
+        waves_in_tenure: 0,
         scheduled: false,
         firing_in_flight: false,
         scheduled_tenure: None,
@@ -184,6 +187,11 @@ pub(crate) fn run(
         let now = Instant::now();
         let park_at = s.park_at();
         if s.checkpoint_at().is_some_and(|at| now >= at) {
+            // Idle: apply the log's retention rule first (a no-op until
+            // enough history is new), then checkpoint what it freed.
+            if let Err(e) = s.rt.space().compact_history() {
+                tracing::warn!(space = %id, error = %e, "history compaction failed");
+            }
             match s.rt.space().checkpoint() {
                 Ok(()) => s.rt.space().counters().inc(Counter::WalCheckpoints),
                 Err(e) => tracing::warn!(space = %id, error = %e, "checkpoint failed"),
@@ -296,6 +304,13 @@ pub(crate) fn run(
             // transaction); the runtime and the file close on drop.
             let firing = std::mem::take(&mut s.firing_in_flight);
             let _ = s.rt.flush();
+            if s.waves_in_tenure >= COMPACT_AFTER_WAVES {
+                // A busy tenure without idle checkpoints (no sessions):
+                // the retention rule runs at its park instead.
+                if let Err(e) = s.rt.space().compact_history() {
+                    tracing::warn!(space = %id, error = %e, "history compaction failed");
+                }
+            }
             let _ = s.rt.stop();
             if firing {
                 inner.end_scheduled(&id);
@@ -820,7 +835,7 @@ impl Server {
         let program = crate::runtime::compile_cache()
             .compile(&entry, &src)
             .map_err(|d| HostError::InvalidPattern {
-                diagnostics: crate::compiler::render(&d),
+                diagnostics: diagnostics_for_client(&d),
             })?;
         let piece = self
             .rt
@@ -829,7 +844,9 @@ impl Server {
                 RuntimeError::Sandbox(s) => HostError::InvalidPattern {
                     diagnostics: s.to_string(),
                 },
-                RuntimeError::Invalid(m) => HostError::InvalidPattern { diagnostics: m },
+                RuntimeError::Invalid(m) => HostError::InvalidPattern {
+                    diagnostics: crate::human::truncate_message(&m, MAX_DIAGNOSTICS_CHARS),
+                },
                 RuntimeError::InvalidArgument(m) => HostError::InvalidArgument(m),
                 other => internal(other),
             })?;
@@ -877,6 +894,7 @@ impl Server {
         }
         self.push_updates()?;
         self.waves_since_checkpoint = self.waves_since_checkpoint.saturating_add(1);
+        self.waves_in_tenure = self.waves_in_tenure.saturating_add(1);
         self.work = self.rt.space().has_undelivered()?;
         self.report_memory();
         Ok(())
@@ -972,6 +990,30 @@ impl Server {
     }
 }
 
+/// Waves after which a tenure applies the log's retention rule at its park
+/// (tenures with sessions apply it at their idle checkpoints).
+const COMPACT_AFTER_WAVES: u32 = 256;
+
 fn internal(e: RuntimeError) -> HostError {
-    HostError::Internal(e.to_string())
+    HostError::Internal(crate::human::truncate_message(
+        &e.to_string(),
+        MAX_DIAGNOSTICS_CHARS,
+    ))
+}
+
+/// A refused deploy's diagnostics are cut to this many characters on the
+/// wire (`spacewake check` prints them all, locally).
+pub const MAX_DIAGNOSTICS_CHARS: usize = 32_768;
+
+/// The first diagnostics, rendered, and how many were left out.
+fn diagnostics_for_client(d: &[crate::compiler::Diagnostic]) -> String {
+    const SHOWN: usize = 50;
+    let mut text = crate::compiler::render(&d[..d.len().min(SHOWN)]);
+    if d.len() > SHOWN {
+        text.push_str(&format!(
+            "… and {} more (run `spacewake check` to see them all)\n",
+            crate::human::thousands((d.len() - SHOWN) as u64)
+        ));
+    }
+    crate::human::truncate_message(&text, MAX_DIAGNOSTICS_CHARS)
 }

@@ -648,6 +648,9 @@ pub enum ErrorCode {
     /// The space's server stopped before answering, or the host is
     /// shutting down; reconnect and retry.
     Unavailable,
+    /// `open` asked to create a space, and the identity already owns as
+    /// many as the host allows (`details: {limit, owned}`).
+    QuotaExceeded,
 }
 
 impl ErrorCode {
@@ -671,6 +674,7 @@ impl ErrorCode {
         ErrorCode::BackingOff,
         ErrorCode::HeldElsewhere,
         ErrorCode::Unavailable,
+        ErrorCode::QuotaExceeded,
     ];
 
     /// The camelCase wire spelling (also the counter label).
@@ -695,6 +699,7 @@ impl ErrorCode {
             ErrorCode::BackingOff => "backingOff",
             ErrorCode::HeldElsewhere => "heldElsewhere",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::QuotaExceeded => "quotaExceeded",
         }
     }
 }

@@ -270,7 +270,12 @@ export function __runHandler(fnIndex, event, ctx, docs, shape) {
   const sends = [];
   const local = JSON.parse(JSON.stringify(docs || {}));
   const arg = buildContext(ctx, local, writes, sends, shape);
-  fns[fnIndex](event, arg);
+  const ran = fns[fnIndex](event, arg);
+  if (ran !== null && (typeof ran === "object" || typeof ran === "function") && typeof ran.then === "function") {
+    // An async handler: its writes (before and after each await) apply
+    // when it settles; there is nothing to wait for but its own promises.
+    return Promise.resolve(ran).then(() => ({ writes, sends }));
+  }
   return { writes, sends };
 }
 

@@ -77,6 +77,24 @@ pub fn as_stream(v: &Value) -> Option<&str> {
     v.as_object()?.get("$stream")?.as_str()
 }
 
+/// The length of `v` as compact JSON, without building the text.
+pub fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
 /// Whether `v` holds a reference or a stream anywhere.
 pub fn has_refs(v: &Value) -> bool {
     match v {

@@ -94,10 +94,36 @@ pub struct RuntimeConfig {
     pub metering: bool,
     /// Ledger window length (default one UTC day).
     pub ledger_window_ms: u64,
+    /// Sizes of what pattern code may write (`spec/protocol.md`, *Limits*).
+    pub limits: WriteLimits,
     /// Keys the seed of a handler's `Math.random()`, so no sender can
     /// choose an event id for the outcome it wants (the host derives it
     /// from its secret; the all-zero default is for runtimes without one).
     pub entropy_key: EntropyKey,
+}
+
+/// What the pattern code of one space may write. A run past one of them is
+/// refused as a whole (`actions.refused`) and its writes are discarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteLimits {
+    /// Bytes of one document's value (as JSON).
+    pub doc_bytes: usize,
+    /// Bytes one wave's actions may write in total (as JSON, per action's
+    /// final value of each document it touches): the wave's budget of
+    /// host-side work.
+    pub wave_write_bytes: usize,
+    /// Writes (`set`s) one handler run may make.
+    pub action_writes: usize,
+}
+
+impl Default for WriteLimits {
+    fn default() -> Self {
+        WriteLimits {
+            doc_bytes: 4 << 20,
+            wave_write_bytes: 16 << 20,
+            action_writes: 100_000,
+        }
+    }
 }
 
 /// The key of handler entropy. `Debug` never prints it.
@@ -149,6 +175,7 @@ impl Default for RuntimeConfig {
             metering: true,
             ledger_window_ms: crate::accounting::DEFAULT_WINDOW_MS,
             entropy_key: EntropyKey::default(),
+            limits: WriteLimits::default(),
         }
     }
 }
@@ -279,6 +306,8 @@ pub struct SpaceRuntime {
     /// Events the wave in flight dead-letters, with attempts and error.
     dead_lettering: Vec<(EventRecord, u32, String)>,
     failed_wave_attempts: u32,
+    /// Bytes the pending wave's actions wrote (see [`WriteLimits`]).
+    wave_bytes: usize,
 }
 
 /// Failed waves an event may be in before it is dead-lettered.
@@ -387,6 +416,7 @@ impl SpaceRuntime {
             wave_events: Vec::new(),
             dead_lettering: Vec::new(),
             failed_wave_attempts: 0,
+            wave_bytes: 0,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
@@ -559,8 +589,20 @@ impl SpaceRuntime {
             &[json!(program.hash_hex()), json!(export), json!(piece)],
             &self.options_reactive(),
         )?;
-        let rec: Recorded = serde_json::from_value(out.value)
+        let mut rec: Recorded = serde_json::from_value(out.value)
             .map_err(|e| RuntimeError::Invalid(format!("pattern graph: {e}")))?;
+        if !declaration_was_validated(program, &rec.result) {
+            // A `$SCHEDULE` the compiler never saw (a key built at run
+            // time): not stored, so never indexed.
+            if let Some(m) = rec.result.as_object_mut() {
+                m.remove(crate::schedule::SCHEDULE_KEY);
+            }
+            self.counters.inc(Counter::ScheduleUnvalidated);
+            tracing::warn!(
+                piece,
+                "a [SCHEDULE] the compiler did not validate was dropped"
+            );
+        }
         if let (Some((arg, ArgumentCheck::Strict)), Some(schema)) =
             (argument, rec.argument_schema.as_ref())
         {
@@ -946,6 +988,10 @@ impl SpaceRuntime {
                 self.refuse(id, "derivation", &format!("invalid output: {reason}"));
             }
             Ok((Ok(()), out)) => {
+                if let Err(reason) = self.check_size(id, &out.value) {
+                    self.refuse(id, "derivation", &format!("invalid output: {reason}"));
+                    return Ok(());
+                }
                 if let Some(n) = self.nodes.get_mut(id) {
                     n.runs += 1;
                 }
@@ -1082,9 +1128,12 @@ impl SpaceRuntime {
         };
         // Everything is checked before anything applies: one write or send
         // the run was not given refuses the run as a whole.
-        let writes = match self.check_writes(&out["writes"], &reach) {
+        let mut out = out;
+        let bytes_before = self.wave_bytes;
+        let writes = match self.stage_writes(out["writes"].take(), &reach) {
             Ok(w) => w,
             Err(reason) => {
+                self.wave_bytes = bytes_before;
                 self.refuse(&action, "handler", &format!("invalid write: {reason}"));
                 return Ok(());
             }
@@ -1094,12 +1143,14 @@ impl SpaceRuntime {
             let target = match self.send_target(s, &reach) {
                 Ok(t) => t,
                 Err(reason) => {
+                    self.wave_bytes = bytes_before;
                     self.refuse(&action, "handler", &format!("invalid send: {reason}"));
                     return Ok(());
                 }
             };
             if let Some(stream) = target {
                 if let Err(reason) = reach.check_value(&s["payload"]) {
+                    self.wave_bytes = bytes_before;
                     self.refuse(&action, "handler", &format!("invalid send: {reason}"));
                     return Ok(());
                 }
@@ -1111,8 +1162,8 @@ impl SpaceRuntime {
                 });
             }
         }
-        for (doc, path, value) in writes {
-            self.write(&doc, &path, value)?;
+        for (doc, value) in writes {
+            self.put(&doc, value);
         }
         self.sends.extend(sends);
         Ok(())
@@ -1147,36 +1198,92 @@ impl SpaceRuntime {
         });
     }
 
-    /// Validates a handler's writes in order against the current documents
-    /// and what the run was given, so a handler whose writes cannot all
-    /// apply applies none of them.
-    #[allow(clippy::type_complexity)]
-    fn check_writes(
+    /// Checks a handler's writes against what the run was given and the
+    /// limits, and applies them in order to a copy of each document they
+    /// touch: the documents' final values, or why none of them can apply.
+    /// Linear in the size of the documents and of what is written: each
+    /// document is copied once, each write is applied in place.
+    fn stage_writes(
         &mut self,
-        writes: &Value,
+        writes: Value,
         reach: &Reach,
-    ) -> Result<Vec<(String, Vec<PathSeg>, Value)>, String> {
-        let mut scratch: HashMap<String, Option<Value>> = HashMap::new();
-        let mut out = Vec::new();
-        for w in writes.as_array().into_iter().flatten() {
+    ) -> Result<Vec<(String, Value)>, String> {
+        let Value::Array(writes) = writes else {
+            return Ok(Vec::new());
+        };
+        let limits = &self.cfg.limits;
+        if writes.len() > limits.action_writes {
+            return Err(format!(
+                "{} writes in one run (the limit is {})",
+                crate::human::thousands(writes.len() as u64),
+                crate::human::thousands(limits.action_writes as u64)
+            ));
+        }
+        let mut staged: Vec<(String, Value)> = Vec::new();
+        let mut slot_of: HashMap<String, usize> = HashMap::new();
+        for mut w in writes {
             let doc = w["doc"]
                 .as_str()
                 .ok_or("a write names no document")?
                 .to_string();
             let path = crate::store::path::parse_path(&w["path"])?;
+            let value = w["value"].take();
             reach.check_write(&doc, &path)?;
-            reach.check_value(&w["value"])?;
-            if !scratch.contains_key(&doc) {
-                let current = self.doc(&doc).map_err(|e| e.to_string())?;
-                scratch.insert(doc.clone(), current);
-            }
-            let current = scratch.get(&doc).cloned().flatten();
-            let next = set_at(current.as_ref(), &path, w["value"].clone())
+            reach.check_value(&value)?;
+            let slot = match slot_of.get(&doc) {
+                Some(i) => *i,
+                None => {
+                    let current = self.doc(&doc).map_err(|e| e.to_string())?;
+                    staged.push((doc.clone(), current.unwrap_or(Value::Null)));
+                    slot_of.insert(doc.clone(), staged.len() - 1);
+                    staged.len() - 1
+                }
+            };
+            let current = std::mem::take(&mut staged[slot].1);
+            staged[slot].1 = crate::store::path::set_at_owned(current, &path, value)
                 .map_err(|e| format!("{doc} {}: {e}", crate::store::path::display_path(&path)))?;
-            scratch.insert(doc.clone(), Some(next));
-            out.push((doc, path, w["value"].clone()));
         }
-        Ok(out)
+        for (doc, v) in &staged {
+            self.check_size(doc, v)?;
+        }
+        Ok(staged)
+    }
+
+    /// A document value within the size limit, and the wave within its
+    /// budget of bytes written (counted as each action's values apply).
+    fn check_size(&mut self, doc: &str, v: &Value) -> Result<(), String> {
+        let bytes = graph::json_size(v);
+        let limits = &self.cfg.limits;
+        if bytes > limits.doc_bytes {
+            return Err(format!(
+                "{doc} would be {} (the limit of one document is {})",
+                crate::human::bytes(bytes as u64),
+                crate::human::bytes(limits.doc_bytes as u64)
+            ));
+        }
+        if self.wave_bytes + bytes > limits.wave_write_bytes {
+            return Err(format!(
+                "the wave would write {} (the limit of one wave is {})",
+                crate::human::bytes((self.wave_bytes + bytes) as u64),
+                crate::human::bytes(limits.wave_write_bytes as u64)
+            ));
+        }
+        self.wave_bytes += bytes;
+        Ok(())
+    }
+
+    /// Puts a document's new value into the pending wave (like
+    /// [`SpaceRuntime::write`] at the root, without another copy).
+    fn put(&mut self, doc: &str, next: Value) {
+        if matches!(self.docs.get(doc), Some(Some(cur)) if *cur == next) {
+            return;
+        }
+        self.docs.insert(doc.to_string(), Some(next));
+        if self.touched_set.insert(doc.to_string()) {
+            self.touched.push(doc.to_string());
+        }
+        self.wave_writes.insert(doc.to_string());
+        self.invalidate(doc);
     }
 
     /// Where a cell reference really points: follows links stored in
@@ -1351,6 +1458,7 @@ impl SpaceRuntime {
     }
 
     fn flush_with(&mut self, settle: WaveSettle<'_>) -> RuntimeResult<WaveReport> {
+        self.wave_bytes = 0;
         let mut report = std::mem::take(&mut self.report);
         report.written = std::mem::take(&mut self.wave_writes).into_iter().collect();
         if self.touched.is_empty()
@@ -1689,6 +1797,34 @@ impl SpaceRuntime {
         )?;
         Ok(out.seq.unwrap_or(0))
     }
+}
+
+/// Whether a recorded result's `$SCHEDULE` (if any) is one the compiler
+/// validated in the program: the same intervals, in the same order, as one
+/// of its `[SCHEDULE]` declarations. The index re-checks the bounds itself.
+fn declaration_was_validated(program: &CompiledProgram, result: &Value) -> bool {
+    let Some(declared) = result.get(crate::schedule::SCHEDULE_KEY) else {
+        return true;
+    };
+    let Some(list) = declared.as_array() else {
+        return false;
+    };
+    let intervals: Vec<Option<u64>> = list
+        .iter()
+        .map(|e| e.get("intervalMinutes").and_then(Value::as_u64))
+        .collect();
+    program
+        .modules
+        .iter()
+        .flat_map(|m| &m.patterns)
+        .flat_map(|p| &p.schedules)
+        .any(|d| {
+            d.entries.len() == intervals.len()
+                && d.entries
+                    .iter()
+                    .zip(&intervals)
+                    .all(|(e, got)| *got == Some(u64::from(e.interval_minutes)))
+        })
 }
 
 fn write_costs(

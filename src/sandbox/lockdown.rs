@@ -89,6 +89,37 @@ export default (function (dateNow, nowFor, mathRandom, deny) {
   delete g.WeakRef;
   delete g.FinalizationRegistry;
 
+  // Array built-ins loop over indices natively, and the engine polls its
+  // interrupt handler between bytecodes, not inside a built-in: on a sparse
+  // array of length 2^32-1, `indexOf` or `reverse` would run for minutes
+  // past any budget. A dense array that long cannot exist within a space's
+  // memory, so a length past MAX_SCAN means a sparse one: those calls throw
+  // a RangeError at once instead.
+  const MAX_SCAN = 16777216;
+  const ArrayProto = g.Array.prototype;
+  const scanning = ["indexOf", "lastIndexOf", "includes", "reverse", "copyWithin", "fill",
+    "forEach", "map", "filter", "some", "every", "reduce", "reduceRight", "find", "findIndex",
+    "findLast", "findLastIndex", "join", "toString", "toLocaleString", "splice", "slice", "flat",
+    "flatMap", "sort", "toSorted", "toReversed", "toSpliced", "with", "unshift", "shift", "concat"];
+  for (let i = 0; i < scanning.length; i++) {
+    const name = scanning[i];
+    const original = ArrayProto[name];
+    if (typeof original !== "function") continue;
+    const guarded = {
+      [name](...args) {
+        const len = this === null || this === undefined ? 0 : this.length;
+        if (len > MAX_SCAN) {
+          throw new g.RangeError("Array.prototype." + name + " over " + len +
+            " elements is refused in patterns (an array that long is sparse: a dense one " +
+            "would not fit in a space's memory)");
+        }
+        return apply(original, this, args);
+      },
+    }[name];
+    defineProperty(guarded, "length", { value: original.length });
+    defineProperty(ArrayProto, name, { value: guarded, writable: true, enumerable: false, configurable: true });
+  }
+
   // Assigning a property that a frozen prototype holds as a data property
   // throws in strict code (the "override mistake"), which would break
   // ordinary code such as `this.name = "MyError"`. For the properties code

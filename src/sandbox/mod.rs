@@ -48,6 +48,7 @@ pub use error::{HostError, PreemptCause, SandboxError};
 pub use modules::{COMMONFABRIC, HOST_MODULE};
 pub use state::Mode;
 
+use crate::human::truncate_message;
 use convert::{js_to_json, json_to_js, ToJsonError};
 use modules::{HostObject, Registry, SandboxLoader, SandboxResolver};
 use state::State;
@@ -92,6 +93,13 @@ impl Default for SandboxConfig {
 /// ticks that throw (stack-overflow storms) cost ~1 us each, which is what the
 /// `wall_limit` safety net is for.
 pub const DEFAULT_BUDGET_POLLS: u64 = 5_000;
+
+/// What pattern code throws is cut to these many characters (name,
+/// message, stack) before it reaches a log, a client or the store: a thrown
+/// 20 MB message costs one copy out of the engine, not 20 MB per log line.
+pub const MAX_MESSAGE_CHARS: usize = 4_096;
+const MAX_NAME_CHARS: usize = 256;
+const MAX_STACK_CHARS: usize = 8_192;
 
 /// How one entry into JS runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -840,9 +848,9 @@ impl Sandbox {
                 }
                 let stack = read(o, "stack").filter(|s| !s.is_empty());
                 SandboxError::Threw {
-                    name,
-                    message,
-                    stack,
+                    name: truncate_message(&name, MAX_NAME_CHARS),
+                    message: truncate_message(&message, MAX_MESSAGE_CHARS),
+                    stack: stack.map(|s| truncate_message(&s, MAX_STACK_CHARS)),
                 }
             }
             None => {
@@ -864,7 +872,7 @@ impl Sandbox {
                 };
                 SandboxError::Threw {
                     name: String::new(),
-                    message,
+                    message: truncate_message(&message, MAX_MESSAGE_CHARS),
                     stack: None,
                 }
             }

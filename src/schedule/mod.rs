@@ -28,5 +28,5 @@ pub mod jitter;
 pub mod ops;
 
 pub use grid::{after_fire, first_due, occurrence_event_id, Advance, Grid};
-pub use index::{parse_declaration, DeclaredEntry, ScheduleIndexHook};
+pub use index::{parse_declaration, DeclaredEntry, ScheduleIndexHook, SCHEDULE_KEY};
 pub use jitter::{keyed_offset_ms, Jitter, JitterMode, DEFAULT_WINDOW_MS};

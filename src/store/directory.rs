@@ -237,6 +237,15 @@ impl Directory {
         })
     }
 
+    /// How many spaces `owner` owns.
+    pub fn owned_by(&self, owner: &str) -> StoreResult<u64> {
+        self.with(|c| {
+            c.prepare_cached("SELECT COUNT(*) FROM spaces WHERE owner = ?1")?
+                .query_row([owner], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+        })
+    }
+
     /// All spaces, in id order, one bounded page at a time after `after`.
     pub fn list(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<SpaceEntry>> {
         self.with(|c| {

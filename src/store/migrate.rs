@@ -47,6 +47,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0006_event_failures",
         sql: include_str!("../../schema/space/0006_event_failures.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_history",
+        sql: include_str!("../../schema/space/0007_history.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

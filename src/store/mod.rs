@@ -102,6 +102,11 @@ pub struct StoreConfig {
     /// How often a tenure renews its lease (default 5 s: three renewals per
     /// TTL, so one slow renewal does not lose the space).
     pub lease_renew_ms: u64,
+    /// Commits whose operations are kept in the log (the newest ones);
+    /// older commits keep their row (who, when, how many operations) and
+    /// lose their operations, and delivered events older than them their
+    /// payload (`Space::compact_history`). 0 keeps everything.
+    pub history_commits: u64,
     pub synchronous: Synchronous,
     /// Overrides the lease holder name (tests run two "hosts" in one process).
     pub holder: Option<String>,
@@ -117,6 +122,9 @@ pub struct StoreConfig {
     /// invalid (a poison event). Never set in production.
     pub refuse_delivering: Option<String>,
 }
+
+/// Commits whose operations the log keeps by default.
+pub const DEFAULT_HISTORY_COMMITS: u64 = 10_000;
 
 /// Points in the commit path where a crash test can stop the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +155,7 @@ impl StoreConfig {
             owns_directory: false,
             fault: None,
             refuse_delivering: None,
+            history_commits: DEFAULT_HISTORY_COMMITS,
         }
     }
 }

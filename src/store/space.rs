@@ -944,6 +944,77 @@ impl Space {
         self.guard(r)
     }
 
+    /// Applies the retention rule (`StoreConfig::history_commits`): the
+    /// operations of commits older than the newest `history_commits` are
+    /// deleted (their commit rows stay: who, when, how much), and so are
+    /// the payloads of events older than them that were delivered (the
+    /// event rows stay: ids must still be recognised as duplicates).
+    /// Nothing a resume, an undelivered event or a watermark needs is
+    /// touched. Does nothing until half the kept history is new since the
+    /// last compaction. Returns the operations and payloads removed.
+    pub fn compact_history(&mut self) -> StoreResult<(u64, u64)> {
+        let keep = self.shared.cfg.history_commits;
+        if keep == 0 {
+            return Ok((0, 0));
+        }
+        let head = self.head_seq()?;
+        let done = self.scalar("SELECT compacted_to FROM history")?;
+        let cut = head.saturating_sub(keep);
+        if cut <= done || cut - done < keep / 2 {
+            return Ok((0, 0));
+        }
+        self.check_open()?;
+        let path = self.path.clone();
+        let r = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .at(&path)?;
+            let ops = tx
+                .prepare_cached("DELETE FROM commit_ops WHERE seq > ?1 AND seq <= ?2")
+                .at(&path)?
+                .execute(params![done as i64, cut as i64])
+                .at(&path)? as u64;
+            // Per stream, through the (stream, seq) index, up to what its
+            // watermark says was delivered.
+            let streams: Vec<(String, i64)> = tx
+                .prepare_cached("SELECT stream, watermark_seq FROM streams")
+                .at(&path)?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .at(&path)?
+                .collect::<Result<_, _>>()
+                .at(&path)?;
+            let mut payloads = 0u64;
+            for (stream, watermark) in streams {
+                let upto = (cut as i64).min(watermark);
+                if upto <= done as i64 {
+                    continue;
+                }
+                payloads += tx
+                    .prepare_cached(
+                        "UPDATE events SET payload = 'null' WHERE stream = ?1 AND seq > ?2 \
+                         AND seq <= ?3 AND payload != 'null'",
+                    )
+                    .at(&path)?
+                    .execute(params![stream, done as i64, upto])
+                    .at(&path)? as u64;
+            }
+            tx.prepare_cached("UPDATE history SET compacted_to = ?1")
+                .at(&path)?
+                .execute([cut as i64])
+                .at(&path)?;
+            tx.commit().at(&path)?;
+            Ok((ops, payloads))
+        })();
+        let r = self.guard(r);
+        if let Ok((ops, payloads)) = r {
+            self.counters.add(Counter::HistoryOpsCompacted, ops as i64);
+            self.counters
+                .add(Counter::HistoryPayloadsCompacted, payloads as i64);
+        }
+        r
+    }
+
     /// Undelivered events whose waves failed their tenure.
     pub fn event_failures(&mut self) -> StoreResult<Vec<super::EventFailure>> {
         self.check_open()?;
@@ -1032,23 +1103,26 @@ impl Space {
         self.check_open()?;
         let now = self.shared.clock.now_ms();
         let expires = now + self.shared.cfg.lease_ttl_ms;
+        // A lease that expired but that nobody took is still this tenure's
+        // row: renewing it is as safe as acquiring it afresh (anyone who
+        // took it over changed the holder and tenure, and the update below
+        // then matches nothing). So a wave that outlived the TTL — a long
+        // handler, a stalled machine — still commits when no other host
+        // wanted the space meanwhile.
+        let was = lease_row(&self.conn, &self.path);
+        let was = self.guard(was)?;
         let r = self
             .conn
             .prepare_cached(
-                "UPDATE execution_lease SET expires_at_ms = ?1 \
-                 WHERE holder = ?2 AND tenure = ?3 AND expires_at_ms > ?4",
+                "UPDATE execution_lease SET expires_at_ms = ?1 WHERE holder = ?2 AND tenure = ?3",
             )
-            .and_then(|mut s| {
-                s.execute(params![
-                    expires as i64,
-                    lease.holder,
-                    lease.tenure as i64,
-                    now as i64
-                ])
-            })
+            .and_then(|mut s| s.execute(params![expires as i64, lease.holder, lease.tenure as i64]))
             .at(&self.path);
         let n = self.guard(r)?;
         if n == 1 {
+            if was.is_some_and(|l| l.expires_at_ms <= now) {
+                self.counters.inc(Counter::LeaseRenewedAfterExpiry);
+            }
             self.counters.inc(Counter::LeaseRenewed);
             Ok(Some(Lease {
                 expires_at_ms: expires,

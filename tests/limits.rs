@@ -1,0 +1,360 @@
+//! Limits that say what they are: host-side work of a wave is linear in
+//! what it writes and bounded, documents and waves have a size limit, and
+//! an error message pattern code controls is cut before it reaches a log or
+//! a client. Real store, real engine.
+
+mod common;
+
+use serde_json::json;
+use spacewake::runtime::{RuntimeConfig, SpaceRuntime};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::Author;
+use std::path::Path;
+use std::time::Instant;
+
+fn program(name: &str) -> spacewake::compiler::CompiledProgram {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/runtime")
+        .join(name);
+    spacewake::check::compile_file(&path)
+        .unwrap_or_else(|d| panic!("{}", spacewake::compiler::render(&d)))
+}
+
+fn fire(rt: &mut SpaceRuntime, piece: &str, path: &str, id: &str, payload: serde_json::Value) {
+    rt.send(
+        piece,
+        &parse_dotted(path),
+        id,
+        payload,
+        &Author::principal("did:key:user"),
+    )
+    .unwrap();
+    rt.run_wave().unwrap();
+}
+
+/// Seconds one handler takes to write `n` keys, wave and commit included.
+fn fill_secs(n: usize) -> f64 {
+    let t = common::store();
+    let cfg = RuntimeConfig {
+        action_budget: Some(1_000_000),
+        ..RuntimeConfig::default()
+    };
+    let mut rt = t.runtime_with("bulk", cfg);
+    let piece = rt
+        .create_piece(&program("bulk.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    let started = Instant::now();
+    fire(&mut rt, &piece, "fill", "f", json!({ "n": n }));
+    let took = started.elapsed().as_secs_f64();
+    assert!(rt.failures().is_empty(), "{:?}", rt.failures());
+    let table = rt.read(&piece, &parse_dotted("table")).unwrap();
+    assert_eq!(table.as_object().unwrap().len(), n);
+    took
+}
+
+#[test]
+fn writing_many_keys_in_one_handler_is_linear() {
+    let small = fill_secs(3_000);
+    let large = fill_secs(30_000);
+    println!("3,000 keys in {small:.3} s, 30,000 keys in {large:.3} s");
+    // Ten times the keys: linear is ~10x; the old quadratic path was ~100x
+    // (11 s for 10,000 keys, over 180 s for 30,000).
+    assert!(
+        large < small * 25.0 + 0.5,
+        "3,000 keys {small:.3} s, 30,000 keys {large:.3} s"
+    );
+    assert!(large < 20.0, "30,000 keys took {large:.1} s");
+}
+
+fn bulk(cfg: RuntimeConfig) -> (common::TestStore, SpaceRuntime, String) {
+    let t = common::store();
+    let mut rt = t.runtime_with("limits", cfg);
+    let piece = rt
+        .create_piece(&program("bulk.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    (t, rt, piece)
+}
+
+#[test]
+fn a_document_past_its_size_limit_is_refused_as_a_whole() {
+    let (t, mut rt, piece) = bulk(RuntimeConfig::default());
+    fire(&mut rt, &piece, "blob", "b1", json!({"bytes": 5 << 20}));
+    let refused = t
+        .counters
+        .host()
+        .get(spacewake::metrics::Counter::ActionsRefused);
+    assert_eq!(refused, 1);
+    let err = &rt.failures()[0].error;
+    assert!(
+        err.contains("the limit of one document is 4.0 MiB"),
+        "{err}"
+    );
+    assert_eq!(rt.read(&piece, &parse_dotted("big")).unwrap(), json!(""));
+    // Under the limit it is written.
+    fire(&mut rt, &piece, "blob", "b2", json!({"bytes": 1 << 20}));
+    let big = rt.read(&piece, &parse_dotted("big")).unwrap();
+    assert_eq!(big.as_str().unwrap().len(), 1 << 20);
+}
+
+#[test]
+fn a_wave_past_its_write_budget_refuses_the_action_that_passes_it() {
+    let cfg = RuntimeConfig {
+        limits: spacewake::runtime::WriteLimits {
+            wave_write_bytes: 3_000,
+            ..Default::default()
+        },
+        ..RuntimeConfig::default()
+    };
+    let (t, mut rt, piece) = bulk(cfg);
+    let owner = Author::principal("did:key:user");
+    // Two events in one wave, each writing about 2 KB: the second is refused.
+    for id in ["w1", "w2"] {
+        rt.send(
+            &piece,
+            &parse_dotted("blob"),
+            id,
+            json!({"bytes": 2_000}),
+            &owner,
+        )
+        .unwrap();
+    }
+    let r = rt.run_wave().unwrap();
+    assert_eq!(r.delivered, vec!["w1".to_string()]);
+    assert_eq!(r.failed_events, vec!["w2".to_string()]);
+    assert!(
+        r.failures[0]
+            .error
+            .contains("the limit of one wave is 2.9 KiB"),
+        "{:?}",
+        r.failures
+    );
+    // The next wave has its own budget.
+    fire(&mut rt, &piece, "blob", "w3", json!({"bytes": 2_000}));
+    assert_eq!(
+        t.counters
+            .host()
+            .get(spacewake::metrics::Counter::ActionsRefused),
+        1
+    );
+}
+
+#[test]
+fn a_run_with_too_many_writes_is_refused() {
+    let cfg = RuntimeConfig {
+        limits: spacewake::runtime::WriteLimits {
+            action_writes: 100,
+            ..Default::default()
+        },
+        ..RuntimeConfig::default()
+    };
+    let (_t, mut rt, piece) = bulk(cfg);
+    fire(&mut rt, &piece, "fill", "f1", json!({"n": 101}));
+    let err = &rt.failures()[0].error;
+    assert!(
+        err.contains("101 writes in one run (the limit is 100)"),
+        "{err}"
+    );
+    assert_eq!(rt.read(&piece, &parse_dotted("table")).unwrap(), json!({}));
+    fire(&mut rt, &piece, "fill", "f2", json!({"n": 100}));
+    assert_eq!(rt.failures().len(), 1);
+}
+
+async fn deploy_fixture(
+    c: &mut spacewake::protocol::client::Client,
+    name: &str,
+) -> spacewake::protocol::ServerMessage {
+    use spacewake::protocol::messages::Deploy;
+    use spacewake::protocol::ClientMessage;
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/runtime")
+            .join(name),
+    )
+    .unwrap();
+    let id = c.fresh_id();
+    c.request(ClientMessage::Deploy(Deploy {
+        id,
+        entry: name.into(),
+        files: std::collections::BTreeMap::from([(name.to_string(), src)]),
+        export: None,
+        argument: Some(json!({})),
+    }))
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_error_message_is_cut_in_the_log_and_on_the_wire() {
+    use common::server::{wait_for, Server};
+    use common::wire::{connect, send};
+    use spacewake::protocol::ServerMessage;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let me = spacewake::protocol::Identity::generate();
+    let (mut c, _) = connect(&server, &me, "loud").await;
+    // A pattern body that throws 20 MB: the deploy's error is cut.
+    match deploy_fixture(&mut c, "loud-body.tsx").await {
+        ServerMessage::Error(e) => {
+            let whole = serde_json::to_string(&e).unwrap();
+            assert!(whole.len() < 64 * 1024, "{} bytes", whole.len());
+            assert!(
+                whole.contains("more characters cut"),
+                "{}",
+                &whole[..whole.len().min(300)]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A handler that throws 20 MB: the failure is logged, cut.
+    let piece = match deploy_fixture(&mut c, "loud.tsx").await {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("{other:?}"),
+    };
+    send(&mut c, &piece, "shout", json!({})).await;
+    wait_for("the failure counted", || {
+        server.space_counter("loud", "actions", "failed") == 1
+    });
+    let log = server.log_text();
+    assert!(log.contains("action failed"), "no failure logged");
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 64 * 1024, "a log line of {longest} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_cannot_create_spaces_past_its_quota() {
+    use common::server::Server;
+    use common::wire::{connect, ws_url};
+    use spacewake::protocol::client::{Client, ClientError};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--max-spaces-per-identity", "2"]);
+    let me = spacewake::protocol::Identity::generate();
+    connect(&server, &me, "one").await;
+    connect(&server, &me, "two").await;
+    match Client::connect_creating(&ws_url(&server), &me, "three").await {
+        Err(ClientError::Refused(e)) => {
+            assert_eq!(e.code.as_str(), "quotaExceeded");
+            assert!(e.message.contains("already owns 2 spaces"), "{}", e.message);
+            assert_eq!(e.details.unwrap()["limit"], json!(2));
+        }
+        Err(other) => panic!("{other:?}"),
+        Ok(_) => panic!("a third space was created"),
+    }
+    assert_eq!(server.host_counter("store", "spacesRefusedByQuota"), 1);
+    // Opening a space it owns is not a create; another identity has its own.
+    connect(&server, &me, "one").await;
+    let other = spacewake::protocol::Identity::generate();
+    connect(&server, &other, "three").await;
+    assert_eq!(server.host_counter("store", "spacesCreated"), 3);
+}
+
+#[test]
+fn an_async_handler_applies_its_writes_after_await_when_it_settles() {
+    let t = common::store();
+    let mut rt = t.runtime("async");
+    let piece = rt
+        .create_piece(&program("async-handler.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    fire(&mut rt, &piece, "later", "a1", json!({}));
+    assert!(rt.failures().is_empty(), "{:?}", rt.failures());
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("log")).unwrap(),
+        json!(["before", "after 2", "end"])
+    );
+    fire(&mut rt, &piece, "fails", "a2", json!({}));
+    assert_eq!(rt.failures().len(), 1);
+    assert!(rt.failures()[0].error.contains("rejected after an await"));
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("log")).unwrap(),
+        json!(["before", "after 2", "end"]),
+        "a rejected handler applies nothing"
+    );
+}
+
+#[test]
+fn native_scans_of_sparse_arrays_fail_at_once() {
+    let t = common::store();
+    let mut rt = t.runtime("sparse");
+    let piece = rt
+        .create_piece(&program("sparse.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    let started = Instant::now();
+    for (i, m) in ["indexOf", "includes", "reverse", "forEach", "call"]
+        .iter()
+        .enumerate()
+    {
+        fire(
+            &mut rt,
+            &piece,
+            "scan",
+            &format!("s{i}"),
+            json!({ "method": m }),
+        );
+        let f = rt.failures().last().unwrap().clone();
+        assert!(f.error.contains("RangeError"), "{m}: {}", f.error);
+        assert!(
+            f.error.contains("is refused in patterns"),
+            "{m}: {}",
+            f.error
+        );
+    }
+    assert_eq!(rt.failures().len(), 5);
+    assert!(
+        started.elapsed().as_secs_f64() < 2.0,
+        "took {:?}",
+        started.elapsed()
+    );
+    // Ordinary arrays are untouched.
+    fire(&mut rt, &piece, "dense", "d", json!({}));
+    assert_eq!(rt.failures().len(), 5);
+    assert_eq!(rt.read(&piece, &parse_dotted("found")).unwrap(), json!(21));
+}
+
+#[test]
+fn a_wave_that_outlives_its_lease_still_commits_when_nobody_took_the_space() {
+    let t = common::store();
+    let mut rt = t.runtime("slow");
+    let piece = rt
+        .create_piece(&program("bulk.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    rt.send(
+        &piece,
+        &parse_dotted("fill"),
+        "late",
+        json!({"n": 3}),
+        &Author::principal("did:key:user"),
+    )
+    .unwrap();
+    // The wave runs past the TTL (a long handler, a stalled machine): its
+    // lease expired, but no other host took it, so the commit goes through.
+    t.clock.advance_ms(t.store.config().lease_ttl_ms + 5_000);
+    let r = rt.run_wave().unwrap();
+    assert_eq!(r.delivered, vec!["late".to_string()]);
+    assert_eq!(
+        t.counters
+            .host()
+            .get(spacewake::metrics::Counter::LeaseRenewedAfterExpiry),
+        1
+    );
+    // Once another host has taken it over, the old tenure cannot commit.
+    t.clock.advance_ms(t.store.config().lease_ttl_ms + 5_000);
+    let other = t.reopen_with(|c| c.holder = Some("host-b/1".into()));
+    let mut b = other.open_space("slow").unwrap();
+    assert!(b.acquire_lease().unwrap().is_some());
+    rt.send(
+        &piece,
+        &parse_dotted("fill"),
+        "later",
+        json!({"n": 4}),
+        &Author::principal("did:key:user"),
+    )
+    .unwrap();
+    assert!(matches!(
+        rt.run_wave(),
+        Err(spacewake::runtime::RuntimeError::LeaseLost)
+    ));
+}
