@@ -222,3 +222,87 @@ fn a_child_of_a_long_event_id_stays_within_the_limit() {
         "e1/send/0"
     );
 }
+
+#[test]
+fn an_event_whose_waves_keep_losing_the_lease_is_dead_lettered() {
+    // Each time the event's wave runs, another host has taken the space
+    // meanwhile (and given it back): the wave's commit is refused. After
+    // three such waves the event is dead-lettered and the next one served.
+    let t = common::store();
+    let other = t.reopen_with(|c| c.holder = Some("host-b/1".into()));
+    let mut src = spacewake::compiler::MemorySource::new();
+    src.insert("p.tsx", COUNTER);
+    let program = spacewake::compiler::compile("p.tsx", &src).unwrap();
+    let mut rt = t.runtime("s");
+    let piece = rt.create_piece(&program, None, &json!({})).unwrap();
+    rt.flush().unwrap();
+    let owner = Author::principal("did:key:owner");
+    rt.send(&piece, &parse_dotted("add"), "unlucky", json!({}), &owner)
+        .unwrap();
+    let ttl = t.store.config().lease_ttl_ms;
+    for attempt in 1..=3 {
+        t.clock.advance_ms(ttl + 1);
+        let mut b = other.open_space("s").unwrap();
+        let lease = b.acquire_lease().unwrap().expect("expired: taken over");
+        b.release_lease(&lease).unwrap();
+        let err = rt.run_wave().unwrap_err();
+        assert!(
+            matches!(err, spacewake::runtime::RuntimeError::LeaseLost),
+            "attempt {attempt}: {err}"
+        );
+        assert_eq!(rt.failed_wave_attempts(), attempt);
+        drop(rt);
+        rt = t.runtime("s");
+    }
+    rt.send(&piece, &parse_dotted("add"), "next", json!({}), &owner)
+        .unwrap();
+    let r = rt.run_wave().unwrap();
+    assert_eq!(r.dead_lettered, vec!["unlucky".to_string()]);
+    let r = rt.run_wave().unwrap();
+    assert_eq!(r.delivered, vec!["next".to_string()]);
+    assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(1));
+    let dead = rt.space().dead_letters().unwrap();
+    assert!(dead[0].error.contains("lease"), "{}", dead[0].error);
+}
+
+#[test]
+fn a_handler_stopped_by_the_wall_time_safety_net_fails_alone_and_the_space_serves_on() {
+    let t = common::store();
+    let mut cfg = spacewake::runtime::RuntimeConfig {
+        action_budget: Some(u64::MAX / 2),
+        ..Default::default()
+    };
+    cfg.sandbox.wall_limit = Some(std::time::Duration::from_millis(100));
+    let mut rt = t.runtime_with("s", cfg);
+    let src = r#"
+import { pattern, handler, Cell, Default } from "commonfabric";
+const spin = handler<{}, { count: Cell<number> }>((_ev, { count }) => {
+  count.set(-1);
+  while (true) {}
+});
+const add = handler<{}, { count: Cell<number> }>((_ev, { count }) => {
+  count.set(count.get() + 1);
+});
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
+  count, spin: spin({ count }), add: add({ count }),
+}));
+"#;
+    let mut m = spacewake::compiler::MemorySource::new();
+    m.insert("p.tsx", src);
+    let program = spacewake::compiler::compile("p.tsx", &m).unwrap();
+    let piece = rt.create_piece(&program, None, &json!({})).unwrap();
+    rt.flush().unwrap();
+    let owner = Author::principal("did:key:owner");
+    rt.send(&piece, &parse_dotted("spin"), "spin", json!({}), &owner)
+        .unwrap();
+    rt.send(&piece, &parse_dotted("add"), "add", json!({}), &owner)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let r = rt.run_wave().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(r.failed_events, vec!["spin".to_string()]);
+    assert_eq!(r.delivered, vec!["add".to_string()]);
+    assert!(r.failures[0].error.contains("wall"), "{:?}", r.failures);
+    assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(1));
+    assert_eq!(t.counters.host().get(Counter::ActionsPreempted), 1);
+}

@@ -153,18 +153,13 @@ export default (function (dateNow, nowFor, mathRandom, deny) {
     }
   }
 
-  // Freeze every intrinsic, and the global object, before any pattern code
-  // runs: no piece can change what another piece's code calls (wrapping
-  // `JSON.stringify`, `Array.prototype.push`, ...) or leave state on the
-  // global object for another piece to find. The walk starts from the
-  // global object and the intrinsics it does not reach by name (iterator
-  // and generator prototypes, %TypedArray%), and follows every property
-  // value, accessor and prototype.
-  const freeze = Object.freeze;
-  const isFrozen = Object.isFrozen;
-  const ownKeys = Reflect.ownKeys;
+  // Every intrinsic, and the global object, is frozen before any pattern
+  // code runs (by `freeze_reachable`, natively: a walk in JS cost 6 ms per
+  // sandbox). The walk starts from the global object and the intrinsics it
+  // does not reach by name (iterator and generator prototypes,
+  // %TypedArray%), returned here.
   const iter = (x) => getPrototypeOf(x[Symbol.iterator]());
-  const roots = [
+  return [
     g,
     getPrototypeOf(function* () {}),
     getPrototypeOf(async function () {}),
@@ -175,20 +170,6 @@ export default (function (dateNow, nowFor, mathRandom, deny) {
     getPrototypeOf(/a/[Symbol.matchAll]("")),
     getPrototypeOf(g.Int8Array),
   ];
-  const stack = roots.slice();
-  while (stack.length > 0) {
-    const o = stack.pop();
-    if (o === null || (typeof o !== "object" && typeof o !== "function") || isFrozen(o)) continue;
-    freeze(o);
-    const keys = ownKeys(o);
-    for (let i = 0; i < keys.length; i++) {
-      const d = getOwn(o, keys[i]);
-      if (d === undefined) continue;
-      if ("value" in d) stack.push(d.value);
-      else { stack.push(d.get); stack.push(d.set); }
-    }
-    stack.push(getPrototypeOf(o));
-  }
 })
 "#;
 
@@ -254,6 +235,59 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Resul
     let (module, done) = declared.eval()?;
     done.finish::<()>()?;
     let installer: Function = module.namespace()?.get("default")?;
-    installer.call::<_, ()>((date_now, now_for, math_random, deny))?;
+    let roots: rquickjs::Value = installer.call((date_now, now_for, math_random, deny))?;
+    freeze_reachable(ctx, &roots)
+}
+
+/// Freezes `root` and every object reachable from it: property values,
+/// accessors and prototypes, depth-first. No piece can then change what
+/// another piece's code calls (wrapping `JSON.stringify`, patching
+/// `Array.prototype.push`) or leave state on a built-in for another to
+/// find. Native rather than JS for speed (0.1 ms instead of 6 ms for the
+/// 585 objects and 1,761 properties of a fresh context).
+fn freeze_reachable<'js>(ctx: &Ctx<'js>, root: &rquickjs::Value<'js>) -> rquickjs::Result<()> {
+    use rquickjs::qjs;
+    let raw = ctx.as_raw().as_ptr();
+    let mut seen: std::collections::HashSet<usize> = std::collections::HashSet::new();
+    // SAFETY: every JSValue on `stack` is an owned reference (duplicated,
+    // or returned owned by JS_GetOwnProperty / JS_GetPrototype) and is
+    // freed exactly once, when popped; `tab` is freed with its length.
+    unsafe {
+        let mut stack: Vec<qjs::JSValue> = vec![qjs::JS_DupValue(raw, root.as_raw())];
+        let mut failed = false;
+        while let Some(v) = stack.pop() {
+            if failed || !qjs::JS_IsObject(v) || !seen.insert(qjs::JS_VALUE_GET_PTR(v) as usize) {
+                qjs::JS_FreeValue(raw, v);
+                continue;
+            }
+            if qjs::JS_FreezeObject(raw, v) < 0 {
+                failed = true;
+                qjs::JS_FreeValue(raw, v);
+                continue;
+            }
+            let mut tab: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
+            let mut len: u32 = 0;
+            let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_SYMBOL_MASK) as i32;
+            if qjs::JS_GetOwnPropertyNames(raw, &mut tab, &mut len, v, flags) == 0 {
+                for i in 0..len as usize {
+                    let atom = (*tab.add(i)).atom;
+                    let mut d: qjs::JSPropertyDescriptor = std::mem::zeroed();
+                    if qjs::JS_GetOwnProperty(raw, &mut d, v, atom) == 1 {
+                        stack.push(d.value);
+                        stack.push(d.getter);
+                        stack.push(d.setter);
+                    }
+                }
+                qjs::JS_FreePropertyEnum(raw, tab, len);
+            } else {
+                failed = true;
+            }
+            stack.push(qjs::JS_GetPrototype(raw, v));
+            qjs::JS_FreeValue(raw, v);
+        }
+        if failed {
+            return Err(rquickjs::Error::Exception);
+        }
+    }
     Ok(())
 }
