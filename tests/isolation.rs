@@ -250,21 +250,35 @@ fn handler_entropy_is_keyed_and_reproducible() {
 }
 
 #[test]
-fn a_scheduled_pattern_instantiated_inside_another_is_refused() {
-    let t = common::store();
-    indexed(&t);
-    let mut rt = t.runtime("nested");
-    let err = rt
-        .create_piece(&program("nested-schedule.tsx"), None, &json!({}))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("cannot be instantiated inside another pattern"),
-        "{err}"
+fn a_scheduled_pattern_instantiated_inside_another_is_refused_by_the_compiler() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/invalid/schedule-nested.tsx");
+    let diags = spacewake::check::compile_file(&path).unwrap_err();
+    assert_eq!(diags.len(), 1, "{}", spacewake::compiler::render(&diags));
+    assert_eq!(diags[0].code, "SCHEDULE_NESTED");
+    // Through an import too.
+    let mut src = spacewake::compiler::MemorySource::new();
+    src.insert(
+        "ticker.tsx",
+        "import { pattern, handler, SCHEDULE, Cell, Default } from \"commonfabric\";\n\
+         const tick = handler<{}, { n: Cell<number> }>((_e, { n }) => { n.set(1); });\n\
+         export const Ticker = pattern<{ n: Default<number, 0> }>(({ n }) => ({\n\
+           n, [SCHEDULE]: [{ intervalMinutes: 60, callback: tick({ n }) }],\n\
+         }));\n",
     );
-    rt.flush().unwrap();
-    assert!(rt.pieces().is_empty());
-    assert_eq!(rt.space().schedule_count().unwrap(), 0);
+    src.insert(
+        "main.tsx",
+        "import { pattern } from \"commonfabric\";\n\
+         import { Ticker } from \"./ticker.tsx\";\n\
+         export default pattern<{}>(() => ({ inner: <Ticker /> }));\n",
+    );
+    let diags = spacewake::compiler::compile("main.tsx", &src).unwrap_err();
+    assert_eq!(diags.len(), 1, "{}", spacewake::compiler::render(&diags));
+    assert_eq!(
+        (diags[0].code, diags[0].file.as_str(), diags[0].line),
+        ("SCHEDULE_NESTED", "main.tsx", 3)
+    );
+    // Deployed as a piece of its own, the same pattern is fine.
+    assert!(spacewake::compiler::compile("ticker.tsx", &src).is_ok());
 }
 
 /// Deploys a fixture of `fixtures/runtime/` over the wire.

@@ -79,6 +79,10 @@ pub(crate) struct Analysis {
     pub metas: Vec<PendingMeta>,
     pub patterns: Vec<RawPattern>,
     pub uses_jsx: bool,
+    /// Calls of a plain identifier (`Child(...)`, `<Child />`) inside a
+    /// pattern body: name and span, to find scheduled patterns instantiated
+    /// inside another (`SCHEDULE_NESTED`).
+    pub inner_calls: Vec<(String, Span)>,
     pub h_binding: HBinding,
 }
 
@@ -109,6 +113,7 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
         patterns: vec![],
         uses_jsx: false,
         h_binding: HBinding::Missing,
+        inner_calls: vec![],
     };
     let alloc = Allocator::default();
     let parsed = Parser::new(&alloc, text, source_type_for(path)).parse();
@@ -559,7 +564,11 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                     self.out.edits.extend(edits);
                 }
             }
-            None => {}
+            None => {
+                if let (Expression::Identifier(id), false) = (&it.callee, self.stack.is_empty()) {
+                    self.out.inner_calls.push((id.name.to_string(), it.span));
+                }
+            }
         }
         walk::walk_call_expression(self, it);
     }
@@ -598,6 +607,11 @@ impl<'a> Visit<'a> for Analyzer<'_> {
 
     fn visit_jsx_element(&mut self, it: &JSXElement<'a>) {
         self.out.uses_jsx = true;
+        if let (oxc_ast::ast::JSXElementName::IdentifierReference(id), false) =
+            (&it.opening_element.name, self.stack.is_empty())
+        {
+            self.out.inner_calls.push((id.name.to_string(), it.span));
+        }
         walk::walk_jsx_element(self, it);
     }
 

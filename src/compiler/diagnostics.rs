@@ -20,6 +20,8 @@ pub mod codes {
     pub const IMPORT_FORBIDDEN: &str = "IMPORT_FORBIDDEN";
     /// A relative import names a file that does not exist.
     pub const IMPORT_NOT_FOUND: &str = "IMPORT_NOT_FOUND";
+    /// A pattern that declares `[SCHEDULE]` is instantiated inside another pattern.
+    pub const SCHEDULE_NESTED: &str = "SCHEDULE_NESTED";
     /// A program would have more modules than [`super::super::MAX_MODULES`].
     pub const TOO_MANY_MODULES: &str = "TOO_MANY_MODULES";
     /// A relative import names a file that is not `.ts`/`.tsx`.
@@ -97,6 +99,7 @@ pub mod codes {
         SCHEDULE_CALLBACK_NOT_STREAM,
         SCHEDULE_NOT_ROOT,
         SCHEDULE_DUPLICATE,
+        SCHEDULE_NESTED,
         RESERVED_KEY_LITERAL,
         RESERVED_KEY_UNKNOWN,
     ];

@@ -257,6 +257,7 @@ pub(crate) fn compile_with_sources(
     src: &dyn ModuleSource,
 ) -> Result<(CompiledProgram, SourceSet), Vec<Diagnostic>> {
     let mut units = load(entry, src)?;
+    check_nested_schedules(&units)?;
     plan_late_edits(&mut units)?;
     let hash = hash_sources(units.iter().map(|u| (u.name.as_str(), u.text.as_str())));
     let mut modules = Vec::with_capacity(units.len());
@@ -390,6 +391,52 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
     }
     if diags.is_empty() {
         Ok(units)
+    } else {
+        Err(diags)
+    }
+}
+
+/// A pattern that declares `[SCHEDULE]`, called inside another pattern's
+/// body (in its own module or through an import): only a piece's own result
+/// is indexed, so its schedule would be stored and never fire.
+fn check_nested_schedules(units: &[Unit]) -> Result<(), Vec<Diagnostic>> {
+    fn scheduled(u: &Unit, local: Option<&str>, exported: Option<&str>) -> bool {
+        u.analysis.patterns.iter().any(|p| {
+            !p.schedules.is_empty()
+                && (local.is_some() && p.binding.as_deref() == local
+                    || exported.is_some_and(|e| p.exports.iter().any(|x| x == e)))
+        })
+    }
+    let mut diags = vec![];
+    for u in units {
+        for (name, span) in &u.analysis.inner_calls {
+            let mut found = scheduled(u, Some(name), None).then(|| name.clone());
+            if found.is_none() {
+                for n in u.analysis.named_imports.iter().filter(|n| &n.local == name) {
+                    if let Some(&m) = u.resolved.get(&n.spec) {
+                        if scheduled(&units[m], None, Some(&n.imported)) {
+                            found = Some(name.clone());
+                        }
+                    }
+                }
+            }
+            if let Some(name) = found {
+                diags.push(Diagnostic::at(
+                    codes::SCHEDULE_NESTED,
+                    &u.path,
+                    &u.text,
+                    (span.start, span.end),
+                    format!(
+                        "`{name}` declares [SCHEDULE], and a pattern instantiated inside another \
+                         never fires its schedule (only a piece's own result is indexed); deploy \
+                         it as a piece of its own, or declare the schedule on this pattern"
+                    ),
+                ));
+            }
+        }
+    }
+    if diags.is_empty() {
+        Ok(())
     } else {
         Err(diags)
     }

@@ -1130,7 +1130,10 @@ impl SpaceRuntime {
         // the run was not given refuses the run as a whole.
         let mut out = out;
         let bytes_before = self.wave_bytes;
-        let writes = match self.stage_writes(out["writes"].take(), &reach) {
+        let writes = match self.stage_writes(
+            out.get_mut("writes").map(Value::take).unwrap_or_default(),
+            &reach,
+        ) {
             Ok(w) => w,
             Err(reason) => {
                 self.wave_bytes = bytes_before;
@@ -1227,7 +1230,7 @@ impl SpaceRuntime {
                 .ok_or("a write names no document")?
                 .to_string();
             let path = crate::store::path::parse_path(&w["path"])?;
-            let value = w["value"].take();
+            let value = w.get_mut("value").map(Value::take).unwrap_or_default();
             reach.check_write(&doc, &path)?;
             reach.check_value(&value)?;
             let slot = match slot_of.get(&doc) {
