@@ -1,11 +1,14 @@
-//! The pattern sandbox: one QuickJS runtime + context per space runtime, with
+//! The pattern sandbox: one QuickJS runtime per space runtime, with
 //! no ambient capabilities, a memory limit, a per-call interrupt budget, and
 //! capability modes (reactive vs handler) switched per call.
 //!
 //! Invariants:
-//! - One `Runtime` and one `Context` live as long as the `Sandbox`; a call
-//!   never creates a context (per-call overhead is a few `Cell` stores, one
-//!   engine lock, argument conversion and the JS call itself).
+//! - One `Runtime` lives as long as the `Sandbox`, with one or more realms
+//!   (contexts: each its own global object, intrinsics and module
+//!   instances, each locked down; the space runtime uses one). A call
+//!   never creates a context (per-call overhead is a few `Cell`
+//!   stores, one engine lock, argument conversion and the JS call itself);
+//!   it runs in the realm its handle came from.
 //! - Every entry into JS (`call*`, `eval`, `import`, `get`, `to_json`) runs
 //!   under a `Mode` and a budget, with host-side per-call state reset first
 //!   (`state.rs`). A failed call leaves the sandbox usable: preemption and
@@ -166,6 +169,20 @@ pub struct JsHandle {
     sandbox: u64,
     slot: u32,
     generation: u32,
+    /// The realm (context) the value was obtained in: calls through it run
+    /// there, with arguments built from that realm's intrinsics.
+    realm: u32,
+}
+
+/// One realm of a sandbox: its own context — global object, intrinsics,
+/// module instances — on the sandbox's runtime (one heap, one memory
+/// limit, one budget). Realm 0 exists from the start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Realm(u32);
+
+impl Realm {
+    /// The realm every sandbox starts with.
+    pub const FIRST: Realm = Realm(0);
 }
 
 /// Counters since the sandbox was created.
@@ -239,7 +256,8 @@ pub struct Sandbox {
     // Field order is drop order: persistent JS references must go before the
     // context and the runtime that own their memory.
     handles: RefCell<Handles>,
-    context: Context,
+    /// Realm `i` is `realms[i]`; each has had the lockdown installed.
+    realms: RefCell<Vec<Context>>,
     runtime: Runtime,
     state: Rc<State>,
     registry: Rc<Registry>,
@@ -263,6 +281,51 @@ type Intrinsics = (
 
 fn internal(what: &str, e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Internal(format!("{what}: {e}"))
+}
+
+/// A fresh context on `runtime` with the lockdown installed and the host
+/// object stored: one realm.
+fn new_realm_context(
+    runtime: &Runtime,
+    state: &Rc<State>,
+    config: &SandboxConfig,
+) -> Result<Context, SandboxError> {
+    // Only the pure-language intrinsics: no Performance, no WeakRef /
+    // FinalizationRegistry. Eval stays in the engine (module compilation
+    // needs it) but lockdown removes every way for JS to reach it.
+    let context =
+        Context::custom::<Intrinsics>(runtime).map_err(|e| internal("creating context", e))?;
+    // Lockdown runs with a generous budget of its own: it is our code.
+    state.begin(Mode::Reactive, u64::MAX, u64::MAX, None);
+    let setup = context.with(|ctx| -> Result<(), SandboxError> {
+        lockdown::install(&ctx, state).map_err(|e| {
+            let caught = matches!(e, JsError::Exception).then(|| ctx.catch());
+            // Lockdown never throws null: the engine does when it cannot
+            // even allocate the error object, i.e. the heap limit is too
+            // small for the sandbox itself.
+            let starved = matches!(e, JsError::Allocation)
+                || caught
+                    .as_ref()
+                    .is_some_and(|v| v.is_null() || v.type_of() == rquickjs::Type::Uninitialized);
+            if starved {
+                return SandboxError::OutOfMemory {
+                    limit_bytes: config.memory_limit_bytes,
+                };
+            }
+            let detail = match caught {
+                Some(v) => format!("{v:?}"),
+                None => e.to_string(),
+            };
+            internal("installing lockdown", detail)
+        })?;
+        let host = rquickjs::Object::new(ctx.clone()).map_err(|e| internal("host object", e))?;
+        ctx.store_userdata(HostObject(host))
+            .map_err(|_| SandboxError::Internal("storing host object".into()))?;
+        Ok(())
+    });
+    state.end();
+    setup?;
+    Ok(context)
 }
 
 impl Sandbox {
@@ -292,45 +355,10 @@ impl Sandbox {
                 registry: registry.clone(),
             },
         );
-        // Only the pure-language intrinsics: no Performance, no WeakRef /
-        // FinalizationRegistry. Eval stays in the engine (module compilation
-        // needs it) but lockdown removes every way for JS to reach it.
-        let context =
-            Context::custom::<Intrinsics>(&runtime).map_err(|e| internal("creating context", e))?;
-        // Lockdown runs with a generous budget of its own: it is our code.
-        state.begin(Mode::Reactive, u64::MAX, u64::MAX, None);
-        let setup = context.with(|ctx| -> Result<(), SandboxError> {
-            lockdown::install(&ctx, &state).map_err(|e| {
-                let caught = matches!(e, JsError::Exception).then(|| ctx.catch());
-                // Lockdown never throws null: the engine does when it cannot
-                // even allocate the error object, i.e. the heap limit is too
-                // small for the sandbox itself.
-                let starved = matches!(e, JsError::Allocation)
-                    || caught.as_ref().is_some_and(|v| {
-                        v.is_null() || v.type_of() == rquickjs::Type::Uninitialized
-                    });
-                if starved {
-                    return SandboxError::OutOfMemory {
-                        limit_bytes: config.memory_limit_bytes,
-                    };
-                }
-                let detail = match caught {
-                    Some(v) => format!("{v:?}"),
-                    None => e.to_string(),
-                };
-                internal("installing lockdown", detail)
-            })?;
-            let host =
-                rquickjs::Object::new(ctx.clone()).map_err(|e| internal("host object", e))?;
-            ctx.store_userdata(HostObject(host))
-                .map_err(|_| SandboxError::Internal("storing host object".into()))?;
-            Ok(())
-        });
-        state.end();
-        setup?;
+        let context = new_realm_context(&runtime, &state, &config)?;
         Ok(Sandbox {
             handles: RefCell::new(Handles::default()),
-            context,
+            realms: RefCell::new(vec![context]),
             runtime,
             state,
             registry,
@@ -401,7 +429,27 @@ impl Sandbox {
         specifier: &str,
         opts: &CallOptions,
     ) -> Result<Called<JsHandle>, SandboxError> {
-        self.execute_handle(Op::Import(specifier), opts)
+        self.execute_handle(Op::Import(specifier), 0, opts)
+    }
+
+    /// A new realm: its own global object, intrinsics and module instances,
+    /// locked down like the first, on the same heap and budget.
+    pub fn new_realm(&self) -> Result<Realm, SandboxError> {
+        let context = new_realm_context(&self.runtime, &self.state, &self.config)?;
+        let mut realms = self.realms.borrow_mut();
+        realms.push(context);
+        Ok(Realm((realms.len() - 1) as u32))
+    }
+
+    /// [`Sandbox::import`] in `realm`: the module and its imports are
+    /// instantiated there, apart from every other realm's instances.
+    pub fn import_in(
+        &self,
+        realm: Realm,
+        specifier: &str,
+        opts: &CallOptions,
+    ) -> Result<Called<JsHandle>, SandboxError> {
+        self.execute_handle(Op::Import(specifier), realm.0, opts)
     }
 
     /// `add_modules` then `import(entry)`, in reactive mode with the default budget.
@@ -415,7 +463,7 @@ impl Sandbox {
     pub fn get(&self, obj: JsHandle, key: &str) -> Result<JsHandle, SandboxError> {
         let o = self.lookup(obj)?;
         Ok(self
-            .execute_handle(Op::Get(o, key), &CallOptions::reactive())?
+            .execute_handle(Op::Get(o, key), obj.realm, &CallOptions::reactive())?
             .value)
     }
 
@@ -426,6 +474,7 @@ impl Sandbox {
         args: &[serde_json::Value],
         opts: &CallOptions,
     ) -> Result<Called<serde_json::Value>, SandboxError> {
+        let realm = func.realm;
         let func = self.lookup(func)?;
         self.execute_json(
             Op::Call {
@@ -434,6 +483,7 @@ impl Sandbox {
                 method: None,
                 args,
             },
+            realm,
             opts,
         )
     }
@@ -446,6 +496,7 @@ impl Sandbox {
         args: &[serde_json::Value],
         opts: &CallOptions,
     ) -> Result<Called<JsHandle>, SandboxError> {
+        let realm = func.realm;
         let func = self.lookup(func)?;
         self.execute_handle(
             Op::Call {
@@ -454,6 +505,7 @@ impl Sandbox {
                 method: None,
                 args,
             },
+            realm,
             opts,
         )
     }
@@ -474,6 +526,7 @@ impl Sandbox {
                 method: Some(method),
                 args,
             },
+            obj.realm,
             opts,
         )
     }
@@ -482,7 +535,7 @@ impl Sandbox {
     pub fn to_json(&self, value: JsHandle) -> Result<serde_json::Value, SandboxError> {
         let v = self.lookup(value)?;
         Ok(self
-            .execute_json(Op::Value(v), &CallOptions::reactive())?
+            .execute_json(Op::Value(v), value.realm, &CallOptions::reactive())?
             .value)
     }
 
@@ -493,7 +546,7 @@ impl Sandbox {
         source: &str,
         opts: &CallOptions,
     ) -> Result<Called<serde_json::Value>, SandboxError> {
-        self.execute_json(Op::Eval(source), opts)
+        self.execute_json(Op::Eval(source), 0, opts)
     }
 
     /// Drop a handle. Releasing twice, or a foreign handle, is a no-op.
@@ -520,18 +573,21 @@ impl Sandbox {
         F: Fn(&HostCall<'_>) -> Result<serde_json::Value, HostError> + 'static,
     {
         let f: Rc<HostFn> = Rc::new(f);
-        let state = self.state.clone();
-        self.context.with(|ctx| {
-            let host = ctx
-                .userdata::<HostObject>()
-                .ok_or_else(|| SandboxError::Internal("host object missing".into()))?
-                .0
-                .clone();
-            let func = make_host_fn(&ctx, name, f, state)
-                .map_err(|e| internal("creating host function", e))?;
-            host.set(name, func)
-                .map_err(|e| internal("registering host function", e))
-        })
+        for context in self.realms.borrow().iter() {
+            let state = self.state.clone();
+            context.with(|ctx| {
+                let host = ctx
+                    .userdata::<HostObject>()
+                    .ok_or_else(|| SandboxError::Internal("host object missing".into()))?
+                    .0
+                    .clone();
+                let func = make_host_fn(&ctx, name, f.clone(), state)
+                    .map_err(|e| internal("creating host function", e))?;
+                host.set(name, func)
+                    .map_err(|e| internal("registering host function", e))
+            })?;
+        }
+        Ok(())
     }
 
     // ---- internals -------------------------------------------------------
@@ -554,7 +610,7 @@ impl Sandbox {
         }
     }
 
-    fn insert(&self, value: Persistent<Value<'static>>) -> JsHandle {
+    fn insert(&self, value: Persistent<Value<'static>>, realm: u32) -> JsHandle {
         let mut h = self.handles.borrow_mut();
         let slot = match h.free.pop() {
             Some(i) => {
@@ -573,15 +629,17 @@ impl Sandbox {
             sandbox: self.id,
             slot,
             generation: h.slots[slot as usize].generation,
+            realm,
         }
     }
 
     fn execute_json(
         &self,
         op: Op<'_>,
+        realm: u32,
         opts: &CallOptions,
     ) -> Result<Called<serde_json::Value>, SandboxError> {
-        let c = self.execute(op, opts, Want::Json)?;
+        let c = self.execute(op, realm, opts, Want::Json)?;
         match c.value {
             Out::Json(v) => Ok(Called {
                 value: v,
@@ -595,9 +653,10 @@ impl Sandbox {
     fn execute_handle(
         &self,
         op: Op<'_>,
+        realm: u32,
         opts: &CallOptions,
     ) -> Result<Called<JsHandle>, SandboxError> {
-        let c = self.execute(op, opts, Want::Handle)?;
+        let c = self.execute(op, realm, opts, Want::Handle)?;
         match c.value {
             Out::Handle(h) => Ok(Called {
                 value: h,
@@ -611,9 +670,18 @@ impl Sandbox {
     fn execute(
         &self,
         op: Op<'_>,
+        realm: u32,
         opts: &CallOptions,
         want: Want,
     ) -> Result<Called<Out>, SandboxError> {
+        // Contexts are reference-counted handles: a clone, so no borrow is
+        // held while JS runs (a host function may ask for a new realm).
+        let context = self
+            .realms
+            .borrow()
+            .get(realm as usize)
+            .cloned()
+            .ok_or_else(|| SandboxError::Internal(format!("no realm {realm}")))?;
         if self.state.in_call.get() {
             return Err(SandboxError::Internal(
                 "re-entrant call: a host function called back into its own sandbox".into(),
@@ -624,7 +692,7 @@ impl Sandbox {
         self.state
             .begin(opts.mode, budget, self.config.alloc_budget_bytes, deadline);
 
-        let result = self.context.with(|ctx| {
+        let result = context.with(|ctx| {
             // A plain value is converted at return time; a promise is settled
             // after the call's microtasks have run.
             let step = match self.perform(&ctx, op) {
@@ -636,7 +704,7 @@ impl Sandbox {
             };
             let step = match step {
                 Ok(s) => s,
-                Err(v) => match self.output(&ctx, v, want) {
+                Err(v) => match self.output(&ctx, v, want, realm) {
                     Ok(out) => Step::Done(out),
                     Err(e) => Step::Failed(e),
                 },
@@ -649,7 +717,7 @@ impl Sandbox {
                 (Step::Failed(e), _) => Err(e),
                 (_, Some(e)) => Err(e),
                 (Step::Done(out), None) => Ok(out),
-                (Step::Promise(p), None) => self.settle(&ctx, p, want),
+                (Step::Promise(p), None) => self.settle(&ctx, p, want, realm),
             }
         });
         // Sticky denial: a caught CapabilityError still fails the call, so a
@@ -729,9 +797,15 @@ impl Sandbox {
         }
     }
 
-    fn output<'js>(&self, ctx: &Ctx<'js>, v: Value<'js>, want: Want) -> Result<Out, SandboxError> {
+    fn output<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        v: Value<'js>,
+        want: Want,
+        realm: u32,
+    ) -> Result<Out, SandboxError> {
         match want {
-            Want::Handle => Ok(Out::Handle(self.insert(Persistent::save(ctx, v)))),
+            Want::Handle => Ok(Out::Handle(self.insert(Persistent::save(ctx, v), realm))),
             Want::Json => match js_to_json(ctx, v) {
                 Ok(j) => Ok(Out::Json(j)),
                 Err(ToJsonError::Js(e)) => Err(self.classify(ctx, e)),
@@ -745,6 +819,7 @@ impl Sandbox {
         ctx: &Ctx<'js>,
         p: Promise<'js>,
         want: Want,
+        realm: u32,
     ) -> Result<Out, SandboxError> {
         match p.result::<Value>() {
             None => {
@@ -755,7 +830,7 @@ impl Sandbox {
                     stack: None,
                 })
             }
-            Some(Ok(v)) => self.output(ctx, v, want),
+            Some(Ok(v)) => self.output(ctx, v, want, realm),
             Some(Err(e)) => Err(self.classify(ctx, e)),
         }
     }

@@ -1056,3 +1056,39 @@ fn call_rate() {
         20_000.0 / secs
     );
 }
+
+#[test]
+fn realms_share_the_heap_but_no_state() {
+    let sb = sandbox();
+    sb.add_modules(&[(
+        "counter.js",
+        "let n = 0; export function inc() { return ++n; } \
+         export function isArray(a) { return a instanceof Array && Object.getPrototypeOf(a) === Array.prototype; }",
+    )])
+    .unwrap();
+    let second = sb.new_realm().unwrap();
+    let opts = CallOptions::reactive();
+    let ns0 = sb.import("counter.js", &opts).unwrap().value;
+    let ns1 = sb.import_in(second, "counter.js", &opts).unwrap().value;
+    let inc0 = sb.get(ns0, "inc").unwrap();
+    let inc1 = sb.get(ns1, "inc").unwrap();
+    assert_eq!(sb.call(inc0, &[], &opts).unwrap().value, json!(1));
+    assert_eq!(sb.call(inc0, &[], &opts).unwrap().value, json!(2));
+    assert_eq!(
+        sb.call(inc1, &[], &opts).unwrap().value,
+        json!(1),
+        "its own module instance"
+    );
+    // Arguments are built from the callee's realm.
+    let is_array = sb.get(ns1, "isArray").unwrap();
+    assert_eq!(
+        sb.call(is_array, &[json!([1])], &opts).unwrap().value,
+        json!(true)
+    );
+    // Each realm is locked down: its intrinsics are frozen.
+    let probe = sb
+        .add_modules(&[("probe.js", "export const frozen = Object.isFrozen(Array.prototype) && Object.isFrozen(globalThis);")])
+        .and_then(|_| sb.import_in(second, "probe.js", &opts));
+    let frozen = sb.get(probe.unwrap().value, "frozen").unwrap();
+    assert_eq!(sb.to_json(frozen).unwrap(), json!(true));
+}
