@@ -118,6 +118,28 @@ fn the_operator_api_answers_only_fresh_signed_requests_of_operators() {
     assert_eq!((status, code(&v)), (401, "badSignature"), "{text}");
     assert_eq!(v["error"]["details"]["reason"], "signatureMismatch");
 
+    // A space's dead letters (none here) and its events being retried.
+    let (status, v) = call(
+        &server,
+        &op,
+        "GET",
+        "/api/operator/spaces/once/dead-letters",
+        None,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"space": "once", "deadLetters": [], "failing": []})
+    );
+    let (status, v) = call(
+        &server,
+        &op,
+        "GET",
+        "/api/operator/spaces/nope/dead-letters",
+        None,
+    );
+    assert_eq!((status, code(&v)), (404, "unknownSpace"), "{v}");
+
     assert!(server.host_counter("operator", "refused") >= 5);
     assert!(server.host_counter("operator", "reads") >= 3);
 }
