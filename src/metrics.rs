@@ -59,6 +59,7 @@ counters! {
     LeaseRefused => ("lease", "refused", Counter, "Lease acquisitions refused because another holder's lease was live"),
     LeaseRenewed => ("lease", "renewed", Counter, "Execution leases renewed"),
     LeaseRenewedAfterExpiry => ("lease", "renewedAfterExpiry", Counter, "Renewals of a lease that had expired but that nobody had taken (a wave that outlived the TTL)"),
+    LeaseRenewedByKeeper => ("lease", "renewedByKeeper", Counter, "Renewals made by the lease keeper thread for a turn that ran longer than a renewal interval"),
     LeaseLost => ("lease", "lost", Counter, "Renewals that found the lease expired or taken"),
     LeaseReleased => ("lease", "released", Counter, "Execution leases released"),
     LeaseTakenOver => ("lease", "takenOver", Counter, "Acquisitions that took over an expired lease of another holder"),

@@ -306,3 +306,88 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
     assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(1));
     assert_eq!(t.counters.host().get(Counter::ActionsPreempted), 1);
 }
+
+#[test]
+fn a_long_wave_keeps_its_lease_while_another_host_waits_for_it() {
+    // Real time: a 0.6 s lease renewed every 0.2 s, and a handler that
+    // computes for longer than that. The keeper renews the lease from its
+    // own thread, so another host trying all along never gets the space.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::new(dir.path());
+    cfg.lease_ttl_ms = 600;
+    cfg.lease_renew_ms = 200;
+    let clock: Arc<dyn spacewake::clock::Clock> = Arc::new(spacewake::clock::SystemClock);
+    let store = Store::open(cfg, clock.clone(), Counters::new()).unwrap();
+    let mut host_cfg = HostConfig {
+        idle_park_ms: 10,
+        ..Default::default()
+    };
+    host_cfg.runtime.action_budget = Some(u64::MAX / 2);
+    host_cfg.runtime.sandbox.wall_limit = Some(std::time::Duration::from_secs(20));
+    let host = Host::new(store, host_cfg);
+    let src = r#"
+import { pattern, handler, Cell, Default } from "commonfabric";
+const crunch = handler<{ n: number }, { count: Cell<number> }>((ev, { count }) => {
+  let x = 0;
+  for (let i = 0; i < ev.n; i++) x = (x + i) % 1000003;
+  count.set(count.get() + 1 + (x < 0 ? 1 : 0));
+});
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
+  count, crunch: crunch({ count }),
+}));
+"#;
+    let piece = common::deploy_source(&host, "s", src);
+    let mut other_cfg = StoreConfig::new(dir.path());
+    other_cfg.holder = Some("host-b/1".into());
+    other_cfg.lease_ttl_ms = 600;
+    let other = Store::open(other_cfg, clock, Counters::new()).unwrap();
+    let started = std::time::Instant::now();
+    host.notify(
+        "s",
+        Trigger::Session,
+        Request::Send {
+            author: Author::principal("did:key:owner"),
+            piece: piece.clone(),
+            path: parse_dotted("crunch"),
+            event_id: Some("long".into()),
+            payload: json!({"n": 40_000_000}),
+        },
+    )
+    .unwrap();
+    // The other host tries every 50 ms, on a thread of its own (a read on
+    // this host waits for the wave).
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let contender = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let (mut tries, mut took) = (0u32, None);
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut b = other.open_space("s").unwrap();
+                if b.acquire_lease().unwrap().is_some() {
+                    took = Some(started.elapsed());
+                    break;
+                }
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            (tries, took)
+        })
+    };
+    common::wait("the long event delivered", || {
+        count(&host, &piece) == json!(1)
+    });
+    let took = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (tries, taken) = contender.join().unwrap();
+    assert_eq!(taken, None, "another host took the space during the wave");
+    assert!(
+        took > std::time::Duration::from_millis(1_200),
+        "the wave took {took:?}, not long enough to outlive its lease: raise n"
+    );
+    assert!(tries > 10, "{tries} tries");
+    assert!(
+        host.counters()
+            .space_value("s", Counter::LeaseRenewedByKeeper)
+            >= 1
+    );
+}

@@ -20,6 +20,7 @@
 //!   threads that call [`Host::request`].
 
 mod failures;
+mod keeper;
 mod pool;
 mod request;
 mod server;
@@ -172,6 +173,14 @@ pub(crate) struct HostInner {
     /// when it can expire: space -> (that time on the host clock, trigger).
     /// The waker keeps the time.
     lease_retries: Mutex<HashMap<String, (u64, Trigger)>>,
+    /// Renews the leases of turns that run long (`keeper.rs`).
+    pub(crate) keeper: Arc<keeper::Keeper>,
+}
+
+impl Drop for HostInner {
+    fn drop(&mut self) {
+        self.keeper.stop();
+    }
 }
 
 /// How stale the host's view of grant changes may get (see
@@ -242,6 +251,10 @@ impl Host {
         // sessions' spaces coming and going; each costs its touched stack.
         let max_idle = (2 * cfg.schedule.max_scheduled).max(16);
         let pool = pool::Pool::new(stack, max_idle, POOL_KEEP, counters.clone());
+        let keeper = keeper::Keeper::start(
+            store.clone(),
+            std::time::Duration::from_millis(store.config().lease_renew_ms),
+        );
         Host {
             inner: Arc::new(HostInner {
                 store,
@@ -261,6 +274,7 @@ impl Host {
                 grants: GrantsWatch::default(),
                 waiting: Mutex::new(std::collections::VecDeque::new()),
                 lease_retries: Mutex::new(HashMap::new()),
+                keeper,
             }),
         }
     }

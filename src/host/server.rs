@@ -856,6 +856,14 @@ impl Server {
 
     /// Steps 3-5 of the loop: demand pass, waves, updates.
     fn turn(&mut self) -> Result<(), RuntimeError> {
+        // While the turn runs, the keeper renews the lease if it runs long.
+        let keeper = self.inner.keeper.clone();
+        let access = self.rt.space().access();
+        let _watch = keeper.watch(&self.id, self.rt.lease(), access);
+        self.turn_inner()
+    }
+
+    fn turn_inner(&mut self) -> Result<(), RuntimeError> {
         if self.demand_dirty {
             self.demand_pass()?;
         }
