@@ -11,8 +11,15 @@
 //!   readers) stale. The inputs hash is persisted on the plane
 //!   (`action_state`), so a re-activated space does not recompute a node
 //!   whose inputs did not change; a missing row means recompute.
-//! - A handler's writes apply only if it returns normally: an exception, a
-//!   preemption or a capability denial discards them all.
+//! - A handler's writes apply only if it returns normally (an async one:
+//!   when it settles): an exception, a preemption or a capability denial
+//!   discards them all.
+//! - Capabilities: every write, send and reference an action returns is
+//!   checked against what it was given ([`capability::Reach`]) before any
+//!   of it applies; one refusal refuses the action. Writes are applied in
+//!   time linear in what is written, within [`WriteLimits`].
+//! - No event wedges the space: an event whose wave failed its tenure runs
+//!   alone next time, and after [`MAX_EVENT_ATTEMPTS`] is dead-lettered.
 //! - A wave commits at most once, with the lease of this runtime's tenure,
 //!   and advances the watermarks of the events it consumed in that commit.
 //! - Only this module talks to the sandbox; only the store talks to SQL.
