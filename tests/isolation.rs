@@ -6,31 +6,13 @@
 
 mod common;
 
+use common::{fire, runtime_fixture as program};
+
 use serde_json::{json, Value};
 use spacewake::metrics::Counter;
 use spacewake::runtime::{EntropyKey, RuntimeConfig, SpaceRuntime, PIECES_DOC};
 use spacewake::store::path::parse_dotted;
-use spacewake::store::Author;
 use std::path::Path;
-
-fn program(name: &str) -> spacewake::compiler::CompiledProgram {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/runtime")
-        .join(name);
-    spacewake::check::compile_file(&path)
-        .unwrap_or_else(|d| panic!("{}", spacewake::compiler::render(&d)))
-}
-
-fn user() -> Author {
-    Author::principal("did:key:user")
-}
-
-/// Sends `payload` to the stream at `path` of `piece` and runs one wave.
-fn fire(rt: &mut SpaceRuntime, piece: &str, path: &str, id: &str, payload: Value) {
-    rt.send(piece, &parse_dotted(path), id, payload, &user())
-        .unwrap();
-    rt.run_wave().unwrap();
-}
 
 fn raw(rt: &mut SpaceRuntime, doc: &str) -> Value {
     rt.read_doc(doc).unwrap().0.unwrap_or(Value::Null)
@@ -281,33 +263,14 @@ fn a_scheduled_pattern_instantiated_inside_another_is_refused_by_the_compiler() 
     assert!(spacewake::compiler::compile("ticker.tsx", &src).is_ok());
 }
 
-/// Deploys a fixture of `fixtures/runtime/` over the wire.
+/// Deploys a fixture of `fixtures/runtime/` over the wire; its piece.
 async fn deploy_fixture(
     c: &mut spacewake::protocol::client::Client,
     name: &str,
     argument: Value,
 ) -> String {
-    use spacewake::protocol::messages::Deploy;
-    use spacewake::protocol::{ClientMessage, ServerMessage};
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/runtime")
-            .join(name),
-    )
-    .unwrap();
-    let id = c.fresh_id();
-    match c
-        .request(ClientMessage::Deploy(Deploy {
-            id,
-            entry: name.into(),
-            files: std::collections::BTreeMap::from([(name.to_string(), src)]),
-            export: None,
-            argument: Some(argument),
-        }))
-        .await
-        .unwrap()
-    {
-        ServerMessage::Deployed(d) => d.piece,
+    match common::wire::deploy_runtime_fixture(c, name, argument).await {
+        spacewake::protocol::ServerMessage::Deployed(d) => d.piece,
         other => panic!("deploy: {other:?}"),
     }
 }

@@ -5,32 +5,13 @@
 
 mod common;
 
+use common::{fire, runtime_fixture as program};
+
 use serde_json::json;
 use spacewake::runtime::{RuntimeConfig, SpaceRuntime};
 use spacewake::store::path::parse_dotted;
 use spacewake::store::Author;
-use std::path::Path;
 use std::time::Instant;
-
-fn program(name: &str) -> spacewake::compiler::CompiledProgram {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/runtime")
-        .join(name);
-    spacewake::check::compile_file(&path)
-        .unwrap_or_else(|d| panic!("{}", spacewake::compiler::render(&d)))
-}
-
-fn fire(rt: &mut SpaceRuntime, piece: &str, path: &str, id: &str, payload: serde_json::Value) {
-    rt.send(
-        piece,
-        &parse_dotted(path),
-        id,
-        payload,
-        &Author::principal("did:key:user"),
-    )
-    .unwrap();
-    rt.run_wave().unwrap();
-}
 
 /// Seconds one handler takes to write `n` keys, wave and commit included.
 fn fill_secs(n: usize) -> f64 {
@@ -165,24 +146,7 @@ async fn deploy_fixture(
     c: &mut spacewake::protocol::client::Client,
     name: &str,
 ) -> spacewake::protocol::ServerMessage {
-    use spacewake::protocol::messages::Deploy;
-    use spacewake::protocol::ClientMessage;
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/runtime")
-            .join(name),
-    )
-    .unwrap();
-    let id = c.fresh_id();
-    c.request(ClientMessage::Deploy(Deploy {
-        id,
-        entry: name.into(),
-        files: std::collections::BTreeMap::from([(name.to_string(), src)]),
-        export: None,
-        argument: Some(json!({})),
-    }))
-    .await
-    .unwrap()
+    common::wire::deploy_runtime_fixture(c, name, json!({})).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,21 +4,14 @@
 
 mod common;
 
+use common::runtime_fixture as program;
+
 use serde_json::json;
 use spacewake::clock::Clock;
 use spacewake::metrics::Counter;
 use spacewake::runtime::SpaceRuntime;
 use spacewake::store::path::parse_dotted;
 use spacewake::store::Author;
-use std::path::Path;
-
-fn program(name: &str) -> spacewake::compiler::CompiledProgram {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/runtime")
-        .join(name);
-    spacewake::check::compile_file(&path)
-        .unwrap_or_else(|d| panic!("{}", spacewake::compiler::render(&d)))
-}
 
 fn start(t: &common::TestStore, space: &str) -> SpaceRuntime {
     t.runtime(space)

@@ -77,17 +77,20 @@ impl Reach {
         owned_by(doc, &self.piece)
     }
 
+    /// Whether `doc` at `path` is at or under a cell it was given.
+    fn under_a_cell(&self, doc: &str, path: &[PathSeg]) -> bool {
+        self.cells
+            .iter()
+            .any(|c| c.doc == doc && path.starts_with(&c.path))
+    }
+
     /// A write of `doc` at `path`: under a cell it was given, and never a
     /// protected document.
     pub fn check_write(&self, doc: &str, path: &[PathSeg]) -> Result<(), String> {
         if is_protected(doc) {
             return Err(format!("{doc:?} cannot be written by pattern code"));
         }
-        if self
-            .cells
-            .iter()
-            .any(|c| c.doc == doc && path.starts_with(&c.path))
-        {
+        if self.under_a_cell(doc, path) {
             return Ok(());
         }
         Err(format!(
@@ -98,11 +101,7 @@ impl Reach {
 
     /// A send through a cell: the cell must be one it was given.
     pub fn check_send_cell(&self, doc: &str, path: &[PathSeg]) -> Result<(), String> {
-        if self
-            .cells
-            .iter()
-            .any(|c| c.doc == doc && path.starts_with(&c.path))
-        {
+        if self.under_a_cell(doc, path) {
             return Ok(());
         }
         Err(format!(

@@ -167,3 +167,32 @@ pub fn append_while_down(
     )
     .unwrap();
 }
+
+/// Compiles a pattern of `fixtures/runtime/`.
+pub fn runtime_fixture(name: &str) -> spacewake::compiler::CompiledProgram {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/runtime")
+        .join(name);
+    spacewake::check::compile_file(&path)
+        .unwrap_or_else(|d| panic!("{}", spacewake::compiler::render(&d)))
+}
+
+/// Sends `payload` to the stream at `path` of `piece` (as a user) and runs
+/// one wave.
+pub fn fire(
+    rt: &mut spacewake::runtime::SpaceRuntime,
+    piece: &str,
+    path: &str,
+    id: &str,
+    payload: serde_json::Value,
+) {
+    rt.send(
+        piece,
+        &spacewake::store::path::parse_dotted(path),
+        id,
+        payload,
+        &spacewake::store::Author::principal("did:key:user"),
+    )
+    .unwrap();
+    rt.run_wave().unwrap();
+}

@@ -86,3 +86,24 @@ pub async fn connect(server: &Server, who: &Identity, space: &str) -> (Client, O
 pub fn ws_url(s: &Server) -> String {
     format!("ws://{}/ws", s.addr)
 }
+
+/// Deploys a pattern of `fixtures/runtime/` with `argument`; the server's
+/// answer.
+pub async fn deploy_runtime_fixture(c: &mut Client, name: &str, argument: Value) -> ServerMessage {
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/runtime")
+            .join(name),
+    )
+    .unwrap();
+    let id = c.fresh_id();
+    c.request(ClientMessage::Deploy(Deploy {
+        id,
+        entry: name.into(),
+        files: BTreeMap::from([(name.to_string(), src)]),
+        export: None,
+        argument: Some(argument),
+    }))
+    .await
+    .unwrap()
+}
