@@ -50,8 +50,9 @@ struct Server {
     work: bool,
     /// Waves committed since the last idle checkpoint.
     waves_since_checkpoint: u32,
-    /// Waves this tenure ran (a park after many applies the retention rule).
-    waves_in_tenure: u32,
+    /// Turns with work this tenure ran (a park after many applies the
+    /// retention rule).
+    busy_turns: u32,
     /// This tenure served a scheduled wake (its waves bill the `scheduled`
     /// bucket when no session is attached).
     scheduled: bool,
@@ -169,7 +170,7 @@ pub(crate) fn run(
         demand_dirty: true,
         work: true,
         waves_since_checkpoint: 0,
-        waves_in_tenure: 0,
+        busy_turns: 0,
         scheduled: false,
         firing_in_flight: false,
         scheduled_tenure: None,
@@ -304,7 +305,7 @@ pub(crate) fn run(
             // transaction); the runtime and the file close on drop.
             let firing = std::mem::take(&mut s.firing_in_flight);
             let _ = s.rt.flush();
-            if s.waves_in_tenure >= COMPACT_AFTER_WAVES {
+            if s.busy_turns >= COMPACT_AFTER_TURNS {
                 // A busy tenure without idle checkpoints (no sessions):
                 // the retention rule runs at its park instead.
                 if let Err(e) = s.rt.space().compact_history() {
@@ -902,7 +903,7 @@ impl Server {
         }
         self.push_updates()?;
         self.waves_since_checkpoint = self.waves_since_checkpoint.saturating_add(1);
-        self.waves_in_tenure = self.waves_in_tenure.saturating_add(1);
+        self.busy_turns = self.busy_turns.saturating_add(1);
         self.work = self.rt.space().has_undelivered()?;
         self.report_memory();
         Ok(())
@@ -998,9 +999,9 @@ impl Server {
     }
 }
 
-/// Waves after which a tenure applies the log's retention rule at its park
-/// (tenures with sessions apply it at their idle checkpoints).
-const COMPACT_AFTER_WAVES: u32 = 256;
+/// Turns with work after which a tenure applies the log's retention rule at
+/// its park (tenures with sessions apply it at their idle checkpoints).
+const COMPACT_AFTER_TURNS: u32 = 256;
 
 fn internal(e: RuntimeError) -> HostError {
     HostError::Internal(crate::human::truncate_message(
