@@ -1,0 +1,167 @@
+//! Documents and links: the write-through document cache, writes into the
+//! pending wave, invalidation of readers, and reads that follow links.
+
+use super::*;
+
+impl SpaceRuntime {
+    // ----- documents ---------------------------------------------------------
+
+    pub(super) fn doc(&mut self, id: &str) -> RuntimeResult<Option<Value>> {
+        let v = match self.docs.get(id) {
+            Some(v) => v.clone(),
+            None => {
+                let read = self.space.read(id)?;
+                if let Some(d) = &read {
+                    self.doc_seq.insert(id.to_string(), d.seq);
+                }
+                let v = read.map(|d| d.value);
+                self.docs.insert(id.to_string(), v.clone());
+                v
+            }
+        };
+        if let Some(seen) = self.read_seq.as_mut() {
+            *seen = (*seen).max(self.doc_seq.get(id).copied().unwrap_or(0));
+            self.session_reads.insert(id.to_string());
+        }
+        Ok(v)
+    }
+
+    /// Like [`SpaceRuntime::read`], also returning the newest seq among the
+    /// documents the value was assembled from: the seq a client update
+    /// carries, and what a resuming client compares with.
+    pub fn read_tracked(&mut self, piece: &str, path: &[PathSeg]) -> RuntimeResult<(Value, u64)> {
+        self.read_seq = Some(0);
+        let r = self.read(piece, path);
+        let seq = self.read_seq.take().unwrap_or(0);
+        Ok((r?, seq))
+    }
+
+    /// The documents sessions have read since the last call.
+    pub fn take_session_reads(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.session_reads)
+    }
+
+    /// Writes into the pending wave and makes every reader stale.
+    pub(super) fn write(&mut self, doc: &str, path: &[PathSeg], value: Value) -> RuntimeResult<()> {
+        let current = self.doc(doc)?;
+        let next = match &current {
+            Some(c) if !path.is_empty() => crate::store::path::set_at_owned(c.clone(), path, value),
+            _ => set_at(None, path, value),
+        }
+        .map_err(|e| RuntimeError::Invalid(format!("write to {doc}: {e}")))?;
+        if current.as_ref() == Some(&next) {
+            return Ok(());
+        }
+        self.docs.insert(doc.to_string(), Some(next));
+        if self.touched_set.insert(doc.to_string()) {
+            self.touched.push(doc.to_string());
+        }
+        self.wave_writes.insert(doc.to_string());
+        self.invalidate(doc);
+        Ok(())
+    }
+
+    pub(super) fn invalidate(&mut self, doc: &str) {
+        let Some(readers) = self.readers.get(doc).cloned() else {
+            return;
+        };
+        for node in readers {
+            if self.fresh.remove(&node) {
+                self.invalidate(&node);
+            }
+        }
+    }
+
+    /// The value at `path` of document `doc`, following links and pulling
+    /// the derivations on the way; nested links are resolved too.
+    pub(super) fn value_at(
+        &mut self,
+        doc: &str,
+        path: &[PathSeg],
+        depth: usize,
+    ) -> RuntimeResult<Value> {
+        if depth > MAX_LINK_DEPTH {
+            return Err(RuntimeError::Invalid(format!(
+                "links from {doc:?} form a cycle"
+            )));
+        }
+        if self.nodes.contains_key(doc) {
+            self.pull(doc)?;
+        }
+        let mut cur = self.doc(doc)?.unwrap_or(Value::Null);
+        for (i, seg) in path.iter().enumerate() {
+            if let Some(l) = as_link(&cur) {
+                let mut rest = l.path.clone();
+                rest.extend_from_slice(&path[i..]);
+                return self.value_at(&l.doc, &rest, depth + 1);
+            }
+            cur = match get_at(&cur, std::slice::from_ref(seg)) {
+                Some(v) => v.clone(),
+                None => return Ok(Value::Null),
+            };
+        }
+        self.resolve_deep(cur, depth + 1)
+    }
+
+    pub(super) fn resolve_deep(&mut self, v: Value, depth: usize) -> RuntimeResult<Value> {
+        if let Some(l) = as_link(&v) {
+            return self.value_at(&l.doc, &l.path, depth + 1);
+        }
+        Ok(match v {
+            Value::Array(a) => Value::Array(
+                a.into_iter()
+                    .map(|x| self.resolve_deep(x, depth))
+                    .collect::<RuntimeResult<_>>()?,
+            ),
+            Value::Object(m) => {
+                if m.contains_key("$stream") {
+                    return Ok(Value::Object(m));
+                }
+                let mut out = serde_json::Map::new();
+                for (k, x) in m {
+                    out.insert(k, self.resolve_deep(x, depth)?);
+                }
+                Value::Object(out)
+            }
+            other => other,
+        })
+    }
+
+    /// Resolves a path into a piece's result: what a client or a scenario
+    /// reads. Pulls exactly the derivations the path needs.
+    pub fn read(&mut self, piece: &str, path: &[PathSeg]) -> RuntimeResult<Value> {
+        if !self.pieces.contains_key(piece) {
+            return Err(RuntimeError::UnknownPiece(piece.to_string()));
+        }
+        self.value_at(piece, path, 0)
+    }
+
+    /// The stream at a result path (following links), if it is one.
+    pub fn stream_at(&mut self, piece: &str, path: &[PathSeg]) -> RuntimeResult<Option<String>> {
+        let mut doc = piece.to_string();
+        let mut cur = self.doc(&doc)?.unwrap_or(Value::Null);
+        let mut rest: Vec<PathSeg> = path.to_vec();
+        for _ in 0..MAX_LINK_DEPTH {
+            let mut followed = false;
+            for i in 0..=rest.len() {
+                let here = get_at(&cur, &rest[..i]).cloned().unwrap_or(Value::Null);
+                if let Some(l) = as_link(&here) {
+                    let mut next = l.path.clone();
+                    next.extend_from_slice(&rest[i..]);
+                    doc = l.doc;
+                    cur = self.doc(&doc)?.unwrap_or(Value::Null);
+                    rest = next;
+                    followed = true;
+                    break;
+                }
+                if i == rest.len() {
+                    return Ok(as_stream(&here).map(str::to_string));
+                }
+            }
+            if !followed {
+                break;
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,288 @@
+//! Handlers: running the handler an event is sent to, checking and staging
+//! its writes and sends.
+
+use super::*;
+
+impl SpaceRuntime {
+    // ----- handlers ------------------------------------------------------------
+
+    /// Runs the handler bound to `event.stream`; its writes join the wave
+    /// only if it returns normally.
+    pub(super) fn handle_event(&mut self, ev: &EventRecord) -> RuntimeResult<()> {
+        let Some(binding) = self.streams.get(&ev.stream) else {
+            self.counters.inc(Counter::EventsUnknownStream);
+            return Ok(());
+        };
+        let def = binding.def.clone();
+        let binding_piece = binding.piece.clone();
+        let schema = def.schema.clone();
+        let mut docs = serde_json::Map::new();
+        // What this run is given: the only targets its writes and sends may
+        // have, and the only references its values may hold.
+        let mut reach = Reach::new(&binding_piece);
+        let (ctx, shape) = match &def.context {
+            Value::Object(fields) if as_link(&def.context).is_none() => {
+                let mut ctx = serde_json::Map::new();
+                for (k, tmpl) in fields {
+                    let as_cell = field_flag(schema.as_ref(), k, "asCell");
+                    reach.add_refs_in(tmpl);
+                    let entry = if let Some(s) = as_stream(tmpl) {
+                        json!({"stream": s})
+                    } else if let (Some(l), true) = (as_link(tmpl), as_cell) {
+                        let (doc, path) = self.cell_target(&l)?;
+                        reach.add_cell(&doc, &path);
+                        if !docs.contains_key(&doc) {
+                            let v = self.value_at(&doc, &[], 0)?;
+                            docs.insert(doc.clone(), v);
+                        }
+                        json!({"cell": {"doc": doc, "path": path}})
+                    } else {
+                        let v = self.resolve_deep(tmpl.clone(), 0)?;
+                        reach.add_refs_in(&v);
+                        match as_stream(&v) {
+                            Some(s) if field_flag(schema.as_ref(), k, "asStream") => {
+                                json!({"stream": s})
+                            }
+                            _ => json!({"value": v}),
+                        }
+                    };
+                    ctx.insert(k.clone(), entry);
+                }
+                (Value::Object(ctx), "fields")
+            }
+            other => {
+                reach.add_refs_in(other);
+                let v = self.resolve_deep(other.clone(), 0)?;
+                reach.add_refs_in(&v);
+                (json!({"value": v}), "value")
+            }
+        };
+        let seed = handler_seed(
+            &self.cfg.entropy_key,
+            self.space.id(),
+            &binding_piece,
+            &ev.event_id,
+        );
+        let mut opts = CallOptions::handler(ev.fired_at_ms, seed);
+        if let Some(b) = self.cfg.action_budget {
+            opts = opts.with_budget(b);
+        }
+        let args = [
+            json!(def.fn_index),
+            ev.payload.clone(),
+            ctx,
+            Value::Object(docs),
+            json!(shape),
+        ];
+        self.counters.inc(Counter::HandlerRuns);
+        self.report.handler_runs += 1;
+        self.meter_begin();
+        let started = std::time::Instant::now();
+        let ran = self.sandbox.call(self.entry.run_handler, &args, &opts);
+        self.meter_action(&ev.stream, &binding_piece, "handler", started.elapsed());
+        let action = format!("{}:{}", binding_piece, ev.stream);
+        let out = match ran {
+            Ok(out) => out.value,
+            Err(e) => {
+                self.record_failure(&action, "handler", &e);
+                return Ok(());
+            }
+        };
+        // Everything is checked before anything applies: one write or send
+        // the run was not given refuses the run as a whole.
+        let mut out = out;
+        let bytes_before = self.wave_bytes;
+        let writes = match self.stage_writes(
+            out.get_mut("writes").map(Value::take).unwrap_or_default(),
+            &reach,
+        ) {
+            Ok(w) => w,
+            Err(reason) => {
+                self.wave_bytes = bytes_before;
+                self.refuse(&action, "handler", &format!("invalid write: {reason}"));
+                return Ok(());
+            }
+        };
+        let mut sends = Vec::new();
+        for (i, s) in out["sends"].as_array().into_iter().flatten().enumerate() {
+            let target = match self.send_target(s, &reach) {
+                Ok(t) => t,
+                Err(reason) => {
+                    self.wave_bytes = bytes_before;
+                    self.refuse(&action, "handler", &format!("invalid send: {reason}"));
+                    return Ok(());
+                }
+            };
+            if let Some(stream) = target {
+                if let Err(reason) = reach.check_value(&s["payload"]) {
+                    self.wave_bytes = bytes_before;
+                    self.refuse(&action, "handler", &format!("invalid send: {reason}"));
+                    return Ok(());
+                }
+                sends.push(NewEvent {
+                    event_id: derived_event_id(&ev.event_id, "send", i),
+                    stream,
+                    payload: s["payload"].clone(),
+                    fired_by: ev.fired_by.clone(),
+                });
+            }
+        }
+        for (doc, value) in writes {
+            self.put(&doc, value);
+        }
+        self.sends.extend(sends);
+        Ok(())
+    }
+
+    /// Where one send of a handler goes: a stream it was given, or the
+    /// stream at a cell it was given (`None` when that cell holds none).
+    pub(super) fn send_target(
+        &mut self,
+        s: &Value,
+        reach: &Reach,
+    ) -> Result<Option<String>, String> {
+        if let Some(id) = as_stream_target(s) {
+            reach.check_send_stream(&id)?;
+            return Ok(Some(id));
+        }
+        let Some(l) = s.get("cell").and_then(|c| as_link(&json!({"$link": c}))) else {
+            return Err("a send names neither a stream nor a cell".to_string());
+        };
+        reach.check_send_cell(&l.doc, &l.path)?;
+        let v = self
+            .value_at(&l.doc, &l.path, 0)
+            .map_err(|e| e.to_string())?;
+        Ok(as_stream(&v).map(str::to_string))
+    }
+
+    /// A run refused host-side: counted, reported like a failure, nothing
+    /// of it applied.
+    pub(super) fn refuse(&mut self, action: &str, kind: &'static str, reason: &str) {
+        self.counters.inc(Counter::ActionsRefused);
+        tracing::warn!(action, kind, reason, "action refused");
+        self.push_failure(ActionFailure {
+            action: action.to_string(),
+            kind,
+            error: reason.to_string(),
+        });
+    }
+
+    /// Checks a handler's writes against what the run was given and the
+    /// limits, and applies them in order to a copy of each document they
+    /// touch: the documents' final values, or why none of them can apply.
+    /// Linear in the size of the documents and of what is written: each
+    /// document is copied once, each write is applied in place.
+    pub(super) fn stage_writes(
+        &mut self,
+        writes: Value,
+        reach: &Reach,
+    ) -> Result<Vec<(String, Value)>, String> {
+        let Value::Array(writes) = writes else {
+            return Ok(Vec::new());
+        };
+        let limits = &self.cfg.limits;
+        if writes.len() > limits.action_writes {
+            return Err(format!(
+                "{} writes in one run (the limit is {})",
+                crate::human::thousands(writes.len() as u64),
+                crate::human::thousands(limits.action_writes as u64)
+            ));
+        }
+        let mut staged: Vec<(String, Value)> = Vec::new();
+        let mut slot_of: HashMap<String, usize> = HashMap::new();
+        for mut w in writes {
+            let doc = w["doc"]
+                .as_str()
+                .ok_or("a write names no document")?
+                .to_string();
+            let path = crate::store::path::parse_path(&w["path"])?;
+            let value = w.get_mut("value").map(Value::take).unwrap_or_default();
+            reach.check_write(&doc, &path)?;
+            reach.check_value(&value)?;
+            let slot = match slot_of.get(&doc) {
+                Some(i) => *i,
+                None => {
+                    let current = self.doc(&doc).map_err(|e| e.to_string())?;
+                    staged.push((doc.clone(), current.unwrap_or(Value::Null)));
+                    slot_of.insert(doc.clone(), staged.len() - 1);
+                    staged.len() - 1
+                }
+            };
+            let current = std::mem::take(&mut staged[slot].1);
+            staged[slot].1 = crate::store::path::set_at_owned(current, &path, value)
+                .map_err(|e| format!("{doc} {}: {e}", crate::store::path::display_path(&path)))?;
+        }
+        for (doc, v) in &staged {
+            self.check_size(doc, v)?;
+        }
+        Ok(staged)
+    }
+
+    /// A document value within the size limit, and the wave within its
+    /// budget of bytes written (counted as each action's values apply).
+    pub(super) fn check_size(&mut self, doc: &str, v: &Value) -> Result<(), String> {
+        let bytes = graph::json_size(v);
+        let limits = &self.cfg.limits;
+        if bytes > limits.doc_bytes {
+            return Err(format!(
+                "{doc} would be {} (the limit of one document is {})",
+                crate::human::bytes(bytes as u64),
+                crate::human::bytes(limits.doc_bytes as u64)
+            ));
+        }
+        if self.wave_bytes + bytes > limits.wave_write_bytes {
+            return Err(format!(
+                "the wave would write {} (the limit of one wave is {})",
+                crate::human::bytes((self.wave_bytes + bytes) as u64),
+                crate::human::bytes(limits.wave_write_bytes as u64)
+            ));
+        }
+        self.wave_bytes += bytes;
+        Ok(())
+    }
+
+    /// Puts a document's new value into the pending wave (like
+    /// [`SpaceRuntime::write`] at the root, without another copy).
+    pub(super) fn put(&mut self, doc: &str, next: Value) {
+        if matches!(self.docs.get(doc), Some(Some(cur)) if *cur == next) {
+            return;
+        }
+        self.docs.insert(doc.to_string(), Some(next));
+        if self.touched_set.insert(doc.to_string()) {
+            self.touched.push(doc.to_string());
+        }
+        self.wave_writes.insert(doc.to_string());
+        self.invalidate(doc);
+    }
+
+    /// Where a cell reference really points: follows links stored in
+    /// documents so a handler writes the document that holds the value.
+    pub(super) fn cell_target(&mut self, l: &Link) -> RuntimeResult<(String, Vec<PathSeg>)> {
+        let mut doc = l.doc.clone();
+        let mut path = l.path.clone();
+        for _ in 0..MAX_LINK_DEPTH {
+            let cur = self.doc(&doc)?.unwrap_or(Value::Null);
+            let mut hop = None;
+            for i in 0..=path.len() {
+                if let Some(inner) = get_at(&cur, &path[..i]).and_then(as_link) {
+                    let mut next = inner.path.clone();
+                    next.extend_from_slice(&path[i..]);
+                    hop = Some((inner.doc, next));
+                    break;
+                }
+            }
+            match hop {
+                Some((d, p)) => {
+                    doc = d;
+                    path = p;
+                }
+                None => break,
+            }
+        }
+        Ok((doc, path))
+    }
+}
+
+pub(super) fn as_stream_target(s: &Value) -> Option<String> {
+    s.get("stream").and_then(|v| v.as_str()).map(str::to_string)
+}

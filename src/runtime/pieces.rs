@@ -1,0 +1,321 @@
+//! Programs and pieces: storing a program, recording a piece's graph by
+//! running its pattern body, deleting a piece; the space's demand.
+
+use super::*;
+
+impl SpaceRuntime {
+    // ----- programs and pieces -------------------------------------------
+
+    /// Stores a compiled program's sources in the space (once per hash) and
+    /// creates a piece from its `export` with `argument`. Returns the piece id.
+    pub fn create_piece(
+        &mut self,
+        program: &CompiledProgram,
+        export: Option<&str>,
+        argument: &Value,
+    ) -> RuntimeResult<String> {
+        self.create_piece_with(program, export, argument, ArgumentCheck::Lenient)
+    }
+
+    /// [`SpaceRuntime::create_piece`] for a deploy: the argument must fit
+    /// the pattern's argument type ([`argument::check`]), or nothing is
+    /// created. The scenario harness, like the reference's, does not check.
+    pub fn deploy_piece(
+        &mut self,
+        program: &CompiledProgram,
+        export: Option<&str>,
+        argument: &Value,
+    ) -> RuntimeResult<String> {
+        self.create_piece_with(program, export, argument, ArgumentCheck::Strict)
+    }
+
+    pub(super) fn create_piece_with(
+        &mut self,
+        program: &CompiledProgram,
+        export: Option<&str>,
+        argument: &Value,
+        check: ArgumentCheck,
+    ) -> RuntimeResult<String> {
+        let hash = program.hash_hex();
+        let export = export.unwrap_or("default").to_string();
+        let seq = self.space.head_seq()?;
+        let n = self.pieces.len();
+        let digest = blake3::hash(format!("{hash}/{export}/{seq}/{n}/{argument}").as_bytes());
+        let piece = format!("pc-{}", &digest.to_hex()[..16]);
+        // First, so a pattern that fails to start (or refuses its
+        // argument) leaves nothing behind, not even its sources.
+        self.record_piece(&piece, program, &export, Some((argument, check)))?;
+        let program_doc = format!("program/{hash}");
+        if self.doc(&program_doc)?.is_none() {
+            let modules: Vec<Value> = program
+                .modules
+                .iter()
+                .map(|m| json!({"name": m.name, "source": m.source}))
+                .collect();
+            self.write(
+                &program_doc,
+                &[],
+                json!({"entry": program.entry().name, "modules": modules}),
+            )?;
+        }
+        // When it was created, for operators (the listing's only use).
+        let created_ms = self.clock.now_ms();
+        self.write(
+            PIECES_DOC,
+            &[PathSeg::Key(piece.clone())],
+            json!({"program": hash, "export": export, "createdMs": created_ms}),
+        )?;
+        self.counters.inc(Counter::PiecesCreated);
+        Ok(piece)
+    }
+
+    pub(super) fn load_stored_program(
+        &mut self,
+        hash: &str,
+    ) -> RuntimeResult<Arc<CompiledProgram>> {
+        let doc = self
+            .doc(&format!("program/{hash}"))?
+            .ok_or_else(|| RuntimeError::Invalid(format!("program {hash} is not stored")))?;
+        let entry = doc["entry"].as_str().unwrap_or_default().to_string();
+        let mut src = MemorySource::new();
+        for m in doc["modules"].as_array().into_iter().flatten() {
+            src.insert(
+                m["name"].as_str().unwrap_or_default(),
+                m["source"].as_str().unwrap_or_default(),
+            );
+        }
+        compile_cache()
+            .compile(&entry, &src)
+            .map_err(|d| RuntimeError::Compile(crate::compiler::render(&d)))
+    }
+
+    pub(super) fn ensure_loaded(&mut self, program: &CompiledProgram) -> RuntimeResult<()> {
+        let hash = program.hash_hex();
+        if self.loaded.contains(&hash) {
+            return Ok(());
+        }
+        let prefix = format!("p{}/r/", &hash[..16]);
+        let names: Vec<(String, String)> = program
+            .modules
+            .iter()
+            .map(|m| {
+                (
+                    format!("{prefix}{}", m.name.trim_start_matches("./")),
+                    m.js.clone(),
+                )
+            })
+            .collect();
+        let entry_name = program.entry().name.trim_start_matches("./").to_string();
+        // A boot module per program hands its entry namespace to
+        // commonfabric's registry (namespaces cannot cross into Rust).
+        let boot = format!(
+            "import * as m from \"./{entry_name}\";\n\
+             import {{ __registerProgram }} from \"commonfabric\";\n\
+             __registerProgram(\"{hash}\", m);\n"
+        );
+        let mut mods: Vec<(&str, &str)> = names
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.as_str()))
+            .collect();
+        let boot_name = format!("{prefix}__boot.js");
+        mods.push((&boot_name, &boot));
+        self.sandbox.add_modules(&mods)?;
+        let ns = self
+            .sandbox
+            .import(&boot_name, &self.options_reactive())?
+            .value;
+        self.sandbox.release(ns);
+        self.loaded.insert(hash);
+        Ok(())
+    }
+
+    /// Runs the pattern body and records the piece's graph. On first
+    /// creation (`argument` given) it also writes the argument document, the
+    /// local cells and the result document.
+    pub(super) fn record_piece(
+        &mut self,
+        piece: &str,
+        program: &CompiledProgram,
+        export: &str,
+        argument: Option<(&Value, ArgumentCheck)>,
+    ) -> RuntimeResult<()> {
+        self.ensure_loaded(program)?;
+        let out = self.sandbox.call(
+            self.entry.instantiate,
+            &[json!(program.hash_hex()), json!(export), json!(piece)],
+            &self.options_reactive(),
+        )?;
+        let mut rec: Recorded = serde_json::from_value(out.value)
+            .map_err(|e| RuntimeError::Invalid(format!("pattern graph: {e}")))?;
+        if !declaration_was_validated(program, &rec.result) {
+            // A `$SCHEDULE` the compiler never saw (a key built at run
+            // time): not stored, so never indexed.
+            if let Some(m) = rec.result.as_object_mut() {
+                m.remove(crate::schedule::SCHEDULE_KEY);
+            }
+            self.counters.inc(Counter::ScheduleUnvalidated);
+            tracing::warn!(
+                piece,
+                "a [SCHEDULE] the compiler did not validate was dropped"
+            );
+        }
+        if let (Some((arg, ArgumentCheck::Strict)), Some(schema)) =
+            (argument, rec.argument_schema.as_ref())
+        {
+            // Before anything is written for the piece.
+            argument::check(schema, arg)?;
+        }
+        // The graph may refer only to the piece's own documents and to what
+        // its argument refers to (what its deployer gave it).
+        let mut reach = Reach::new(piece);
+        match argument {
+            Some((arg, _)) => reach.add_refs_in(arg),
+            None => {
+                if let Some(arg) = self.doc(&format!("{piece}/argument"))? {
+                    reach.add_refs_in(&arg);
+                }
+            }
+        }
+        let graph_refs = std::iter::once(&rec.result)
+            .chain(rec.nodes.iter().map(|n| &n.args))
+            .chain(rec.streams.iter().map(|s| &s.context))
+            .chain(rec.cells.iter().map(|c| &c.initial));
+        for v in graph_refs {
+            if let Err(reason) = reach.check_value(v) {
+                self.counters.inc(Counter::ActionsRefused);
+                return Err(RuntimeError::Invalid(format!(
+                    "piece {piece} refers outside what it was given: {reason}"
+                )));
+            }
+        }
+        if let Some((arg, _)) = argument {
+            let arg = graph::apply_defaults(rec.argument_schema.as_ref(), arg);
+            self.write(&format!("{piece}/argument"), &[], arg)?;
+        }
+        for c in &rec.cells {
+            if self.doc(&c.id)?.is_none() {
+                self.write(&c.id, &[], c.initial.clone())?;
+            }
+        }
+        if self.doc(piece)?.as_ref() != Some(&rec.result) {
+            self.write(piece, &[], rec.result.clone())?;
+        }
+        for n in rec.nodes {
+            let mut reads = Vec::new();
+            linked_docs(&n.args, &mut reads);
+            for d in reads {
+                self.readers.entry(d).or_default().insert(n.id.clone());
+            }
+            self.nodes.insert(
+                n.id.clone(),
+                Node {
+                    def: n,
+                    piece: piece.to_string(),
+                    runs: 0,
+                },
+            );
+        }
+        for s in rec.streams {
+            self.streams.insert(
+                s.id.clone(),
+                Binding {
+                    def: s,
+                    piece: piece.to_string(),
+                },
+            );
+        }
+        self.pieces
+            .insert(piece.to_string(), (program.hash_hex(), export.to_string()));
+        Ok(())
+    }
+
+    /// Deletes a piece: its result document (which drops its schedule
+    /// entries through the index hook) and its listing; its graph is
+    /// forgotten. Its cells stay, unreferenced.
+    pub fn delete_piece(&mut self, piece: &str) -> RuntimeResult<()> {
+        if self.pieces.remove(piece).is_none() {
+            return Err(RuntimeError::UnknownPiece(piece.to_string()));
+        }
+        self.doc(piece)?;
+        self.docs.insert(piece.to_string(), None);
+        if self.touched_set.insert(piece.to_string()) {
+            self.touched.push(piece.to_string());
+        }
+        self.invalidate(piece);
+        let mut listed = self.doc(PIECES_DOC)?.unwrap_or(json!({}));
+        if let Some(m) = listed.as_object_mut() {
+            m.remove(piece);
+        }
+        self.write(PIECES_DOC, &[], listed)?;
+        self.nodes.retain(|_, n| n.piece != piece);
+        self.streams.retain(|_, b| b.piece != piece);
+        self.demand.retain(|(p, _)| p != piece);
+        Ok(())
+    }
+
+    pub fn pieces(&self) -> Vec<String> {
+        self.pieces.keys().cloned().collect()
+    }
+
+    /// Every derivation node of `piece` with its run count in this tenure.
+    pub fn nodes(&self, piece: &str) -> Vec<NodeInfo> {
+        let mut v: Vec<NodeInfo> = self
+            .nodes
+            .values()
+            .filter(|n| n.piece == piece)
+            .map(|n| NodeInfo {
+                id: n.def.id.clone(),
+                piece: n.piece.clone(),
+                kind: n.def.kind.clone(),
+                label: n.def.label.clone(),
+                runs: n.runs,
+            })
+            .collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    /// Actions that failed in this tenure (most recent last).
+    pub fn failures(&self) -> &[ActionFailure] {
+        &self.failures
+    }
+
+    // ----- demand ----------------------------------------------------------
+
+    /// Adds a result path of a piece to the space's demand.
+    pub fn demand(&mut self, piece: &str, path: &[PathSeg]) {
+        self.demand.insert((piece.to_string(), path.to_vec()));
+    }
+
+    pub fn clear_demand(&mut self) {
+        self.demand.clear();
+    }
+}
+
+/// Whether a recorded result's `$SCHEDULE` (if any) is one the compiler
+/// validated in the program: the same intervals, in the same order, as one
+/// of its `[SCHEDULE]` declarations. The index re-checks the bounds itself.
+pub(super) fn declaration_was_validated(program: &CompiledProgram, result: &Value) -> bool {
+    let Some(declared) = result.get(crate::schedule::SCHEDULE_KEY) else {
+        return true;
+    };
+    let Some(list) = declared.as_array() else {
+        return false;
+    };
+    let intervals: Vec<Option<u64>> = list
+        .iter()
+        .map(|e| e.get("intervalMinutes").and_then(Value::as_u64))
+        .collect();
+    program
+        .modules
+        .iter()
+        .flat_map(|m| &m.patterns)
+        .flat_map(|p| &p.schedules)
+        .any(|d| {
+            d.entries.len() == intervals.len()
+                && d.entries
+                    .iter()
+                    .zip(&intervals)
+                    .all(|(e, got)| *got == Some(u64::from(e.interval_minutes)))
+        })
+}
