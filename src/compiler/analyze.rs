@@ -28,7 +28,7 @@ use super::closures::{self, ClosureKind};
 use super::diagnostics::{codes, RawDiag};
 use super::imports::{self, ImportRequest, NamedImport};
 use super::schedule::{self, RawSchedule};
-use super::types::{Ty, TyConv, TypeDecl};
+use super::types::{static_value, ConstValue, Ty, TyConv, TypeDecl};
 use super::Edit;
 
 /// A schema argument to append to an API call once types can be resolved.
@@ -76,6 +76,8 @@ pub(crate) struct Analysis {
     pub decls: HashMap<String, TypeDecl>,
     /// Exported name → local name.
     pub exports: HashMap<String, String>,
+    /// Module-level `const` values for `Default<T, typeof NAME>`.
+    pub consts: HashMap<String, ConstValue>,
     pub metas: Vec<PendingMeta>,
     pub patterns: Vec<RawPattern>,
     pub uses_jsx: bool,
@@ -109,6 +111,7 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
         cf_locals: HashMap::new(),
         decls: HashMap::new(),
         exports: HashMap::new(),
+        consts: HashMap::new(),
         metas: vec![],
         patterns: vec![],
         uses_jsx: false,
@@ -260,10 +263,24 @@ fn collect_decls(program: &Program, conv: &TyConv, out: &mut Analysis) {
                 },
             );
         }
-        Declaration::VariableDeclaration(v) if exported => {
+        Declaration::VariableDeclaration(v) => {
             for d in &v.declarations {
+                if exported {
+                    for id in d.id.get_binding_identifiers() {
+                        out.exports.insert(id.name.to_string(), id.name.to_string());
+                    }
+                }
+                let value = match (&d.init, v.kind) {
+                    (Some(init), VariableDeclarationKind::Const) => {
+                        static_value(init, conv.text, &out.consts, 0)
+                    }
+                    (_, kind) => Err(format!(
+                        "declared with `{}`, so its value can change",
+                        kind.as_str()
+                    )),
+                };
                 for id in d.id.get_binding_identifiers() {
-                    out.exports.insert(id.name.to_string(), id.name.to_string());
+                    out.consts.insert(id.name.to_string(), value.clone());
                 }
             }
         }
@@ -276,7 +293,9 @@ fn collect_decls(program: &Program, conv: &TyConv, out: &mut Analysis) {
     };
     for stmt in &program.body {
         match stmt {
-            Statement::TSInterfaceDeclaration(_) | Statement::TSTypeAliasDeclaration(_) => {
+            Statement::TSInterfaceDeclaration(_)
+            | Statement::TSTypeAliasDeclaration(_)
+            | Statement::VariableDeclaration(_) => {
                 if let Some(d) = stmt.as_declaration() {
                     add(d, false, out);
                 }

@@ -467,6 +467,7 @@ fn plan_late_edits(units: &mut [Unit]) -> Result<(), Vec<Diagnostic>> {
                 decls: u.analysis.decls.clone(),
                 imports: imports_map,
                 exports: u.analysis.exports.clone(),
+                consts: u.analysis.consts.clone(),
             }
         })
         .collect();

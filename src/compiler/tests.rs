@@ -625,3 +625,77 @@ fn a_program_past_the_module_limit_is_one_located_diagnostic() {
     assert_eq!((d.line, d.col), (1, 27), "{}", render(&diags));
     assert!(d.message.contains("at most 512 modules"), "{}", d.message);
 }
+
+// ---------------------------------------------------------------- typeof defaults
+
+#[test]
+fn typeof_const_defaults_are_evaluated_statically() {
+    let s = schemas(
+        r#"import { pattern, Default } from "commonfabric";
+const defaultItems = [{ id: "a", qty: 1, "two words": true }, { id: "b", qty: -2.5, note: null }];
+const limits = { max: +10, min: -Infinity, bad: NaN, all: Infinity } as const;
+const title = ("Groceries" satisfies string) as string;
+const nested = { items: defaultItems, names: [`plain`, 'q'], skip: undefined };
+interface Args {
+  items: Default<{ id: string; qty: number }[], typeof defaultItems>;
+  limits: Default<Record<string, number | null>, typeof limits>;
+  title: Default<string, typeof title>;
+  nested: Default<object, typeof nested>;
+  tally: Default<Record<string, number>, {}>;
+  index: Default<{ [k: string]: number }, { [k: string]: number }>;
+}
+export default pattern<Args>((args) => args);
+"#,
+    );
+    let p = &s[0].meta["argument"]["properties"];
+    assert_eq!(
+        p["items"]["default"],
+        json!([{"id": "a", "qty": 1, "two words": true}, {"id": "b", "qty": -2.5, "note": null}])
+    );
+    assert_eq!(
+        p["limits"]["default"],
+        json!({"max": 10, "min": null, "bad": null, "all": null})
+    );
+    assert_eq!(p["title"]["default"], json!("Groceries"));
+    assert_eq!(p["nested"]["default"]["items"][1]["id"], json!("b"));
+    assert_eq!(p["nested"]["default"]["names"], json!(["plain", "q"]));
+    assert!(p["nested"]["default"].get("skip").is_none());
+    assert_eq!(p["tally"]["default"], json!({}));
+    assert_eq!(p["index"]["default"], json!({}));
+}
+
+#[test]
+fn typeof_defaults_follow_imports() {
+    let p = compile(
+        "dir/main.ts",
+        &mem(&[
+            ("dir/main.ts", "import { pattern, Default } from \"commonfabric\";\nimport { seed } from \"./seed.ts\";\nexport default pattern<{ xs: Default<number[], typeof seed> }>((a) => a);\n"),
+            ("dir/seed.ts", "export const seed = [1, 2, 3];\n"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(
+        p.modules[0].schemas[0].meta["argument"]["properties"]["xs"]["default"],
+        json!([1, 2, 3])
+    );
+}
+
+#[test]
+fn typeof_defaults_that_cannot_be_evaluated_are_located() {
+    for (decl, why) in [
+        ("let seed = [1];", "declared with `let`"),
+        ("const seed = makeSeed();", "a call"),
+        ("const seed = [...other];", "spreads"),
+        ("const seed = { n: later };", "not a module-level const"),
+    ] {
+        let text = format!(
+            "import {{ pattern, Default }} from \"commonfabric\";\nfunction makeSeed() {{ return [1]; }}\nconst other = [1];\n{decl}\nexport default pattern<{{ xs: Default<number[], typeof seed> }}>((a) => a);\nconst later = 1;\n"
+        );
+        let d = compile_err(&text);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].code, "DEFAULT_NOT_LITERAL");
+        assert_eq!(d[0].line, 5, "{decl}");
+        assert_eq!(d[0].col, 48, "{decl}");
+        assert!(d[0].message.contains(why), "{decl}: {}", d[0].message);
+    }
+}

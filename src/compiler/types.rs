@@ -47,6 +47,15 @@ pub(crate) enum Ty {
     Union(Vec<Ty>),
     Inter(Vec<Ty>),
     Ref(RefTy),
+    /// `typeof NAME`: the type of a module-level value, used as a default.
+    Query(QueryTy),
+}
+
+/// `typeof NAME`, resolved late (the const may be imported).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct QueryTy {
+    pub name: String,
+    pub module: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,7 +102,13 @@ pub(crate) struct TypeScope {
     pub imports: HashMap<String, ImportTarget>,
     /// Exported name → local name.
     pub exports: HashMap<String, String>,
+    /// Module-level `const`s (and why the others cannot be defaults).
+    pub consts: HashMap<String, ConstValue>,
 }
+
+/// A module-level binding's value as `Default<T, typeof NAME>` sees it: the
+/// statically evaluated initializer of a `const`, or why there is none.
+pub(crate) type ConstValue = Result<Value, String>;
 
 /// Converts oxc type nodes of one module into [`Ty`].
 pub(crate) struct TyConv<'s> {
@@ -155,6 +170,13 @@ impl TyConv<'_> {
             // `readonly T[]` is data-wise `T[]`; `keyof`/`unique` are not data shapes.
             TSType::TSTypeOperatorType(o) => match o.operator {
                 oxc_ast::ast::TSTypeOperatorOperator::Readonly => self.convert(&o.type_annotation),
+                _ => Ty::Any,
+            },
+            TSType::TSTypeQuery(q) => match &q.expr_name {
+                oxc_ast::ast::TSTypeQueryExprName::IdentifierReference(i) => Ty::Query(QueryTy {
+                    name: i.name.to_string(),
+                    module: self.module,
+                }),
                 _ => Ty::Any,
             },
             TSType::TSTypeReference(r) => {
@@ -260,6 +282,8 @@ pub(crate) struct SchemaGen<'m> {
     pub texts: &'m [&'m str],
     active: Vec<(usize, String)>,
     pub errors: Vec<TypeError>,
+    /// Set by [`SchemaGen::literal_value`] when a `typeof` default fails.
+    why_not_literal: Option<String>,
 }
 
 enum Resolved<'m> {
@@ -274,6 +298,7 @@ impl<'m> SchemaGen<'m> {
             texts,
             active: vec![],
             errors: vec![],
+            why_not_literal: None,
         }
     }
 
@@ -299,6 +324,24 @@ impl<'m> SchemaGen<'m> {
         }
     }
 
+    /// The value of a module-level const, following imports.
+    fn resolve_const(&self, module: usize, name: &str, depth: u32) -> ConstValue {
+        let scope = &self.scopes[module];
+        if let Some(v) = scope.consts.get(name) {
+            return v.clone();
+        }
+        match scope.imports.get(name) {
+            Some(ImportTarget::Module {
+                module: m,
+                name: exported,
+            }) if depth < 16 => match self.scopes[*m].exports.get(exported) {
+                Some(local) => self.resolve_const(*m, local, depth + 1),
+                None => Err(format!("`{name}` is not exported by the module it is imported from")),
+            },
+            _ => Err(format!("`{name}` is not a module-level const of this program")),
+        }
+    }
+
     /// Render the schema of `ty`.
     pub fn schema(&mut self, ty: &Ty) -> Value {
         match ty {
@@ -317,6 +360,7 @@ impl<'m> SchemaGen<'m> {
             Ty::Union(ts) => self.union(ts),
             Ty::Inter(ts) => self.intersection(ts),
             Ty::Ref(r) => self.reference(r),
+            Ty::Query(_) => json!({}),
         }
     }
 
@@ -424,8 +468,20 @@ impl<'m> SchemaGen<'m> {
                 "Default" => {
                     let mut s = self.arg(r, 0);
                     if let Some(v) = r.args.get(1) {
+                        self.why_not_literal = None;
                         match self.literal_value(v, 0) {
                             Some(value) => set(&mut s, "default", value),
+                            None if self.why_not_literal.is_some() => {
+                                let why = self.why_not_literal.take().unwrap_or_default();
+                                self.errors.push(TypeError {
+                                    module: r.module,
+                                    span: r.arg_spans[1],
+                                    message: format!(
+                                        "the default in Default<T, typeof NAME> must be a const \
+                                         the compiler can evaluate: {why}"
+                                    ),
+                                });
+                            }
                             None => {
                                 let span = r.arg_spans[1];
                                 let text = self.texts[r.module]
@@ -483,6 +539,8 @@ impl<'m> SchemaGen<'m> {
                 .iter()
                 .map(|t| self.literal_value(t, depth + 1))
                 .collect(),
+            // `{ [k: string]: T }` and `Record<K, V>` as a default: empty.
+            Ty::Obj(o) if o.index.is_some() && o.props.is_empty() => Some(json!({})),
             Ty::Obj(o) if o.index.is_none() => {
                 let mut m = Map::new();
                 for p in &o.props {
@@ -495,7 +553,15 @@ impl<'m> SchemaGen<'m> {
                     let body = d.body.clone();
                     self.literal_value(&body, depth + 1)
                 }
+                Resolved::Builtin(b) if b == "Record" => Some(json!({})),
                 _ => None,
+            },
+            Ty::Query(q) => match self.resolve_const(q.module, &q.name, 0) {
+                Ok(v) => Some(v),
+                Err(why) => {
+                    self.why_not_literal = Some(why);
+                    None
+                }
             },
             _ => None,
         }
@@ -552,5 +618,104 @@ fn subst(ty: &Ty, params: &[String], args: &[Ty], module: usize) -> Ty {
             index: o.index.as_ref().map(|i| Box::new(go(i))),
         }),
         other => other.clone(),
+    }
+}
+
+/// Evaluates a const initializer statically: JSON-like literals, nested,
+/// through `as`, `satisfies`, `!` and parentheses; `earlier` holds the
+/// module's consts declared before it (a const may name another).
+pub(crate) fn static_value(
+    e: &oxc_ast::ast::Expression,
+    text: &str,
+    earlier: &HashMap<String, ConstValue>,
+    depth: u32,
+) -> ConstValue {
+    use oxc_ast::ast::{ArrayExpressionElement, Expression as E, ObjectPropertyKind};
+    if depth > 64 {
+        return Err("it is nested too deeply".to_string());
+    }
+    let not = |what: &str| {
+        let snippet: String = e.span().source_text(text).chars().take(60).collect();
+        Err(format!("`{snippet}` is {what}"))
+    };
+    match e {
+        E::NullLiteral(_) => Ok(Value::Null),
+        E::BooleanLiteral(b) => Ok(Value::Bool(b.value)),
+        E::NumericLiteral(n) => Ok(num(n.value)),
+        E::StringLiteral(s) => Ok(Value::String(s.value.to_string())),
+        E::TemplateLiteral(t) if t.expressions.is_empty() => Ok(Value::String(
+            t.quasis
+                .iter()
+                .map(|q| q.value.cooked.as_ref().map_or("", |c| c.as_str()))
+                .collect(),
+        )),
+        E::UnaryExpression(u)
+            if matches!(
+                u.operator,
+                UnaryOperator::UnaryNegation | UnaryOperator::UnaryPlus
+            ) =>
+        {
+            let v = static_value(&u.argument, text, earlier, depth + 1)?;
+            let sign = if u.operator == UnaryOperator::UnaryNegation { -1.0 } else { 1.0 };
+            match v {
+                Value::Number(n) => Ok(num(sign * n.as_f64().unwrap_or(0.0))),
+                // -Infinity, -NaN: not JSON numbers, stored as JSON does.
+                Value::Null if matches!(&u.argument, E::Identifier(_)) => Ok(Value::Null),
+                _ => not("not a number"),
+            }
+        }
+        // What JSON makes of them: `null`.
+        E::Identifier(i) if i.name == "NaN" || i.name == "Infinity" => Ok(Value::Null),
+        E::Identifier(i) if i.name == "undefined" => Ok(Value::Null),
+        E::Identifier(i) => match earlier.get(i.name.as_str()) {
+            Some(v) => v.clone(),
+            None => not("not a module-level const declared before it"),
+        },
+        E::ParenthesizedExpression(p) => static_value(&p.expression, text, earlier, depth + 1),
+        E::TSAsExpression(a) => static_value(&a.expression, text, earlier, depth + 1),
+        E::TSSatisfiesExpression(a) => static_value(&a.expression, text, earlier, depth + 1),
+        E::TSNonNullExpression(a) => static_value(&a.expression, text, earlier, depth + 1),
+        E::TSTypeAssertion(a) => static_value(&a.expression, text, earlier, depth + 1),
+        E::ArrayExpression(a) => {
+            let mut out = Vec::with_capacity(a.elements.len());
+            for el in &a.elements {
+                out.push(match el {
+                    ArrayExpressionElement::Elision(_) => Value::Null,
+                    ArrayExpressionElement::SpreadElement(s) => {
+                        return Err(format!(
+                            "`{}` spreads a value the compiler does not evaluate",
+                            s.span.source_text(text)
+                        ))
+                    }
+                    other => match other.as_expression() {
+                        Some(x) => static_value(x, text, earlier, depth + 1)?,
+                        None => return not("not a literal"),
+                    },
+                });
+            }
+            Ok(Value::Array(out))
+        }
+        E::ObjectExpression(o) => {
+            let mut out = Map::new();
+            for p in &o.properties {
+                let ObjectPropertyKind::ObjectProperty(p) = p else {
+                    return not("an object with a spread");
+                };
+                if p.computed || p.method || p.kind != oxc_ast::ast::PropertyKind::Init {
+                    return not("an object with a computed key, a method or an accessor");
+                }
+                let Some(key) = p.key.static_name() else {
+                    return not("an object with a key that is not a name or a string");
+                };
+                let undefined = matches!(&p.value, E::Identifier(i) if i.name == "undefined");
+                let v = static_value(&p.value, text, earlier, depth + 1)?;
+                if !undefined {
+                    out.insert(key.to_string(), v);
+                }
+            }
+            Ok(Value::Object(out))
+        }
+        E::CallExpression(_) | E::NewExpression(_) => not("a call, evaluated only at run time"),
+        _ => not("not a literal the compiler can evaluate"),
     }
 }
