@@ -3,7 +3,9 @@
 //!
 //! A scenario instantiates one pattern export with an argument, then runs
 //! its steps in order: send events to the streams at result paths, settle
-//! (run waves until no undelivered events remain), and compare result paths
+//! (run waves until no undelivered events remain; an event to a path that
+//! is not a stream sets the cell there, as the reference harness does), and
+//! compare result paths
 //! with expected values (structurally, ignoring `$`-reserved keys; numbers
 //! compare by value, so `1` equals `1.0`).
 
@@ -69,6 +71,8 @@ pub struct StepEvent {
 #[serde(deny_unknown_fields)]
 pub struct Expectation {
     pub path: String,
+    /// Absent or `null`: the path must be absent or null.
+    #[serde(default)]
     pub value: Value,
 }
 
@@ -195,14 +199,25 @@ fn run(file: &Path, sc: &Scenario, failures: &mut Vec<String>) -> Result<(), Str
                 .map_err(|e| format!("step {n}: advancing {minutes} minutes: {e}"))?;
             }
             for (i, ev) in step.events.iter().enumerate() {
-                rt.send(
-                    &piece,
-                    &parse_dotted(&ev.stream),
-                    &format!("scenario/step{n}/event{i}"),
-                    ev.payload.clone(),
-                    &author,
-                )
-                .map_err(|e| format!("step {n}: event to {:?}: {e}", ev.stream))?;
+                let path = parse_dotted(&ev.stream);
+                let is_stream = rt
+                    .stream_at(&piece, &path)
+                    .map_err(|e| format!("step {n}: event to {:?}: {e}", ev.stream))?
+                    .is_some();
+                let sent = if is_stream {
+                    rt.send(
+                        &piece,
+                        &path,
+                        &format!("scenario/step{n}/event{i}"),
+                        ev.payload.clone(),
+                        &author,
+                    )
+                    .map(|_| ())
+                } else {
+                    // As the reference harness: sending to a cell sets it.
+                    rt.set_path(&piece, &path, ev.payload.clone())
+                };
+                sent.map_err(|e| format!("step {n}: event to {:?}: {e}", ev.stream))?;
             }
             rt.settle(1_000).map_err(|e| format!("step {n}: {e}"))?;
             for exp in &step.expect {

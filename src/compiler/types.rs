@@ -336,9 +336,13 @@ impl<'m> SchemaGen<'m> {
                 name: exported,
             }) if depth < 16 => match self.scopes[*m].exports.get(exported) {
                 Some(local) => self.resolve_const(*m, local, depth + 1),
-                None => Err(format!("`{name}` is not exported by the module it is imported from")),
+                None => Err(format!(
+                    "`{name}` is not exported by the module it is imported from"
+                )),
             },
-            _ => Err(format!("`{name}` is not a module-level const of this program")),
+            _ => Err(format!(
+                "`{name}` is not a module-level const of this program"
+            )),
         }
     }
 
@@ -656,7 +660,11 @@ pub(crate) fn static_value(
             ) =>
         {
             let v = static_value(&u.argument, text, earlier, depth + 1)?;
-            let sign = if u.operator == UnaryOperator::UnaryNegation { -1.0 } else { 1.0 };
+            let sign = if u.operator == UnaryOperator::UnaryNegation {
+                -1.0
+            } else {
+                1.0
+            };
             match v {
                 Value::Number(n) => Ok(num(sign * n.as_f64().unwrap_or(0.0))),
                 // -Infinity, -NaN: not JSON numbers, stored as JSON does.

@@ -97,7 +97,10 @@ impl SpaceRuntime {
             }
             cur = match get_at(&cur, std::slice::from_ref(seg)) {
                 Some(v) => v.clone(),
-                None => return Ok(Value::Null),
+                None => match graph::length_of(&cur, seg) {
+                    Some(n) => n,
+                    None => return Ok(Value::Null),
+                },
             };
         }
         self.resolve_deep(cur, depth + 1)

@@ -211,3 +211,16 @@ mod tests {
         assert_eq!(strip_reserved(&v), json!({"a": {"b": [{"c": 3}]}}));
     }
 }
+
+/// `length` as a path segment of an array or a string, as JavaScript reads
+/// it (strings count UTF-16 units); `None` for anything else.
+pub fn length_of(v: &Value, seg: &PathSeg) -> Option<Value> {
+    if !matches!(seg, PathSeg::Key(k) if k == "length") {
+        return None;
+    }
+    match v {
+        Value::Array(a) => Some(Value::from(a.len())),
+        Value::String(s) => Some(Value::from(s.encode_utf16().count())),
+        _ => None,
+    }
+}

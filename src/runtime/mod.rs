@@ -579,4 +579,26 @@ impl SpaceRuntime {
         )?;
         Ok(out.seq.unwrap_or(0))
     }
+
+    /// Sets the value at a result path of a piece, following links to the
+    /// document that holds it (the argument, a local cell): what the
+    /// reference harness's `send` does to a path that is not a stream. The
+    /// write joins the pending wave. Derived outputs and the space's own
+    /// documents cannot be set this way.
+    pub fn set_path(&mut self, piece: &str, path: &[PathSeg], value: Value) -> RuntimeResult<()> {
+        if !self.pieces.contains_key(piece) {
+            return Err(RuntimeError::UnknownPiece(piece.to_string()));
+        }
+        let (doc, at) = self.cell_target(&Link {
+            doc: piece.to_string(),
+            path: path.to_vec(),
+        })?;
+        if self.nodes.contains_key(&doc) || capability::is_protected(&doc) {
+            return Err(RuntimeError::Invalid(format!(
+                "{} of piece {piece} is computed, not a cell that can be set",
+                crate::store::path::display_path(path)
+            )));
+        }
+        self.write(&doc, &at, value)
+    }
 }
