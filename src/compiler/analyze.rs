@@ -27,6 +27,7 @@ use oxc_span::{GetSpan, SourceType, Span};
 use super::closures::{self, ClosureKind};
 use super::diagnostics::{codes, RawDiag};
 use super::imports::{self, ImportRequest, NamedImport};
+use super::lower;
 use super::schedule::{self, RawSchedule};
 use super::types::{static_value, ConstValue, Ty, TyConv, TypeDecl};
 use super::Edit;
@@ -86,6 +87,8 @@ pub(crate) struct Analysis {
     /// inside another (`SCHEDULE_NESTED`).
     pub inner_calls: Vec<(String, Span)>,
     pub h_binding: HBinding,
+    /// Whether lowering planned edits (the module then imports its helpers).
+    pub lowered: bool,
 }
 
 pub(crate) fn source_type_for(path: &str) -> SourceType {
@@ -117,6 +120,7 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
         uses_jsx: false,
         h_binding: HBinding::Missing,
         inner_calls: vec![],
+        lowered: false,
     };
     let alloc = Allocator::default();
     let parsed = Parser::new(&alloc, text, source_type_for(path)).parse();
@@ -160,16 +164,24 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
     collect_decls(&program, &conv, &mut out);
     let bindings = pattern_bindings(&program);
 
+    let builders = builder_bindings(&program, scoping, &imp.cf_symbols);
     let mut an = Analyzer {
         text,
         scoping,
         cf: &imp.cf_symbols,
+        builders: &builders,
         conv: &conv,
         stack: vec![],
         roots: HashMap::new(),
         out: &mut out,
     };
     an.visit_program(&program);
+    if out.lowered {
+        out.edits.push(super::Edit::insert(
+            0,
+            format!("import * as {} from \"commonfabric\"; ", lower::NS),
+        ));
+    }
 
     // Name each pattern by the const it is bound to and the names it is exported under.
     for p in &mut out.patterns {
@@ -316,6 +328,51 @@ fn collect_decls(program: &Program, conv: &TyConv, out: &mut Analysis) {
     }
 }
 
+/// Module-level bindings whose initializer is a commonfabric call (`pattern(...)`,
+/// `handler(...)`, `lift(...)`): calling them builds graph, so lowering leaves their calls alone.
+fn builder_bindings(
+    program: &Program,
+    scoping: &Scoping,
+    cf: &HashMap<SymbolId, String>,
+) -> HashSet<SymbolId> {
+    fn api_call(e: &Expression, scoping: &Scoping, cf: &HashMap<SymbolId, String>) -> bool {
+        let Expression::CallExpression(c) = e.get_inner_expression() else {
+            return false;
+        };
+        match c.callee.get_inner_expression() {
+            Expression::Identifier(id) => id
+                .reference_id
+                .get()
+                .and_then(|r| scoping.get_reference(r).symbol_id())
+                .is_some_and(|s| cf.contains_key(&s)),
+            inner @ Expression::CallExpression(_) => api_call(inner, scoping, cf),
+            _ => false,
+        }
+    }
+    let mut out = HashSet::new();
+    let mut from_decl = |v: &oxc_ast::ast::VariableDeclaration| {
+        for d in &v.declarations {
+            if let (Some(init), Some(id)) = (&d.init, d.id.get_binding_identifier()) {
+                if api_call(init, scoping, cf) {
+                    out.extend(id.symbol_id.get());
+                }
+            }
+        }
+    };
+    for stmt in &program.body {
+        match stmt {
+            Statement::VariableDeclaration(v) => from_decl(v),
+            Statement::ExportDeclaration(e) => {
+                if let Declaration::VariableDeclaration(v) = &e.declaration {
+                    from_decl(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Call-expression start → (const name it initialises, or `default` export).
 fn pattern_bindings(program: &Program) -> HashMap<u32, (String, bool)> {
     let mut out = HashMap::new();
@@ -376,8 +433,8 @@ struct FnArg<'b, 'a> {
     return_type: Option<&'b TSTypeAnnotation<'a>>,
     /// Root result objects: the expression body, or the objects returned at top level.
     roots: Vec<Span>,
-    /// `const` declarations directly in the body.
-    body_consts: Vec<SymbolId>,
+    body: Option<&'b oxc_ast::ast::FunctionBody<'a>>,
+    expression: Option<&'b Expression<'a>>,
 }
 
 fn fn_arg<'b, 'a>(call: &'b CallExpression<'a>) -> Option<FnArg<'b, 'a>> {
@@ -401,7 +458,6 @@ fn fn_arg<'b, 'a>(call: &'b CallExpression<'a>) -> Option<FnArg<'b, 'a>> {
             _ => return None,
         };
         let mut roots = vec![];
-        let mut body_consts = vec![];
         if let Some(Expression::ObjectExpression(o)) =
             expression_body.map(|e| e.get_inner_expression())
         {
@@ -415,25 +471,13 @@ fn fn_arg<'b, 'a>(call: &'b CallExpression<'a>) -> Option<FnArg<'b, 'a>> {
                 }
                 roots = r.objects;
             }
-            for s in &body.statements {
-                if let Statement::VariableDeclaration(v) = s {
-                    if v.kind == VariableDeclarationKind::Const {
-                        for d in &v.declarations {
-                            body_consts.extend(
-                                d.id.get_binding_identifiers()
-                                    .iter()
-                                    .filter_map(|b| b.symbol_id.get()),
-                            );
-                        }
-                    }
-                }
-            }
         }
         Some(FnArg {
             params,
             return_type,
             roots,
-            body_consts,
+            body,
+            expression: expression_body,
         })
     })
 }
@@ -449,6 +493,8 @@ struct Analyzer<'s> {
     text: &'s str,
     scoping: &'s Scoping,
     cf: &'s HashMap<SymbolId, String>,
+    /// Module-level bindings to API results (patterns, handlers, lifts).
+    builders: &'s HashSet<SymbolId>,
     conv: &'s TyConv<'s>,
     /// Enclosing pattern callbacks: (pattern index, reactive symbols they bind).
     stack: Vec<(usize, HashSet<SymbolId>)>,
@@ -532,15 +578,20 @@ impl Analyzer<'_> {
         });
         let mut bound = HashSet::new();
         if let Some(f) = fn_arg(call) {
-            for p in &f.params.items {
-                bound.extend(
-                    p.pattern
-                        .get_binding_identifiers()
-                        .iter()
-                        .filter_map(|b| b.symbol_id.get()),
-                );
+            let module = lower::Module {
+                scoping: self.scoping,
+                cf: self.cf,
+                builders: self.builders,
+            };
+            let lowered = lower::pattern_body(&module, f.params, f.body, f.expression);
+            if !lowered.edits.is_empty() {
+                self.out.lowered = true;
             }
-            bound.extend(f.body_consts);
+            self.out.edits.extend(lowered.edits);
+            self.out.diags.extend(lowered.diags);
+            // What closures capture: the body's reactive bindings (not its helper functions
+            // or constants, which they close over as usual).
+            bound = lowered.reactive;
             for r in f.roots {
                 self.roots.insert((r.start, r.end), index);
             }
@@ -579,8 +630,10 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                         .iter()
                         .flat_map(|(_, b)| b.iter().copied())
                         .collect();
-                    let edits = closures::rewrite(kind, it, self.scoping, &bound, self.text);
+                    let (edits, helpers) =
+                        closures::rewrite(kind, it, self.scoping, &bound, self.text);
                     self.out.edits.extend(edits);
+                    self.out.lowered |= helpers;
                 }
             }
             None => {

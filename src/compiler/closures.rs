@@ -30,6 +30,7 @@ use oxc_ast_visit::{walk, Visit};
 use oxc_semantic::{Scoping, SymbolId};
 use oxc_span::GetSpan;
 
+use super::lower::{captures_object, CellUses, NS};
 use super::Edit;
 
 /// Which closure-taking API a call is.
@@ -97,17 +98,47 @@ impl<'a> Visit<'a> for Captures<'_> {
 }
 
 /// The edits that make a closure's captures explicit, or nothing when it has none (or cannot
-/// be rewritten safely).
+/// be rewritten safely). Captures (and a `derive`'s input) that the closure uses as cells are
+/// passed as cells; the second value says whether the edits call the lowering helpers.
 pub(crate) fn rewrite(
     kind: ClosureKind,
     call: &CallExpression,
     scoping: &Scoping,
     bound: &HashSet<SymbolId>,
     text: &str,
-) -> Vec<Edit> {
+) -> (Vec<Edit>, bool) {
     let Some(arg) = call.arguments.get(kind.fn_arg()) else {
-        return vec![];
+        return (vec![], false);
     };
+    let mut edits = vec![];
+    let mut helpers = false;
+    // `derive(cell, (c) => c.get())`: the input is a cell for the callback.
+    if let (ClosureKind::Derive, Some(input)) = (kind, call.arguments.first()) {
+        let first = match arg {
+            Argument::ArrowFunctionExpression(f) => f.params.items.first(),
+            Argument::FunctionExpression(f) => f.params.items.first(),
+            _ => None,
+        };
+        if let Some(name) = first.and_then(|p| p.pattern.get_binding_identifier()) {
+            let names = [name.name.to_string()];
+            let mut uses = CellUses {
+                names: &names,
+                found: HashSet::new(),
+            };
+            match arg {
+                Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
+                Argument::FunctionExpression(f) => {
+                    walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
+                }
+                _ => {}
+            }
+            if !uses.found.is_empty() {
+                edits.push(Edit::insert(input.span().start, format!("{NS}.__asCell(")));
+                edits.push(Edit::insert(input.span().end, ")".to_string()));
+                helpers = true;
+            }
+        }
+    }
     let mut cap = Captures {
         scoping,
         bound,
@@ -123,12 +154,29 @@ pub(crate) fn rewrite(
             walk::walk_function(&mut cap, f, oxc_semantic::ScopeFlags::Function);
             &f.params
         }
-        _ => return vec![],
+        _ => return (edits, helpers),
     };
     if cap.names.is_empty() || params.rest.is_some() {
-        return vec![];
+        return (edits, helpers);
     }
     let destructure = format!("{{ {} }}", cap.names.join(", "));
+    let mut uses = CellUses {
+        names: &cap.names,
+        found: HashSet::new(),
+    };
+    match arg {
+        Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
+        Argument::FunctionExpression(f) => {
+            walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
+        }
+        _ => {}
+    }
+    if kind == ClosureKind::Action {
+        // An action's captures are cells already (its context schema says so).
+        uses.found.clear();
+    }
+    helpers |= !uses.found.is_empty();
+    let given = captures_object(&cap.names, &uses.found);
     let mut list: Vec<String> = params
         .items
         .iter()
@@ -142,8 +190,7 @@ pub(crate) fn rewrite(
         .arguments
         .last()
         .map_or(arg.span().end, |a| a.span().end);
-    vec![
-        Edit::replace(params.span, format!("({})", list.join(", "))),
-        Edit::insert(last_end, format!(", {destructure}")),
-    ]
+    edits.push(Edit::replace(params.span, format!("({})", list.join(", "))));
+    edits.push(Edit::insert(last_end, format!(", {given}")));
+    (edits, helpers)
 }

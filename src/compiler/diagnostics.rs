@@ -32,6 +32,8 @@ pub mod codes {
     pub const JSX_H_CONFLICT: &str = "JSX_H_CONFLICT";
     /// `Default<T, V>` whose `V` is not a literal type.
     pub const DEFAULT_NOT_LITERAL: &str = "DEFAULT_NOT_LITERAL";
+    /// A reactive expression of a pattern body reads the clock or randomness.
+    pub const NONDETERMINISTIC_CALL: &str = "NONDETERMINISTIC_CALL";
     /// `[SCHEDULE]` value is not an array literal.
     pub const SCHEDULE_NOT_ARRAY: &str = "SCHEDULE_NOT_ARRAY";
     /// More than 4 schedule entries.
@@ -82,6 +84,7 @@ pub mod codes {
         IMPORT_DYNAMIC,
         JSX_H_CONFLICT,
         DEFAULT_NOT_LITERAL,
+        NONDETERMINISTIC_CALL,
         SCHEDULE_NOT_ARRAY,
         SCHEDULE_TOO_MANY,
         SCHEDULE_SPREAD,

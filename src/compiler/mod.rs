@@ -61,6 +61,7 @@ mod closures;
 pub mod diagnostics;
 mod emit;
 pub mod imports;
+mod lower;
 pub mod schedule;
 pub mod source;
 mod types;

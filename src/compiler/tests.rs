@@ -374,9 +374,10 @@ export default pattern<{ xs: number[] }>(({ xs }) => {
 "#,
     );
     assert!(js.contains("computed(() => outer + 1)"), "{js}");
+    // A reactive map whose callback builds graph is a sub-pattern: its element is reactive.
     assert!(
-        js.contains("computed(() => x + mutable)"),
-        "let locals and inner-scope names are not captures: {js}"
+        js.contains("computed(({ x }) => x + mutable, { x })"),
+        "let locals are not captures, the element is: {js}"
     );
 }
 

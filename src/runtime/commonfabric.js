@@ -23,6 +23,11 @@ const STREAM = Symbol("commonfabric.stream");
 
 const fns = [];          // function index -> JS function (this sandbox only)
 const programs = new Map(); // program hash -> module namespace
+// Every pattern of a program, in creation order (deterministic: module
+// evaluation order), so one a handler spawns is named by `#ordinal`.
+let pendingPatterns = [];
+const programPatterns = new Map(); // program hash -> [pattern]
+const patternInfo = new WeakMap(); // pattern -> {hash, ordinal}
 let builder = null;      // the graph being recorded, during __instantiate
 
 function registerFn(fn) {
@@ -76,6 +81,7 @@ function serialize(v, depth) {
   if (depth > 64) throw new Error("commonfabric: value nested too deeply");
   if (v === undefined || typeof v === "function" && !isRef(v)) return null;
   if (v === null || typeof v !== "object" && typeof v !== "function") return v;
+  if (v[CELL_INPUT] === true) return v.toJSON();
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v[STREAM] !== undefined) return { $stream: v[STREAM] };
   if (Array.isArray(v)) return v.map((x) => serialize(x, depth + 1));
@@ -95,25 +101,89 @@ function addNode(kind, fn, args, label) {
   return makeRef(id, []);
 }
 
+// A reactive `.map(fn)`: `fn` runs once per element as a sub-pattern, with
+// a reference to the element (and its index), inside the node's frame (see
+// `__runMap`). Outside a pattern body (a lift's plain array) it is a map.
 function mapNode(ref, fn) {
-  return addNode("lift", (arr) => (Array.isArray(arr) ? arr.map((x, i) => fn(x, i)) : []), [ref], "map");
+  return addNode("map", fn, [ref], "map");
 }
 
-export function lift(fn, _schema) {
-  return (input) => addNode("lift", fn, [input], fn.name || "lift");
+// A `Cell`-typed input: the run gets a cell for it, not its value.
+function asCellRef(v) {
+  if (!isRef(v)) return v;
+  const m = v[REF];
+  return { [CELL_INPUT]: true, toJSON() { return { $link: { doc: m.doc, path: m.path, asCell: true } }; }, [REF]: m };
+}
+const CELL_INPUT = Symbol("commonfabric.cellInput");
+export function __asCell(v) {
+  return asCellRef(v);
+}
+
+// Marks the fields of a lift's input that its argument type says are cells.
+function markCells(input, schema) {
+  const s = schema && schema.argument;
+  if (!s) return input;
+  if (s.asCell) return asCellRef(input);
+  const props = s.properties;
+  if (!props || input === null || typeof input !== "object" || isRef(input) || Array.isArray(input)) return input;
+  const out = {};
+  for (const k of Object.keys(input)) out[k] = props[k] && props[k].asCell ? asCellRef(input[k]) : input[k];
+  return out;
+}
+
+export function lift(fn, schema) {
+  const applied = (input) => {
+    // Called while a derivation runs with plain values: a lift is a
+    // function of its input, so apply it.
+    if (inRun() && !hasRefs(input, 0)) return fn(input);
+    return addNode("lift", fn, [markCells(input, schema)], fn.name || "lift");
+  };
+  return applied;
+}
+
+// While a derivation runs (not while a pattern body records its graph).
+function inRun() {
+  return builder === null || builder.frame === true;
+}
+
+function hasRefs(v, depth) {
+  if (depth > 16 || v === null || (typeof v !== "object" && typeof v !== "function")) return false;
+  if (isRef(v)) return true;
+  if (Array.isArray(v)) return v.some((x) => hasRefs(x, depth + 1));
+  if (Object.getPrototypeOf(v) !== Object.prototype) return false;
+  return Object.keys(v).some((k) => hasRefs(v[k], depth + 1));
+}
+
+// `ifElse(c, a, b)`: `a` when `c` is truthy, else `b`. `when(c, v)`: `v`
+// when `c` is truthy, else `c` (as `&&`). `unless(c, v)`: `c` when truthy,
+// else `v` (as `||`). Plain values give plain answers.
+export function ifElse(cond, a, b) {
+  if (!hasRefs(cond, 0)) return cond ? a : b;
+  return addNode("lift", (c, x, y) => (c ? x : y), [cond, a, b], "ifElse");
+}
+export function when(cond, v) {
+  if (!hasRefs(cond, 0)) return cond ? v : cond;
+  return addNode("lift", (c, x) => (c ? x : c), [cond, v], "when");
+}
+export function unless(cond, v) {
+  if (!hasRefs(cond, 0)) return cond ? cond : v;
+  return addNode("lift", (c, x) => (c ? c : x), [cond, v], "unless");
 }
 
 export function derive(input, fn, captures) {
+  if (inRun() && !hasRefs(input, 0) && !hasRefs(captures, 0)) return fn(input, captures);
   return addNode("derive", fn, captures === undefined ? [input] : [input, captures], fn.name || "derive");
 }
 
 export function computed(fn, captures) {
+  if (inRun() && !hasRefs(captures, 0)) return fn(captures);
   return addNode("computed", fn, captures === undefined ? [] : [captures], "computed");
 }
 
 export function str(strings, ...values) {
   const parts = Array.from(strings);
   const fn = (...vals) => parts.reduce((acc, s, i) => acc + s + (i < vals.length ? fmt(vals[i]) : ""), "");
+  if (inRun() && !hasRefs(values, 0)) return fn(...values);
   return addNode("str", fn, values, "str");
 }
 
@@ -126,6 +196,12 @@ function fmt(v) {
 export function cell(initial, _schema) {
   const id = nextId("c");
   builder.cells.push({ id, initial: initial === undefined ? null : serialize(initial) });
+  return makeRef(id, []);
+}
+
+function frameCell(initial) {
+  const id = nextId("c");
+  builder.cells.push({ id, initial: serialize(initial), result: true });
   return makeRef(id, []);
 }
 
@@ -160,6 +236,7 @@ export function pattern(a, b, c) {
   p.__pattern = { fn, schema: schema || {}, name };
   // Frozen: a piece cannot change a pattern another piece instantiates.
   harden(p);
+  pendingPatterns.push(p);
   return p;
 }
 export const recipe = pattern;
@@ -169,6 +246,7 @@ export const recipe = pattern;
 // references passed in (plain values and defaults become local cells).
 function instantiateInline(p, arg) {
   if (!builder) throw new Error("commonfabric: a pattern can only be called inside a pattern body");
+  if (builder.handler) return spawn(p, arg);
   const saved = builder.prefix;
   builder.prefix = saved + "p" + builder.counter++ + "/";
   try {
@@ -183,7 +261,9 @@ function instantiateInline(p, arg) {
           if (isRef(v) || (v && v[STREAM] !== undefined)) fields[k] = v;
           else {
             if (v === undefined && props[k] && "default" in props[k]) v = props[k].default;
-            fields[k] = cell(v === undefined ? null : v);
+            // In a frame (a derivation's run), the values come from the
+            // run's inputs: the child's cells follow them on each run.
+            fields[k] = builder.frame ? frameCell(v === undefined ? null : v) : cell(v === undefined ? null : v);
           }
         }
         return fields[k];
@@ -197,10 +277,24 @@ function instantiateInline(p, arg) {
         " declares [SCHEDULE] and cannot be instantiated inside another pattern; " +
         "deploy it as a piece of its own, or declare the schedule on the outer pattern");
     }
-    return result;
+    // The caller gets a reference to the child's result, as in the
+    // reference: usable as a value, with `.key()`, in JSX.
+    const id = nextId("r");
+    builder.cells.push({ id, initial: serialize(result), result: true });
+    return makeRef(id, []);
   } finally {
     builder.prefix = saved;
   }
+}
+
+// A pattern called by a handler becomes a piece of its own (its state must
+// outlive the run), created by the host when the handler's writes apply.
+function spawn(p, arg) {
+  const info = patternInfo.get(p);
+  if (!info) throw new Error("commonfabric: this pattern is not part of a loaded program");
+  const id = builder.pieceId + "-" + builder.counter++;
+  builder.spawns.push({ id, program: info.hash, export: "#" + info.ordinal, argument: serializeValue(arg === undefined ? {} : arg) });
+  return makeRef(id, []);
 }
 
 // ---- JSX ----------------------------------------------------------------------
@@ -227,6 +321,9 @@ function flatten(children) {
 
 export function __registerProgram(hash, ns) {
   programs.set(hash, ns);
+  programPatterns.set(hash, pendingPatterns);
+  pendingPatterns.forEach((p, ordinal) => patternInfo.set(p, { hash, ordinal }));
+  pendingPatterns = [];
 }
 
 // Records the graph of one piece. Deterministic: the same pattern and piece id
@@ -235,7 +332,8 @@ export function __registerProgram(hash, ns) {
 export function __instantiate(hash, exportName, pieceId) {
   const ns = programs.get(hash);
   if (!ns) throw new Error("commonfabric: program " + hash + " is not loaded");
-  const p = ns[exportName || "default"];
+  const name = exportName || "default";
+  const p = name.startsWith("#") ? (programPatterns.get(hash) || [])[Number(name.slice(1))] : ns[name];
   if (typeof p !== "function" || !p.__pattern) {
     throw new Error("commonfabric: export '" + (exportName || "default") + "' is not a pattern");
   }
@@ -256,27 +354,87 @@ export function __instantiate(hash, exportName, pieceId) {
   }
 }
 
-export function __runNode(fnIndex, args) {
-  const v = fns[fnIndex](...args);
-  return v === undefined ? null : serialize(v);
+// A derivation runs inside a frame: whatever it builds (nodes, bound
+// handlers, cells, inner patterns) joins the graph under the node's id, as
+// the reference runs a frame's builders as a pattern.
+export function __runNode(fnIndex, args, nodeId) {
+  const given = args.map(withCells);
+  return inFrame(nodeId, () => {
+    const v = fns[fnIndex](...given);
+    return v === undefined ? null : serialize(v);
+  });
+}
+
+// One sub-pattern per element: element `i` is a reference to it.
+export function __runMap(fnIndex, nodeId, link, n) {
+  return inFrame(nodeId, () => {
+    const out = [];
+    for (let i = 0; i < n; i++) {
+      builder.prefix = i + "/";
+      builder.counter = 0;
+      const v = fns[fnIndex](makeRef(link.doc, link.path.concat([i])), i);
+      out.push(v === undefined ? null : serialize(v));
+    }
+    return out;
+  });
+}
+
+function inFrame(nodeId, run) {
+  const saved = builder;
+  builder = { pieceId: nodeId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], frame: true };
+  try {
+    const value = run();
+    const b = builder;
+    if (b.nodes.length === 0 && b.streams.length === 0 && b.cells.length === 0) return { value };
+    return { value, nodes: b.nodes, streams: b.streams, cells: b.cells };
+  } finally {
+    builder = saved;
+  }
+}
+
+// `{$cell, value}` (a Cell-typed input) becomes a read-only cell.
+function withCells(v) {
+  if (v === null || typeof v !== "object") return v;
+  if (Array.isArray(v)) return v.map(withCells);
+  if (v.$cell !== undefined && Object.keys(v).length === 2 && "value" in v) {
+    return new ReadCell(MINT, v.value);
+  }
+  const out = {};
+  for (const k of Object.keys(v)) out[k] = withCells(v[k]);
+  return out;
 }
 
 // `ctx` describes each context field: {value} for a plain value, or
 // {cell: {doc, path}} / {stream: id}. `docs` holds the current value of every
 // document a cell refers to. Returns the writes and sends, applied by the host
 // only if the handler returns normally.
-export function __runHandler(fnIndex, event, ctx, docs, shape) {
+export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
   const writes = [];
   const sends = [];
   const local = JSON.parse(JSON.stringify(docs || {}));
   const arg = buildContext(ctx, local, writes, sends, shape);
-  const ran = fns[fnIndex](event, arg);
+  // The handler's frame: patterns it calls become pieces, cells it makes
+  // are new documents.
+  const saved = builder;
+  const frame = { pieceId: frameId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], spawns: [], frame: true, handler: true };
+  builder = frame;
+  let ran;
+  try {
+    ran = fns[fnIndex](event, arg);
+  } finally {
+    builder = saved;
+  }
+  if (frame.nodes.length > 0 || frame.streams.length > 0) {
+    throw new Error("commonfabric: a handler cannot bind handlers or create derivations itself; " +
+      "call a pattern that does, and it becomes a piece of its own");
+  }
+  const done = () => ({ writes, sends, spawns: frame.spawns, cells: frame.cells });
   if (ran !== null && (typeof ran === "object" || typeof ran === "function") && typeof ran.then === "function") {
     // An async handler: its writes (before and after each await) apply
     // when it settles; there is nothing to wait for but its own promises.
-    return Promise.resolve(ran).then(() => ({ writes, sends }));
+    return Promise.resolve(ran).then(done);
   }
-  return { writes, sends };
+  return done();
 }
 
 function buildContext(ctx, docs, writes, sends, shape) {
@@ -339,8 +497,19 @@ class Cell {
   }
   push(...items) {
     const cur = this.get();
-    const arr = Array.isArray(cur) ? cur : [];
-    this.set(arr.concat(items.map(serializeValue)));
+    if (!Array.isArray(cur)) {
+      this.set(items.map(serializeValue));
+      return;
+    }
+    // Appends: the elements already there (links to children among them)
+    // are not rewritten.
+    let n = cur.length;
+    for (const item of items) {
+      const v = clone(serializeValue(item));
+      const path = this.#path.concat([n++]);
+      setAt(this.#docs, this.#doc, path, v);
+      this.#writes.push({ doc: this.#doc, path, value: clone(v) });
+    }
   }
   remove(item) {
     const cur = this.get();
@@ -371,8 +540,29 @@ class Stream {
   toJSON() { return { $stream: this.#id }; }
 }
 
+// A cell given to a derivation: it reads; writing belongs in a handler.
+class ReadCell {
+  #value;
+  constructor(mint, value) {
+    if (mint !== MINT) throw new TypeError("commonfabric: cells are given, not made");
+    this.#value = value;
+    Object.freeze(this);
+  }
+  get() { return clone(this.#value); }
+  sample() { return clone(this.#value); }
+  key(k) { return new ReadCell(MINT, getAt(this.#value, [String(k)])); }
+  set() { throw new Error("commonfabric: a derivation cannot write a cell; use a handler"); }
+  update() { this.set(); }
+  push() { this.set(); }
+  send() { this.set(); }
+  toJSON() { return this.#value === undefined ? null : this.#value; }
+  valueOf() { return this.#value; }
+}
+
 function serializeValue(v) {
+  if (v instanceof ReadCell) return v.get();
   if (v instanceof Cell) return v.get();
+  if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v instanceof Stream) return v.toJSON();
   if (v === undefined) return null;
   if (v === null || typeof v !== "object") return v;
@@ -407,6 +597,7 @@ function harden(root) {
   }
 }
 for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
-  __registerProgram, __instantiate, __runNode, __runHandler]) {
+  ReadCell, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
+  __runHandler]) {
   harden(api);
 }

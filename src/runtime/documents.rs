@@ -19,6 +19,9 @@ impl SpaceRuntime {
                 v
             }
         };
+        if let Some(log) = self.read_log.as_mut() {
+            log.insert(id.to_string());
+        }
         if let Some(seen) = self.read_seq.as_mut() {
             *seen = (*seen).max(self.doc_seq.get(id).copied().unwrap_or(0));
             self.session_reads.insert(id.to_string());
@@ -85,6 +88,9 @@ impl SpaceRuntime {
                 "links from {doc:?} form a cycle"
             )));
         }
+        if !self.nodes.contains_key(doc) {
+            self.build_frames_for(doc)?;
+        }
         if self.nodes.contains_key(doc) {
             self.pull(doc)?;
         }
@@ -108,7 +114,13 @@ impl SpaceRuntime {
 
     pub(super) fn resolve_deep(&mut self, v: Value, depth: usize) -> RuntimeResult<Value> {
         if let Some(l) = as_link(&v) {
-            return self.value_at(&l.doc, &l.path, depth + 1);
+            let value = self.value_at(&l.doc, &l.path, depth + 1)?;
+            if graph::link_wants_cell(&v) {
+                // A `Cell`-typed input: the run builds a cell over the value.
+                let (doc, path) = self.cell_target(&l)?;
+                return Ok(json!({"$cell": {"doc": doc, "path": path}, "value": value}));
+            }
+            return Ok(value);
         }
         Ok(match v {
             Value::Array(a) => Value::Array(
@@ -152,6 +164,12 @@ impl SpaceRuntime {
                     let mut next = l.path.clone();
                     next.extend_from_slice(&rest[i..]);
                     doc = l.doc;
+                    // A derived document (a map's output) is brought up to
+                    // date first: the streams it lists exist once it ran.
+                    self.build_frames_for(&doc)?;
+                    if self.nodes.contains_key(&doc) {
+                        self.pull(&doc)?;
+                    }
                     cur = self.doc(&doc)?.unwrap_or(Value::Null);
                     rest = next;
                     followed = true;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// A derivation node: `fn(...args)` written to document `id`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct NodeDef {
     pub id: String,
     pub kind: String,
@@ -36,6 +36,28 @@ pub struct StreamDef {
 pub struct CellDef {
     pub id: String,
     pub initial: Value,
+    /// An inner pattern's result: rewritten whenever it changes, where a
+    /// cell keeps what handlers wrote.
+    #[serde(default)]
+    pub result: bool,
+}
+
+/// What a derivation built while it ran (its frame), besides its value.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Frame {
+    pub value: Value,
+    #[serde(default)]
+    pub nodes: Vec<NodeDef>,
+    #[serde(default)]
+    pub streams: Vec<StreamDef>,
+    #[serde(default)]
+    pub cells: Vec<CellDef>,
+}
+
+impl Frame {
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.streams.is_empty() && self.cells.is_empty()
+    }
 }
 
 /// What `__instantiate` returns.
@@ -71,6 +93,14 @@ pub fn as_link(v: &Value) -> Option<Link> {
         })
         .collect();
     Some(Link { doc, path })
+}
+
+/// Whether a link asks for a cell (a `Cell`-typed input), not a value.
+pub fn link_wants_cell(v: &Value) -> bool {
+    v.get("$link")
+        .and_then(|l| l.get("asCell"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 pub fn as_stream(v: &Value) -> Option<&str> {
@@ -177,6 +207,19 @@ pub fn strip_reserved(v: &Value) -> Value {
     }
 }
 
+/// `length` as a path segment of an array or a string, as JavaScript reads
+/// it (strings count UTF-16 units); `None` for anything else.
+pub fn length_of(v: &Value, seg: &PathSeg) -> Option<Value> {
+    if !matches!(seg, PathSeg::Key(k) if k == "length") {
+        return None;
+    }
+    match v {
+        Value::Array(a) => Some(Value::from(a.len())),
+        Value::String(s) => Some(Value::from(s.encode_utf16().count())),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,18 +252,5 @@ mod tests {
     fn reserved_keys_are_stripped_at_every_level() {
         let v = json!({"$UI": 1, "a": {"$NAME": 2, "b": [{"$x": 1, "c": 3}]}});
         assert_eq!(strip_reserved(&v), json!({"a": {"b": [{"c": 3}]}}));
-    }
-}
-
-/// `length` as a path segment of an array or a string, as JavaScript reads
-/// it (strings count UTF-16 units); `None` for anything else.
-pub fn length_of(v: &Value, seg: &PathSeg) -> Option<Value> {
-    if !matches!(seg, PathSeg::Key(k) if k == "length") {
-        return None;
-    }
-    match v {
-        Value::Array(a) => Some(Value::from(a.len())),
-        Value::String(s) => Some(Value::from(s.encode_utf16().count())),
-        _ => None,
     }
 }

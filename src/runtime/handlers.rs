@@ -9,6 +9,10 @@ impl SpaceRuntime {
     /// Runs the handler bound to `event.stream`; its writes join the wave
     /// only if it returns normally.
     pub(super) fn handle_event(&mut self, ev: &EventRecord) -> RuntimeResult<()> {
+        if !self.streams.contains_key(&ev.stream) {
+            // A handler bound inside a frame exists once its node ran.
+            self.build_frames_for(&ev.stream)?;
+        }
         let Some(binding) = self.streams.get(&ev.stream) else {
             self.counters.inc(Counter::EventsUnknownStream);
             return Ok(());
@@ -33,6 +37,10 @@ impl SpaceRuntime {
                         reach.add_cell(&doc, &path);
                         if !docs.contains_key(&doc) {
                             let v = self.value_at(&doc, &[], 0)?;
+                            // What is reachable through the cell is given too.
+                            if let Some(under) = get_at(&v, &path) {
+                                reach.add_refs_in(under);
+                            }
                             docs.insert(doc.clone(), v);
                         }
                         json!({"cell": {"doc": doc, "path": path}})
@@ -67,12 +75,20 @@ impl SpaceRuntime {
         if let Some(b) = self.cfg.action_budget {
             opts = opts.with_budget(b);
         }
+        // Pieces and cells the run creates are named after the event, so a
+        // replay creates the same ones.
+        let frame_id = format!(
+            "pc-{}",
+            &blake3::hash(format!("{}/{}/{}", self.space.id(), ev.stream, ev.event_id).as_bytes())
+                .to_hex()[..16]
+        );
         let args = [
             json!(def.fn_index),
             ev.payload.clone(),
             ctx,
             Value::Object(docs),
             json!(shape),
+            json!(frame_id),
         ];
         self.counters.inc(Counter::HandlerRuns);
         self.report.handler_runs += 1;
@@ -91,6 +107,28 @@ impl SpaceRuntime {
         // Everything is checked before anything applies: one write or send
         // the run was not given refuses the run as a whole.
         let mut out = out;
+        let spawns = out.get_mut("spawns").map(Value::take).unwrap_or_default();
+        let cells = out.get_mut("cells").map(Value::take).unwrap_or_default();
+        let spawns: Vec<Value> = spawns.as_array().cloned().unwrap_or_default();
+        let cells: Vec<graph::CellDef> = serde_json::from_value(cells).unwrap_or_default();
+        for s in &spawns {
+            // A child gets only what the handler was given.
+            if let Err(reason) = reach.check_value(&s["argument"]) {
+                self.refuse(
+                    &action,
+                    "handler",
+                    &format!("invalid piece argument: {reason}"),
+                );
+                return Ok(());
+            }
+        }
+        for id in spawns
+            .iter()
+            .filter_map(|s| s["id"].as_str())
+            .chain(cells.iter().map(|c| c.id.as_str()))
+        {
+            reach.add_refs_in(&json!({"$link": {"doc": id, "path": []}}));
+        }
         let bytes_before = self.wave_bytes;
         let writes = match self.stage_writes(
             out.get_mut("writes").map(Value::take).unwrap_or_default(),
@@ -127,10 +165,48 @@ impl SpaceRuntime {
                 });
             }
         }
+        for s in &spawns {
+            if let Err(e) = self.spawn_piece(s, &binding_piece) {
+                self.wave_bytes = bytes_before;
+                self.refuse(&action, "handler", &format!("cannot create a piece: {e}"));
+                return Ok(());
+            }
+        }
+        for c in cells {
+            if self.doc(&c.id)?.is_none() {
+                self.write(&c.id, &[], c.initial)?;
+            }
+        }
         for (doc, value) in writes {
             self.put(&doc, value);
         }
         self.sends.extend(sends);
+        Ok(())
+    }
+
+    /// Creates the piece a handler instantiated (`{id, program, export,
+    /// argument}`), unless a replay of the same event already did.
+    fn spawn_piece(&mut self, s: &Value, parent: &str) -> RuntimeResult<()> {
+        let id = s["id"].as_str().unwrap_or_default().to_string();
+        if self.pieces.contains_key(&id) {
+            return Ok(());
+        }
+        let hash = s["program"].as_str().unwrap_or_default().to_string();
+        let export = s["export"].as_str().unwrap_or("default").to_string();
+        let program = self.load_stored_program(&hash)?;
+        self.record_piece(
+            &id,
+            &program,
+            &export,
+            Some((&s["argument"], ArgumentCheck::Lenient)),
+        )?;
+        let created_ms = self.clock.now_ms();
+        self.write(
+            PIECES_DOC,
+            &[PathSeg::Key(id)],
+            json!({"program": hash, "export": export, "createdMs": created_ms, "parent": parent}),
+        )?;
+        self.counters.inc(Counter::PiecesCreated);
         Ok(())
     }
 

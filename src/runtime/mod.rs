@@ -52,7 +52,9 @@ use crate::store::{
     StoreError,
 };
 use capability::Reach;
-use graph::{as_link, as_stream, field_flag, linked_docs, Link, NodeDef, Recorded, StreamDef};
+use graph::{
+    as_link, as_stream, field_flag, linked_docs, Frame, Link, NodeDef, Recorded, StreamDef,
+};
 use metering::{write_costs, CostKey, CostTally, Meter};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -261,6 +263,7 @@ struct Binding {
 struct EntryPoints {
     instantiate: JsHandle,
     run_node: JsHandle,
+    run_map: JsHandle,
     run_handler: JsHandle,
 }
 
@@ -285,6 +288,9 @@ pub struct SpaceRuntime {
     doc_seq: HashMap<String, u64>,
     /// While `Some`, every document read raises it to that document's seq.
     read_seq: Option<u64>,
+    /// While `Some`, the documents a node's inputs were assembled from
+    /// (through links too): what the node depends on.
+    read_log: Option<HashSet<String>>,
     /// Documents read since the last [`SpaceRuntime::take_session_reads`]
     /// by reads made on behalf of sessions (for the back-off of unread
     /// scheduled output).
@@ -292,6 +298,8 @@ pub struct SpaceRuntime {
     /// Documents written by the pending wave (reported with the wave).
     wave_writes: BTreeSet<String>,
     fresh: HashSet<String>,
+    /// Nodes whose frame (what their run built) is registered this tenure.
+    framed: HashSet<String>,
     action_hash: HashMap<String, String>,
     demand: BTreeSet<(String, Vec<PathSeg>)>,
     // The pending wave. Writes coalesce per document: the commit carries
@@ -323,6 +331,9 @@ pub struct SpaceRuntime {
     /// Bytes the pending wave's actions wrote (see [`WriteLimits`]).
     wave_bytes: usize,
 }
+
+/// Suffix of a stored inputs hash whose run built a frame.
+const FRAMED: &str = "+frame";
 
 /// Failed waves an event may be in before it is dead-lettered.
 pub const MAX_EVENT_ATTEMPTS: u32 = 3;
@@ -374,6 +385,7 @@ impl SpaceRuntime {
         let entry = EntryPoints {
             instantiate: sandbox.get(ns, "__instantiate")?,
             run_node: sandbox.get(ns, "__runNode")?,
+            run_map: sandbox.get(ns, "__runMap")?,
             run_handler: sandbox.get(ns, "__runHandler")?,
         };
         let counters = space.counters().clone();
@@ -399,9 +411,11 @@ impl SpaceRuntime {
             docs: HashMap::new(),
             doc_seq: HashMap::new(),
             read_seq: None,
+            read_log: None,
             session_reads: HashSet::new(),
             wave_writes: BTreeSet::new(),
             fresh: HashSet::new(),
+            framed: HashSet::new(),
             action_hash,
             demand: BTreeSet::new(),
             touched: Vec::new(),

@@ -192,38 +192,10 @@ impl SpaceRuntime {
             let arg = graph::apply_defaults(rec.argument_schema.as_ref(), arg);
             self.write(&format!("{piece}/argument"), &[], arg)?;
         }
-        for c in &rec.cells {
-            if self.doc(&c.id)?.is_none() {
-                self.write(&c.id, &[], c.initial.clone())?;
-            }
-        }
         if self.doc(piece)?.as_ref() != Some(&rec.result) {
             self.write(piece, &[], rec.result.clone())?;
         }
-        for n in rec.nodes {
-            let mut reads = Vec::new();
-            linked_docs(&n.args, &mut reads);
-            for d in reads {
-                self.readers.entry(d).or_default().insert(n.id.clone());
-            }
-            self.nodes.insert(
-                n.id.clone(),
-                Node {
-                    def: n,
-                    piece: piece.to_string(),
-                    runs: 0,
-                },
-            );
-        }
-        for s in rec.streams {
-            self.streams.insert(
-                s.id.clone(),
-                Binding {
-                    def: s,
-                    piece: piece.to_string(),
-                },
-            );
-        }
+        self.add_graph(piece, rec.nodes, rec.streams, rec.cells)?;
         self.pieces
             .insert(piece.to_string(), (program.hash_hex(), export.to_string()));
         Ok(())

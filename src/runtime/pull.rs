@@ -58,50 +58,102 @@ impl SpaceRuntime {
         // Mark first: a cycle through this node then reads its old value
         // instead of recursing forever.
         self.fresh.insert(id.to_string());
-        let (args, fn_index) = {
+        let (template, fn_index, is_map) = {
             let n = &self.nodes[id];
-            (n.def.args.clone(), n.def.fn_index)
+            (n.def.args.clone(), n.def.fn_index, n.def.kind == "map")
         };
-        let resolved = self.resolve_deep(args, 0)?;
-        let hash = blake3::hash(resolved.to_string().as_bytes())
-            .to_hex()
-            .to_string();
+        // Every document the inputs are read from, through links too (a
+        // child's result, a cell holding a link), makes this node stale
+        // when written.
+        let outer_log = self.read_log.replace(HashSet::new());
+        let resolved = self.resolve_deep(template.clone(), 0);
+        let read = std::mem::replace(&mut self.read_log, outer_log).unwrap_or_default();
+        let resolved = resolved?;
+        for d in read {
+            if d != id {
+                self.readers.entry(d).or_default().insert(id.to_string());
+            }
+        }
+        // A reactive map runs one sub-pattern per element, each reading its
+        // own element: the map itself depends only on the source and length.
+        let map_source = is_map.then(|| template.get(0).and_then(as_link)).flatten();
+        let map_len = resolved
+            .get(0)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let plain_hash = match (&map_source, is_map) {
+            (Some(l), _) => blake3::hash(format!("map {l:?} {map_len}").as_bytes()),
+            _ => blake3::hash(resolved.to_string().as_bytes()),
+        }
+        .to_hex()
+        .to_string();
         let has_output = self.doc(id)?.is_some();
-        if has_output && self.action_hash.get(id) == Some(&hash) {
+        // A node whose last run built a frame runs once per tenure anyway:
+        // its frame's graph lives in this sandbox only.
+        let stored = self.action_hash.get(id).map(String::as_str);
+        let framed_hash = format!("{plain_hash}{FRAMED}");
+        let fresh_by_hash = stored == Some(plain_hash.as_str())
+            || (stored == Some(framed_hash.as_str()) && self.framed.contains(id));
+        if has_output && fresh_by_hash {
             self.counters.inc(Counter::DerivationsSkippedFresh);
             return Ok(());
         }
-        let args = match resolved {
-            Value::Array(a) => a,
-            other => vec![other],
+        let call_args = if is_map {
+            let values = resolved.get(0).cloned().unwrap_or(Value::Null);
+            let link = map_source
+                .as_ref()
+                .map_or(Value::Null, |l| json!({"doc": l.doc, "path": l.path}));
+            vec![json!(fn_index), json!(id), link, json!(map_len), values]
+        } else {
+            let args = match resolved {
+                Value::Array(a) => a,
+                other => vec![other],
+            };
+            vec![json!(fn_index), Value::Array(args), json!(id)]
         };
-        let call_args = [json!(fn_index), Value::Array(args)];
+        let entry = if is_map {
+            self.entry.run_map
+        } else {
+            self.entry.run_node
+        };
         self.meter_begin();
         let started = std::time::Instant::now();
         let ran = self
             .sandbox
-            .call(self.entry.run_node, &call_args, &self.options_reactive());
+            .call(entry, &call_args, &self.options_reactive());
         let piece = self
             .nodes
             .get(id)
             .map(|n| n.piece.clone())
             .unwrap_or_default();
         self.meter_action(id, &piece, "derivation", started.elapsed());
-        // Its output may refer only to what its arguments referred to, or
-        // to its own piece (checked only when it refers to anything).
+        let ran = ran.and_then(|out| {
+            serde_json::from_value::<Frame>(out.value).map_err(|e| SandboxError::Threw {
+                name: "TypeError".to_string(),
+                message: format!("derivation output: {e}"),
+                stack: None,
+            })
+        });
+        // Its output (and what it built) may refer only to what its
+        // arguments referred to, or to its own piece.
         let ran = match ran {
-            Ok(out) if graph::has_refs(&out.value) => {
+            Ok(frame) if graph::has_refs(&frame.value) || !frame.is_empty() => {
                 let reach = self.node_reach(id, &piece)?;
-                Ok((reach.check_value(&out.value), out))
+                let checked = std::iter::once(&frame.value)
+                    .chain(frame.nodes.iter().map(|n| &n.args))
+                    .chain(frame.streams.iter().map(|s| &s.context))
+                    .chain(frame.cells.iter().map(|c| &c.initial))
+                    .try_for_each(|v| reach.check_value(v));
+                Ok((checked, frame))
             }
-            other => other.map(|out| (Ok(()), out)),
+            other => other.map(|frame| (Ok(()), frame)),
         };
         match ran {
             Ok((Err(reason), _)) => {
                 self.refuse(id, "derivation", &format!("invalid output: {reason}"));
             }
-            Ok((Ok(()), out)) => {
-                if let Err(reason) = self.check_size(id, &out.value) {
+            Ok((Ok(()), frame)) => {
+                if let Err(reason) = self.check_size(id, &frame.value) {
                     self.refuse(id, "derivation", &format!("invalid output: {reason}"));
                     return Ok(());
                 }
@@ -110,13 +162,137 @@ impl SpaceRuntime {
                 }
                 self.counters.inc(Counter::DerivationRuns);
                 self.report.derivation_runs += 1;
-                self.write(id, &[], out.value)?;
+                let hash = if frame.is_empty() && self.frame_of(id).is_empty() {
+                    plain_hash
+                } else {
+                    framed_hash
+                };
+                let Frame {
+                    value,
+                    nodes,
+                    streams,
+                    cells,
+                } = frame;
+                self.replace_frame(id, &piece, nodes, streams, cells)?;
+                self.write(id, &[], value)?;
                 // Writing made readers stale, including possibly ourselves.
                 self.fresh.insert(id.to_string());
                 self.action_hash.insert(id.to_string(), hash.clone());
                 self.hashes_to_store.insert(id.to_string(), hash);
             }
             Err(e) => self.record_failure(id, "derivation", &e),
+        }
+        Ok(())
+    }
+
+    /// Ids of the nodes and streams a node's last run built.
+    fn frame_of(&self, id: &str) -> Vec<String> {
+        let prefix = format!("{id}/");
+        self.nodes
+            .keys()
+            .chain(self.streams.keys())
+            .filter(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect()
+    }
+
+    /// Installs what a node's run built in place of what its previous run
+    /// built: nodes whose definition did not change keep their freshness.
+    fn replace_frame(
+        &mut self,
+        id: &str,
+        piece: &str,
+        nodes: Vec<NodeDef>,
+        streams: Vec<StreamDef>,
+        cells: Vec<graph::CellDef>,
+    ) -> RuntimeResult<()> {
+        let keep: HashSet<&str> = nodes
+            .iter()
+            .map(|n| n.id.as_str())
+            .chain(streams.iter().map(|s| s.id.as_str()))
+            .collect();
+        // Anything under the prefix the new run did not build is gone
+        // (with its own frames: their ids share the prefix).
+        let gone: Vec<String> = self
+            .frame_of(id)
+            .into_iter()
+            .filter(|k| {
+                !keep
+                    .iter()
+                    .any(|kept| k == kept || k.starts_with(&format!("{kept}/")))
+            })
+            .collect();
+        for g in gone {
+            self.nodes.remove(&g);
+            self.streams.remove(&g);
+            self.fresh.remove(&g);
+            self.framed.remove(&g);
+        }
+        self.add_graph(piece, nodes, streams, cells)?;
+        self.framed.insert(id.to_string());
+        Ok(())
+    }
+
+    /// Registers nodes, bindings and cells recorded for `piece` (by its
+    /// pattern body or by a node's frame). A node whose definition is the
+    /// same as before (but for its function's index) keeps its freshness.
+    pub(super) fn add_graph(
+        &mut self,
+        piece: &str,
+        nodes: Vec<NodeDef>,
+        streams: Vec<StreamDef>,
+        cells: Vec<graph::CellDef>,
+    ) -> RuntimeResult<()> {
+        for c in cells {
+            let current = self.doc(&c.id)?;
+            if current.is_none() || (c.result && current.as_ref() != Some(&c.initial)) {
+                self.write(&c.id, &[], c.initial)?;
+            }
+        }
+        for n in nodes {
+            if let Some(old) = self.nodes.get_mut(&n.id) {
+                if old.def.kind == n.kind && old.def.args == n.args && old.def.label == n.label {
+                    old.def.fn_index = n.fn_index;
+                    continue;
+                }
+            }
+            let mut reads = Vec::new();
+            linked_docs(&n.args, &mut reads);
+            for d in reads {
+                self.readers.entry(d).or_default().insert(n.id.clone());
+            }
+            self.fresh.remove(&n.id);
+            self.nodes.insert(
+                n.id.clone(),
+                Node {
+                    def: n,
+                    piece: piece.to_string(),
+                    runs: 0,
+                },
+            );
+        }
+        for s in streams {
+            self.streams.insert(
+                s.id.clone(),
+                Binding {
+                    def: s,
+                    piece: piece.to_string(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Builds the frames a document or stream id lies in: the nodes whose
+    /// ids prefix it are pulled, outermost first (a sub-pattern of a
+    /// reactive map exists only once its map ran in this tenure).
+    pub(super) fn build_frames_for(&mut self, id: &str) -> RuntimeResult<()> {
+        let cuts: Vec<usize> = id.match_indices('/').map(|(i, _)| i).skip(1).collect();
+        for cut in cuts {
+            let owner = &id[..cut];
+            if self.nodes.contains_key(owner) && !self.framed.contains(owner) {
+                self.pull(owner)?;
+            }
         }
         Ok(())
     }

@@ -82,6 +82,14 @@ export default (function (dateNow, nowFor, mathRandom, deny) {
     if (name === "Function") defineProperty(g, "Function", fixed(stub));
   }
 
+  // The web's deep copy, for JSON-shaped data (what patterns hold): the
+  // engine has none of its own.
+  const parse = JSON.parse, stringify = JSON.stringify;
+  const structuredClone = function structuredClone(value) {
+    return value === undefined ? undefined : parse(stringify(value));
+  };
+  defineProperty(g, "structuredClone", { value: structuredClone, writable: false, enumerable: false, configurable: false });
+
   delete g.eval;
   delete g.SharedArrayBuffer;
   delete g.Atomics;

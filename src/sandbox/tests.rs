@@ -431,6 +431,7 @@ fn no_ambient_capabilities() {
         "DisposableStack",
         "AsyncDisposableStack",
         "Error",
+        "structuredClone",
     ];
     let unexpected: Vec<&String> = names
         .iter()
