@@ -574,7 +574,9 @@ function serializeValue(v) {
 
 // Types exist only for TypeScript; these names keep `import { Cell }` working
 // if a pattern imports a type as a value by mistake.
-export const Writable = undefined;
+// `Cell.of(v)` / `Writable.of(v)`: the reference's spelling of `cell(v)`.
+const CellApi = { of: (initial, schema) => cell(initial, schema) };
+export { CellApi as Cell, CellApi as Writable };
 export const Default = undefined;
 export const OpaqueRef = undefined;
 export const VNode = undefined;
@@ -597,7 +599,7 @@ function harden(root) {
   }
 }
 for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
-  ReadCell, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
+  ReadCell, CellApi, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);
 }
