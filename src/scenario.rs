@@ -83,6 +83,9 @@ pub struct Outcome {
     pub name: String,
     /// Empty when the scenario passed.
     pub failures: Vec<String>,
+    /// Actions that failed while it ran (a handler that threw, a write
+    /// refused): printed either way, since a wrong value often starts there.
+    pub notes: Vec<String>,
 }
 
 impl Outcome {
@@ -98,11 +101,17 @@ pub fn run_files(files: &[PathBuf]) -> ExitCode {
         if o.passed() {
             passed += 1;
             println!("PASS {} ({})", o.name, f.display());
+            for n in &o.notes {
+                println!("  note: {n}");
+            }
         } else {
             failed += 1;
             println!("FAIL {} ({})", o.name, f.display());
             for msg in &o.failures {
                 println!("  {msg}");
+            }
+            for n in &o.notes {
+                println!("  note: {n}");
             }
         }
     }
@@ -119,6 +128,7 @@ pub fn run_file(file: &Path) -> Outcome {
         file: file.to_path_buf(),
         name: file.display().to_string(),
         failures: Vec::new(),
+        notes: Vec::new(),
     };
     let scenario: Scenario = match std::fs::read_to_string(file)
         .map_err(|e| e.to_string())
@@ -131,13 +141,18 @@ pub fn run_file(file: &Path) -> Outcome {
         }
     };
     outcome.name = scenario.name.clone();
-    if let Err(e) = run(file, &scenario, &mut outcome.failures) {
+    if let Err(e) = run(file, &scenario, &mut outcome.failures, &mut outcome.notes) {
         outcome.failures.push(e);
     }
     outcome
 }
 
-fn run(file: &Path, sc: &Scenario, failures: &mut Vec<String>) -> Result<(), String> {
+fn run(
+    file: &Path,
+    sc: &Scenario,
+    failures: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
     let base = file.parent().unwrap_or(Path::new("."));
     let module = base.join(&sc.module);
     let program = crate::check::compile_file(&module).map_err(|d| {
@@ -234,6 +249,11 @@ fn run(file: &Path, sc: &Scenario, failures: &mut Vec<String>) -> Result<(), Str
             }
             rt.flush().map_err(|e| format!("step {n}: {e}"))?;
         }
+        notes.extend(
+            rt.failures()
+                .iter()
+                .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error)),
+        );
         rt.stop().map_err(|e| e.to_string())?;
         Ok(())
     })();

@@ -215,3 +215,99 @@ fn reactive_code_is_denied_the_clock_and_entropy_while_handlers_get_the_event_ti
         json!(true)
     );
 }
+
+#[test]
+fn lowered_expressions_are_lazy_derivations_recomputed_only_when_an_input_changed() {
+    let t = common::store();
+    let derivations = || t.counters.host().get(Counter::DerivationRuns);
+    let mut rt = start(&t, "lowered");
+    let piece = rt
+        .create_piece(&program("lowered.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    assert_eq!(derivations(), 0, "instantiation computes nothing");
+
+    assert_eq!(rt.read(&piece, &parse_dotted("doubled")).unwrap(), json!(2));
+    assert_eq!(derivations(), 1, "only what was read ran");
+    assert_eq!(rt.read(&piece, &parse_dotted("doubled")).unwrap(), json!(2));
+    assert_eq!(derivations(), 1, "fresh: not re-run");
+
+    // A write to an input the node does not read leaves it fresh.
+    rt.send(
+        &piece,
+        &parse_dotted("rename"),
+        "e1",
+        json!({"name": "b"}),
+        &user(),
+    )
+    .unwrap();
+    rt.settle(10).unwrap();
+    assert_eq!(rt.read(&piece, &parse_dotted("doubled")).unwrap(), json!(2));
+    assert_eq!(derivations(), 1);
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("greeting")).unwrap(),
+        json!("hello b")
+    );
+    assert_eq!(derivations(), 2);
+
+    // A write to its input: recomputed once, when read.
+    rt.send(
+        &piece,
+        &parse_dotted("bump"),
+        "e2",
+        json!({"by": 20}),
+        &user(),
+    )
+    .unwrap();
+    rt.settle(10).unwrap();
+    assert_eq!(derivations(), 2, "nothing demanded, nothing ran");
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("doubled")).unwrap(),
+        json!(42)
+    );
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("label")).unwrap(),
+        json!("big")
+    );
+    assert_eq!(derivations(), 4);
+
+    // A rendering map: one sub-pattern per element, rebuilt after a park.
+    rt.set_path(
+        &piece,
+        &parse_dotted("items"),
+        json!([{"title": "x", "done": false}, {"title": "y", "done": true}]),
+    )
+    .unwrap();
+    rt.flush().unwrap();
+    assert_eq!(rt.read(&piece, &parse_dotted("open")).unwrap(), json!(1));
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("rows.length")).unwrap(),
+        json!(2)
+    );
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("rows.1.children")).unwrap(),
+        json!([2, ". ", "y"])
+    );
+    rt.flush().unwrap();
+    rt.stop().unwrap();
+
+    let before = derivations();
+    let mut rt = start(&t, "lowered");
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("doubled")).unwrap(),
+        json!(42)
+    );
+    assert_eq!(
+        derivations(),
+        before,
+        "unchanged inputs: not recomputed after a park"
+    );
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("rows.0.children")).unwrap(),
+        json!([1, ". ", "x"])
+    );
+    assert!(
+        t.counters.host().get(Counter::DerivationsSkippedFresh) >= 1,
+        "the rows' own derivations were fresh by hash"
+    );
+}

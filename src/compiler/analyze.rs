@@ -43,6 +43,8 @@ pub(crate) struct PendingMeta {
     pub insert_at: u32,
     /// `("argument", ty)`, `("result", ty)`, `("event", ty)`, `("context", ty)`.
     pub fields: Vec<(&'static str, Ty)>,
+    /// `toSchema<T>()`: the call is replaced by the schema of its one field.
+    pub replace: bool,
 }
 
 /// A `pattern(...)` call found in the module.
@@ -551,6 +553,7 @@ impl Analyzer<'_> {
                 call_span: call.span,
                 insert_at: last.span().end,
                 fields,
+                replace: false,
             });
         }
     }
@@ -615,6 +618,18 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                     ("context", TySource::Param(1)),
                 ],
             ),
+            Some("toSchema") => {
+                // `toSchema<T>()` is the schema of `T`, computed here.
+                if let Some(t) = it.type_arguments.as_ref().and_then(|a| a.params.first()) {
+                    self.out.metas.push(PendingMeta {
+                        api: "toSchema",
+                        call_span: it.span,
+                        insert_at: it.span.end,
+                        fields: vec![("schema", self.conv.convert(t))],
+                        replace: true,
+                    });
+                }
+            }
             Some("lift") => self.plan_meta(
                 "lift",
                 it,
@@ -630,8 +645,14 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                         .iter()
                         .flat_map(|(_, b)| b.iter().copied())
                         .collect();
+                    let module = lower::Module {
+                        scoping: self.scoping,
+                        cf: self.cf,
+                        builders: self.builders,
+                    };
+                    let is_builder = |e: &Expression| module.builder_callee(e);
                     let (edits, helpers) =
-                        closures::rewrite(kind, it, self.scoping, &bound, self.text);
+                        closures::rewrite(kind, it, self.scoping, &bound, self.text, &is_builder);
                     self.out.edits.extend(edits);
                     self.out.lowered |= helpers;
                 }

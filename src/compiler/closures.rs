@@ -106,6 +106,7 @@ pub(crate) fn rewrite(
     scoping: &Scoping,
     bound: &HashSet<SymbolId>,
     text: &str,
+    is_builder: &dyn Fn(&oxc_ast::ast::Expression) -> bool,
 ) -> (Vec<Edit>, bool) {
     let Some(arg) = call.arguments.get(kind.fn_arg()) else {
         return (vec![], false);
@@ -124,6 +125,7 @@ pub(crate) fn rewrite(
             let mut uses = CellUses {
                 names: &names,
                 found: HashSet::new(),
+                is_builder,
             };
             match arg {
                 Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
@@ -163,6 +165,7 @@ pub(crate) fn rewrite(
     let mut uses = CellUses {
         names: &cap.names,
         found: HashSet::new(),
+        is_builder,
     };
     match arg {
         Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),

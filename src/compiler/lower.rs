@@ -79,6 +79,18 @@ pub(crate) struct Module<'s> {
     pub builders: &'s HashSet<SymbolId>,
 }
 
+impl Module<'_> {
+    /// Whether a callee builds graph (the API, module-level patterns, handlers and lifts,
+    /// capitalised names).
+    pub(crate) fn builder_callee(&self, callee: &Expression) -> bool {
+        let l = Lower {
+            m: self,
+            out: Lowered::default(),
+        };
+        l.builder_callee(callee)
+    }
+}
+
 /// Lowers one pattern callback: its parameters are reactive.
 pub(crate) fn pattern_body(
     m: &Module,
@@ -609,9 +621,41 @@ impl<'a> Visit<'a> for Captures<'_, '_, '_> {
 pub(crate) struct CellUses<'n> {
     pub names: &'n [String],
     pub found: HashSet<String>,
+    /// Whether a callee builds graph: a name handed to such a call (a handler bound inside a
+    /// derivation) is handed on as a cell, so the handler can write it.
+    pub is_builder: &'n dyn Fn(&Expression) -> bool,
+}
+
+impl CellUses<'_> {
+    fn handed_on(&mut self, e: &Expression) {
+        match e.get_inner_expression() {
+            Expression::Identifier(id) if self.names.iter().any(|n| n == id.name.as_str()) => {
+                self.found.insert(id.name.to_string());
+            }
+            Expression::ObjectExpression(o) => {
+                for p in &o.properties {
+                    if let ObjectPropertyKind::ObjectProperty(p) = p {
+                        self.handed_on(&p.value);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl<'a> Visit<'a> for CellUses<'_> {
+    fn visit_call_expression(&mut self, it: &oxc_ast::ast::CallExpression<'a>) {
+        if (self.is_builder)(&it.callee) {
+            for a in &it.arguments {
+                if let Some(x) = a.as_expression() {
+                    self.handed_on(x);
+                }
+            }
+        }
+        walk::walk_call_expression(self, it);
+    }
+
     fn visit_static_member_expression(&mut self, it: &StaticMemberExpression<'a>) {
         if let Expression::Identifier(id) = it.object.get_inner_expression() {
             if CELL_METHODS.contains(&it.property.name.as_str())

@@ -479,6 +479,15 @@ fn plan_late_edits(units: &mut [Unit]) -> Result<(), Vec<Diagnostic>> {
     let mut diags = vec![];
     for (i, u) in units.iter().enumerate() {
         for meta in &u.analysis.metas {
+            if meta.replace {
+                let s = meta
+                    .fields
+                    .first()
+                    .map_or(serde_json::json!({}), |(_, ty)| gen.schema(ty));
+                let text = serde_json::to_string(&s).expect("schema serialises");
+                planned[i].push(Edit::replace(meta.call_span, format!("({text})")));
+                continue;
+            }
             let mut obj = serde_json::Map::new();
             for (key, ty) in &meta.fields {
                 obj.insert((*key).to_string(), gen.schema(ty));

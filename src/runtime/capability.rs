@@ -62,6 +62,19 @@ impl Reach {
             self.links.push(l);
             return;
         }
+        // A cell handed to a derivation (`{$cell, value}`): its target is
+        // given, and may be written by the derivation.
+        if let Some(l) = v
+            .get("$cell")
+            .and_then(|c| as_link(&serde_json::json!({"$link": c})))
+        {
+            self.add_cell(&l.doc, &l.path);
+            self.links.push(l);
+            if let Some(inner) = v.get("value") {
+                self.add_refs_in(inner);
+            }
+            return;
+        }
         if let Some(s) = as_stream(v) {
             self.streams.insert(s.to_string());
             return;

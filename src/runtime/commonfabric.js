@@ -82,6 +82,10 @@ function serialize(v, depth) {
   if (v === undefined || typeof v === "function" && !isRef(v)) return null;
   if (v === null || typeof v !== "object" && typeof v !== "function") return v;
   if (v[CELL_INPUT] === true) return v.toJSON();
+  if (v instanceof ReadCell) {
+    const l = ReadCell.linkOf(v);
+    return l ? { $link: { doc: l.doc, path: l.path } } : serialize(v.get(), depth + 1);
+  }
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v[STREAM] !== undefined) return { $stream: v[STREAM] };
   if (Array.isArray(v)) return v.map((x) => serialize(x, depth + 1));
@@ -131,10 +135,16 @@ function markCells(input, schema) {
   return out;
 }
 
-export function lift(fn, schema) {
+export function lift(a, b, c) {
+  // `lift(fn, schema?)` or the reference's `lift(argumentSchema, resultSchema, fn)`.
+  const [fn, schema] = typeof a === "function" ? [a, b] : [c, { argument: a, result: b }];
+  if (typeof fn !== "function") throw new Error("commonfabric: lift expects a function");
   const applied = (input) => {
     // Called while a derivation runs with plain values: a lift is a
     // function of its input, so apply it.
+    // In a handler, or over plain values while a derivation runs, a lift
+    // is a function of its input: apply it (once, in the handler's run).
+    if (builder && builder.handler) return fn(input);
     if (inRun() && !hasRefs(input, 0)) return fn(input);
     return addNode("lift", fn, [markCells(input, schema)], fn.name || "lift");
   };
@@ -171,11 +181,13 @@ export function unless(cond, v) {
 }
 
 export function derive(input, fn, captures) {
+  if (builder && builder.handler) return fn(input, captures);
   if (inRun() && !hasRefs(input, 0) && !hasRefs(captures, 0)) return fn(input, captures);
   return addNode("derive", fn, captures === undefined ? [input] : [input, captures], fn.name || "derive");
 }
 
 export function computed(fn, captures) {
+  if (builder && builder.handler) return fn(captures);
   if (inRun() && !hasRefs(captures, 0)) return fn(captures);
   return addNode("computed", fn, captures === undefined ? [] : [captures], "computed");
 }
@@ -194,6 +206,14 @@ function fmt(v) {
 }
 
 export function cell(initial, _schema) {
+  if (builder && builder.handler) {
+    // A cell a handler makes: a new document, writable in this run.
+    const id = nextId("c");
+    const v = initial === undefined ? null : clone(serializeValue(initial));
+    builder.cells.push({ id, initial: v });
+    builder.docs[id] = clone(v);
+    return new Cell(MINT, id, [], builder.docs, builder.writes, builder.sends);
+  }
   const id = nextId("c");
   builder.cells.push({ id, initial: initial === undefined ? null : serialize(initial) });
   return makeRef(id, []);
@@ -205,7 +225,9 @@ function frameCell(initial) {
   return makeRef(id, []);
 }
 
-export function handler(fn, schema) {
+export function handler(a, b, c) {
+  // `handler(fn, schema?)` or the reference's `handler(eventSchema, contextSchema, fn)`.
+  const [fn, schema] = typeof a === "function" ? [a, b] : [c, { event: a, context: b }];
   if (typeof fn !== "function") {
     throw new Error("commonfabric: handler(fn) expects a function");
   }
@@ -381,12 +403,13 @@ export function __runMap(fnIndex, nodeId, link, n) {
 
 function inFrame(nodeId, run) {
   const saved = builder;
-  builder = { pieceId: nodeId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], frame: true };
+  builder = { pieceId: nodeId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], writes: [], frame: true };
   try {
     const value = run();
     const b = builder;
-    if (b.nodes.length === 0 && b.streams.length === 0 && b.cells.length === 0) return { value };
-    return { value, nodes: b.nodes, streams: b.streams, cells: b.cells };
+    const writes = b.writes.length > 0 ? b.writes : undefined;
+    if (b.nodes.length === 0 && b.streams.length === 0 && b.cells.length === 0) return { value, writes };
+    return { value, nodes: b.nodes, streams: b.streams, cells: b.cells, writes };
   } finally {
     builder = saved;
   }
@@ -397,7 +420,7 @@ function withCells(v) {
   if (v === null || typeof v !== "object") return v;
   if (Array.isArray(v)) return v.map(withCells);
   if (v.$cell !== undefined && Object.keys(v).length === 2 && "value" in v) {
-    return new ReadCell(MINT, v.value);
+    return new ReadCell(MINT, v.value, v.$cell);
   }
   const out = {};
   for (const k of Object.keys(v)) out[k] = withCells(v[k]);
@@ -416,7 +439,8 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
   // The handler's frame: patterns it calls become pieces, cells it makes
   // are new documents.
   const saved = builder;
-  const frame = { pieceId: frameId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], spawns: [], frame: true, handler: true };
+  const frame = { pieceId: frameId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], spawns: [],
+    docs: local, writes, sends, frame: true, handler: true };
   builder = frame;
   let ran;
   try {
@@ -542,19 +566,41 @@ class Stream {
 
 // A cell given to a derivation: it reads; writing belongs in a handler.
 class ReadCell {
-  #value;
-  constructor(mint, value) {
+  #value; #link;
+  constructor(mint, value, link) {
     if (mint !== MINT) throw new TypeError("commonfabric: cells are given, not made");
     this.#value = value;
+    this.#link = link || null;
     Object.freeze(this);
   }
   get() { return clone(this.#value); }
   sample() { return clone(this.#value); }
-  key(k) { return new ReadCell(MINT, getAt(this.#value, [String(k)])); }
-  set() { throw new Error("commonfabric: a derivation cannot write a cell; use a handler"); }
-  update() { this.set(); }
-  push() { this.set(); }
-  send() { this.set(); }
+  key(k) {
+    const l = this.#link && { doc: this.#link.doc, path: this.#link.path.concat([String(k)]) };
+    return new ReadCell(MINT, getAt(this.#value, [String(k)]), l);
+  }
+  // Handed to a handler bound in the derivation's frame: the cell itself.
+  static linkOf(c) { return c.#link; }
+  // Writes from a derivation apply when its run ends (as the reference
+  // allows; keep them idempotent: the run may repeat).
+  set(value) {
+    if (!this.#link || !builder || !builder.frame) {
+      throw new Error("commonfabric: this cell cannot be written here; write in a handler");
+    }
+    const v = value === undefined ? null : clone(serializeValue(value));
+    this.#value = v;
+    builder.writes.push({ doc: this.#link.doc, path: this.#link.path, value: clone(v) });
+  }
+  update(partial) {
+    const cur = this.get();
+    const base = cur !== null && typeof cur === "object" && !Array.isArray(cur) ? cur : {};
+    this.set(Object.assign(base, serializeValue(partial || {})));
+  }
+  push(...items) {
+    const cur = this.get();
+    this.set((Array.isArray(cur) ? cur : []).concat(items.map(serializeValue)));
+  }
+  send(event) { this.set(event); }
   toJSON() { return this.#value === undefined ? null : this.#value; }
   valueOf() { return this.#value; }
 }
@@ -574,6 +620,15 @@ function serializeValue(v) {
 
 // Types exist only for TypeScript; these names keep `import { Cell }` working
 // if a pattern imports a type as a value by mistake.
+// Schemas: `toSchema<T>()` is replaced by the compiler with T's schema (this
+// runtime fallback accepts anything); `schema(s)` is `s`.
+export function toSchema(s) {
+  return s === undefined ? {} : s;
+}
+export function schema(s) {
+  return s;
+}
+
 // `Cell.of(v)` / `Writable.of(v)`: the reference's spelling of `cell(v)`.
 const CellApi = { of: (initial, schema) => cell(initial, schema) };
 export { CellApi as Cell, CellApi as Writable };
@@ -599,7 +654,7 @@ function harden(root) {
   }
 }
 for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
-  ReadCell, CellApi, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
+  ReadCell, CellApi, toSchema, schema, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);
 }

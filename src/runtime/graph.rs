@@ -52,6 +52,9 @@ pub struct Frame {
     pub streams: Vec<StreamDef>,
     #[serde(default)]
     pub cells: Vec<CellDef>,
+    /// Writes through cells the derivation was given (`{doc, path, value}`).
+    #[serde(default)]
+    pub writes: Value,
 }
 
 impl Frame {

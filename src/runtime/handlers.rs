@@ -129,6 +129,10 @@ impl SpaceRuntime {
         {
             reach.add_refs_in(&json!({"$link": {"doc": id, "path": []}}));
         }
+        for c in &cells {
+            // A cell the run made is its own to write.
+            reach.add_cell(&c.id, &[]);
+        }
         let bytes_before = self.wave_bytes;
         let writes = match self.stage_writes(
             out.get_mut("writes").map(Value::take).unwrap_or_default(),

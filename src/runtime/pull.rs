@@ -172,7 +172,24 @@ impl SpaceRuntime {
                     nodes,
                     streams,
                     cells,
+                    writes,
                 } = frame;
+                // A derivation may write the cells it was given, as in the
+                // reference (an effect; it should be idempotent).
+                if !writes.is_null() {
+                    let reach = self.node_reach(id, &piece)?;
+                    match self.stage_writes(writes, &reach) {
+                        Ok(staged) => {
+                            for (doc, v) in staged {
+                                self.put(&doc, v);
+                            }
+                        }
+                        Err(reason) => {
+                            self.refuse(id, "derivation", &format!("invalid write: {reason}"));
+                            return Ok(());
+                        }
+                    }
+                }
                 self.replace_frame(id, &piece, nodes, streams, cells)?;
                 self.write(id, &[], value)?;
                 // Writing made readers stale, including possibly ourselves.
