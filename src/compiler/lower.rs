@@ -86,6 +86,7 @@ impl Module<'_> {
         let l = Lower {
             m: self,
             out: Lowered::default(),
+            local_builders: HashSet::new(),
         };
         l.builder_callee(callee)
     }
@@ -101,6 +102,7 @@ pub(crate) fn pattern_body(
     let mut l = Lower {
         m,
         out: Lowered::default(),
+        local_builders: HashSet::new(),
     };
     l.callback(params, body, expression);
     l.out
@@ -109,6 +111,8 @@ pub(crate) fn pattern_body(
 struct Lower<'m, 's> {
     m: &'m Module<'s>,
     out: Lowered,
+    /// Body bindings to factories (`const inc = handler(...)`).
+    local_builders: HashSet<SymbolId>,
 }
 
 impl Lower<'_, '_> {
@@ -139,6 +143,15 @@ impl Lower<'_, '_> {
             Statement::VariableDeclaration(v) => {
                 for d in &v.declarations {
                     let Some(init) = &d.init else { continue };
+                    if self.factory_call(init) {
+                        // `const inc = handler(...)` in the body: a factory, called later.
+                        self.local_builders.extend(
+                            d.id.get_binding_identifiers()
+                                .iter()
+                                .filter_map(|b| b.symbol_id.get()),
+                        );
+                        continue;
+                    }
                     self.site(init);
                     if self.reactive_init(init) {
                         self.out.reactive.extend(
@@ -156,6 +169,19 @@ impl Lower<'_, '_> {
             }
             _ => {}
         }
+    }
+
+    /// `handler(...)`, `lift(...)`, `pattern(...)`: a call of the API that returns a factory.
+    fn factory_call(&self, e: &Expression) -> bool {
+        let Expression::CallExpression(c) = e.get_inner_expression() else {
+            return false;
+        };
+        let Expression::Identifier(id) = c.callee.get_inner_expression() else {
+            return false;
+        };
+        self.symbol_of(id)
+            .and_then(|s| self.m.cf.get(&s))
+            .is_some_and(|api| matches!(api.as_str(), "handler" | "lift" | "pattern" | "recipe"))
     }
 
     /// Whether a body binding holds something reactive: not a function, and computed from
@@ -190,8 +216,11 @@ impl Lower<'_, '_> {
         match callee.get_inner_expression() {
             Expression::Identifier(id) => {
                 let sym = self.symbol_of(id);
-                sym.is_some_and(|s| self.m.cf.contains_key(&s) || self.m.builders.contains(&s))
-                    || id.name.starts_with(|c: char| c.is_ascii_uppercase())
+                sym.is_some_and(|s| {
+                    self.m.cf.contains_key(&s)
+                        || self.m.builders.contains(&s)
+                        || self.local_builders.contains(&s)
+                }) || id.name.starts_with(|c: char| c.is_ascii_uppercase())
             }
             Expression::CallExpression(c) => self.builder_callee(&c.callee),
             Expression::StaticMemberExpression(s) => {
