@@ -630,15 +630,17 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                     });
                 }
             }
-            Some("lift") => self.plan_meta(
-                "lift",
-                it,
-                &[
-                    ("argument", TySource::Param(0)),
-                    ("result", TySource::Return),
-                ],
-            ),
             Some(other) => {
+                if other == "lift" {
+                    self.plan_meta(
+                        "lift",
+                        it,
+                        &[
+                            ("argument", TySource::Param(0)),
+                            ("result", TySource::Return),
+                        ],
+                    );
+                }
                 if let (Some(kind), false) = (ClosureKind::from_api(other), self.stack.is_empty()) {
                     let bound: HashSet<SymbolId> = self
                         .stack

@@ -39,6 +39,8 @@ pub(crate) enum ClosureKind {
     Computed,
     Derive,
     Action,
+    /// `lift(fn)` written inline in a pattern body: its captures ride as a tagged argument.
+    Lift,
 }
 
 impl ClosureKind {
@@ -47,6 +49,7 @@ impl ClosureKind {
             "computed" => Some(Self::Computed),
             "derive" => Some(Self::Derive),
             "action" => Some(Self::Action),
+            "lift" => Some(Self::Lift),
             _ => None,
         }
     }
@@ -54,7 +57,7 @@ impl ClosureKind {
     /// Index of the closure among the call's arguments.
     fn fn_arg(self) -> usize {
         match self {
-            Self::Computed | Self::Action => 0,
+            Self::Computed | Self::Action | Self::Lift => 0,
             Self::Derive => 1,
         }
     }
@@ -63,13 +66,13 @@ impl ClosureKind {
     fn captures_param(self) -> usize {
         match self {
             Self::Computed => 0,
-            Self::Derive | Self::Action => 1,
+            Self::Derive | Self::Action | Self::Lift => 1,
         }
     }
 
     fn pad_name(self) -> &'static str {
         match self {
-            Self::Derive => "__swInput",
+            Self::Derive | Self::Lift => "__swInput",
             _ => "__swEvent",
         }
     }
@@ -194,6 +197,15 @@ pub(crate) fn rewrite(
         .last()
         .map_or(arg.span().end, |a| a.span().end);
     edits.push(Edit::replace(params.span, format!("({})", list.join(", "))));
-    edits.push(Edit::insert(last_end, format!(", {given}")));
+    if kind == ClosureKind::Lift {
+        // Tagged: a lift's trailing arguments may also be its schema.
+        edits.push(Edit::insert(
+            last_end,
+            format!(", {NS}.__captures({given})"),
+        ));
+        helpers = true;
+    } else {
+        edits.push(Edit::insert(last_end, format!(", {given}")));
+    }
     (edits, helpers)
 }

@@ -29,6 +29,31 @@ let pendingPatterns = [];
 const programPatterns = new Map(); // program hash -> [pattern]
 const patternInfo = new WeakMap(); // pattern -> {hash, ordinal}
 let builder = null;      // the graph being recorded, during __instantiate
+// While a derivation ("node") or a handler runs: its id, and (a handler's)
+// documents and output. Its frame is made on first use, so a run that
+// builds nothing costs nothing extra.
+let runKind = null;
+let runId = null;
+let runIo = null;
+
+function currentBuilder() {
+  if (builder !== null || runKind === null) return builder;
+  builder = runKind === "node" ? newFrame(runId) : newHandlerFrame(runId, runIo);
+  return builder;
+}
+
+function newFrame(id) {
+  return { pieceId: id, prefix: "", counter: 0, nodes: [], streams: [], cells: [], writes: [], frame: true };
+}
+
+function newHandlerFrame(id, io) {
+  return { pieceId: id, prefix: "", counter: 0, nodes: [], streams: [], cells: [], spawns: [],
+    docs: io.docs, writes: io.writes, sends: io.sends, frame: true, handler: true };
+}
+
+function inHandler() {
+  return runKind === "handler";
+}
 
 function registerFn(fn) {
   fns.push(fn);
@@ -36,7 +61,7 @@ function registerFn(fn) {
 }
 
 function nextId(kind) {
-  if (!builder) {
+  if (!currentBuilder()) {
     throw new Error("commonfabric: " + kind + " can only be created inside a pattern body");
   }
   return builder.pieceId + "/" + builder.prefix + kind + builder.counter++;
@@ -135,18 +160,28 @@ function markCells(input, schema) {
   return out;
 }
 
-export function lift(a, b, c) {
+// The captures the compiler passes to a `lift` written inline in a pattern
+// body (`lift(fn, __captures({...}))`): tagged, since a lift's trailing
+// arguments may also be its schema.
+const CAPTURES = Symbol("commonfabric.captures");
+export function __captures(c) {
+  return { [CAPTURES]: c };
+}
+
+export function lift(...given) {
+  const tagged = given.find((x) => x !== null && typeof x === "object" && x[CAPTURES] !== undefined);
+  const captures = tagged === undefined ? undefined : tagged[CAPTURES];
+  const [a, b, c] = given.filter((x) => x !== tagged);
   // `lift(fn, schema?)` or the reference's `lift(argumentSchema, resultSchema, fn)`.
   const [fn, schema] = typeof a === "function" ? [a, b] : [c, { argument: a, result: b }];
   if (typeof fn !== "function") throw new Error("commonfabric: lift expects a function");
   const applied = (input) => {
-    // Called while a derivation runs with plain values: a lift is a
-    // function of its input, so apply it.
     // In a handler, or over plain values while a derivation runs, a lift
     // is a function of its input: apply it (once, in the handler's run).
-    if (builder && builder.handler) return fn(input);
-    if (inRun() && !hasRefs(input, 0)) return fn(input);
-    return addNode("lift", fn, [markCells(input, schema)], fn.name || "lift");
+    if (inHandler()) return fn(input, captures);
+    if (inRun() && !hasRefs(input, 0) && !hasRefs(captures, 0)) return fn(input, captures);
+    const args = captures === undefined ? [markCells(input, schema)] : [markCells(input, schema), captures];
+    return addNode("lift", fn, args, fn.name || "lift");
   };
   return applied;
 }
@@ -181,13 +216,13 @@ export function unless(cond, v) {
 }
 
 export function derive(input, fn, captures) {
-  if (builder && builder.handler) return fn(input, captures);
+  if (inHandler()) return fn(input, captures);
   if (inRun() && !hasRefs(input, 0) && !hasRefs(captures, 0)) return fn(input, captures);
   return addNode("derive", fn, captures === undefined ? [input] : [input, captures], fn.name || "derive");
 }
 
 export function computed(fn, captures) {
-  if (builder && builder.handler) return fn(captures);
+  if (inHandler()) return fn(captures);
   if (inRun() && !hasRefs(captures, 0)) return fn(captures);
   return addNode("computed", fn, captures === undefined ? [] : [captures], "computed");
 }
@@ -206,7 +241,7 @@ function fmt(v) {
 }
 
 export function cell(initial, _schema) {
-  if (builder && builder.handler) {
+  if (inHandler()) {
     // A cell a handler makes: a new document, writable in this run.
     const id = nextId("c");
     const v = initial === undefined ? null : clone(serializeValue(initial));
@@ -267,7 +302,7 @@ export const recipe = pattern;
 // caller's piece under its own id prefix, and its argument fields alias the
 // references passed in (plain values and defaults become local cells).
 function instantiateInline(p, arg) {
-  if (!builder) throw new Error("commonfabric: a pattern can only be called inside a pattern body");
+  if (!currentBuilder()) throw new Error("commonfabric: a pattern can only be called inside a pattern body");
   if (builder.handler) return spawn(p, arg);
   const saved = builder.prefix;
   builder.prefix = saved + "p" + builder.counter++ + "/";
@@ -379,40 +414,60 @@ export function __instantiate(hash, exportName, pieceId) {
 // A derivation runs inside a frame: whatever it builds (nodes, bound
 // handlers, cells, inner patterns) joins the graph under the node's id, as
 // the reference runs a frame's builders as a pattern.
-export function __runNode(fnIndex, args, nodeId) {
-  const given = args.map(withCells);
-  return inFrame(nodeId, () => {
+export function __runNode(fnIndex, args, nodeId, hasCells) {
+  const given = hasCells ? args.map(withCells) : args;
+  const savedBuilder = builder, savedKind = runKind, savedId = runId;
+  builder = null;
+  runKind = "node";
+  runId = nodeId;
+  try {
     const v = fns[fnIndex](...given);
-    return v === undefined ? null : serialize(v);
-  });
+    const value = v === undefined ? null : serialize(v);
+    return builder === null ? value : frameResult(builder, value);
+  } finally {
+    builder = savedBuilder;
+    runKind = savedKind;
+    runId = savedId;
+  }
 }
 
 // One sub-pattern per element: element `i` is a reference to it.
-export function __runMap(fnIndex, nodeId, link, n) {
-  return inFrame(nodeId, () => {
+export function __runMap(fnIndex, nodeId, link, n, values) {
+  const savedBuilder = builder, savedKind = runKind, savedId = runId;
+  const f = newFrame(nodeId);
+  builder = f;
+  runKind = "node";
+  runId = nodeId;
+  try {
     const out = [];
     for (let i = 0; i < n; i++) {
-      builder.prefix = i + "/";
-      builder.counter = 0;
-      const v = fns[fnIndex](makeRef(link.doc, link.path.concat([i])), i);
+      f.prefix = i + "/";
+      f.counter = 0;
+      const element = link ? makeRef(link.doc, link.path.concat([i])) : values[i];
+      const v = fns[fnIndex](element, i);
       out.push(v === undefined ? null : serialize(v));
     }
-    return out;
-  });
+    return frameResult(f, out);
+  } finally {
+    builder = savedBuilder;
+    runKind = savedKind;
+    runId = savedId;
+  }
 }
 
-function inFrame(nodeId, run) {
-  const saved = builder;
-  builder = { pieceId: nodeId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], writes: [], frame: true };
-  try {
-    const value = run();
-    const b = builder;
-    const writes = b.writes.length > 0 ? b.writes : undefined;
-    if (b.nodes.length === 0 && b.streams.length === 0 && b.cells.length === 0) return { value, writes };
-    return { value, nodes: b.nodes, streams: b.streams, cells: b.cells, writes };
-  } finally {
-    builder = saved;
+// The value itself when the run built nothing and wrote nothing (the common
+// case); otherwise `{[frameKey]: built, value}`, under a key the host chose
+// at random and pattern code never sees, so no value can pose as a frame.
+let frameKey = null;
+export function __setFrameKey(k) {
+  if (frameKey === null) frameKey = k;
+}
+
+function frameResult(f, value) {
+  if (f.nodes.length === 0 && f.streams.length === 0 && f.cells.length === 0 && f.writes.length === 0) {
+    return value;
   }
+  return { [frameKey]: { nodes: f.nodes, streams: f.streams, cells: f.cells, writes: f.writes }, value };
 }
 
 // `{$cell, value}` (a Cell-typed input) becomes a read-only cell.
@@ -436,23 +491,33 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
   const sends = [];
   const local = JSON.parse(JSON.stringify(docs || {}));
   const arg = buildContext(ctx, local, writes, sends, shape);
-  // The handler's frame: patterns it calls become pieces, cells it makes
-  // are new documents.
-  const saved = builder;
-  const frame = { pieceId: frameId, prefix: "", counter: 0, nodes: [], streams: [], cells: [], spawns: [],
-    docs: local, writes, sends, frame: true, handler: true };
-  builder = frame;
-  let ran;
+  // The handler's frame (made on first use): patterns it calls become
+  // pieces, cells it makes are new documents.
+  const savedBuilder = builder, savedKind = runKind, savedId = runId, savedIo = runIo;
+  builder = null;
+  runKind = "handler";
+  runId = frameId;
+  runIo = { docs: local, writes, sends };
+  let ran, frame;
   try {
     ran = fns[fnIndex](event, arg);
   } finally {
-    builder = saved;
+    frame = builder;
+    builder = savedBuilder;
+    runKind = savedKind;
+    runId = savedId;
+    runIo = savedIo;
   }
-  if (frame.nodes.length > 0 || frame.streams.length > 0) {
+  if (frame !== null && (frame.nodes.length > 0 || frame.streams.length > 0)) {
     throw new Error("commonfabric: a handler cannot bind handlers or create derivations itself; " +
       "call a pattern that does, and it becomes a piece of its own");
   }
-  const done = () => ({ writes, sends, spawns: frame.spawns, cells: frame.cells });
+  const done = () => {
+    const out = { writes, sends };
+    if (frame !== null && frame.spawns.length > 0) out.spawns = frame.spawns;
+    if (frame !== null && frame.cells.length > 0) out.cells = frame.cells;
+    return out;
+  };
   if (ran !== null && (typeof ran === "object" || typeof ran === "function") && typeof ran.then === "function") {
     // An async handler: its writes (before and after each await) apply
     // when it settles; there is nothing to wait for but its own promises.
@@ -584,7 +649,7 @@ class ReadCell {
   // Writes from a derivation apply when its run ends (as the reference
   // allows; keep them idempotent: the run may repeat).
   set(value) {
-    if (!this.#link || !builder || !builder.frame) {
+    if (!this.#link || !currentBuilder() || !builder.frame) {
       throw new Error("commonfabric: this cell cannot be written here; write in a handler");
     }
     const v = value === undefined ? null : clone(serializeValue(value));
@@ -654,7 +719,7 @@ function harden(root) {
   }
 }
 for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
-  ReadCell, CellApi, toSchema, schema, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
+  ReadCell, CellApi, toSchema, schema, __captures, __setFrameKey, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);
 }

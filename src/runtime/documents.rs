@@ -19,9 +19,6 @@ impl SpaceRuntime {
                 v
             }
         };
-        if let Some(log) = self.read_log.as_mut() {
-            log.insert(id.to_string());
-        }
         if let Some(seen) = self.read_seq.as_mut() {
             *seen = (*seen).max(self.doc_seq.get(id).copied().unwrap_or(0));
             self.session_reads.insert(id.to_string());
@@ -88,8 +85,14 @@ impl SpaceRuntime {
                 "links from {doc:?} form a cycle"
             )));
         }
-        if !self.nodes.contains_key(doc) {
-            self.build_frames_for(doc)?;
+        if depth >= 2 {
+            // Reached through a link, not named by a template: the node
+            // being refreshed (if any) depends on it too.
+            if let Some(log) = self.read_log.as_mut() {
+                if !log.contains(doc) {
+                    log.insert(doc.to_string());
+                }
+            }
         }
         if self.nodes.contains_key(doc) {
             self.pull(doc)?;

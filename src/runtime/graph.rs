@@ -45,6 +45,7 @@ pub struct CellDef {
 /// What a derivation built while it ran (its frame), besides its value.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Frame {
+    #[serde(skip)]
     pub value: Value,
     #[serde(default)]
     pub nodes: Vec<NodeDef>,
@@ -58,6 +59,28 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// Reads a run's result: the value, or `{KEY: {nodes, streams, cells,
+    /// writes}, value}` under the sandbox's frame key.
+    pub fn from_run(mut out: Value, key: &str) -> Result<Frame, String> {
+        let built = match out.as_object_mut() {
+            Some(m) if m.len() == 2 && m.contains_key(key) => m.remove(key),
+            _ => None,
+        };
+        let Some(built) = built else {
+            return Ok(Frame {
+                value: out,
+                ..Frame::default()
+            });
+        };
+        let value = out.get_mut("value").map(Value::take).unwrap_or_default();
+        let mut frame = serde_json::from_value::<Frame>(built).map_err(|e| e.to_string())?;
+        frame.value = value;
+        if frame.writes.as_array().is_some_and(Vec::is_empty) {
+            frame.writes = Value::Null;
+        }
+        Ok(frame)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty() && self.streams.is_empty() && self.cells.is_empty()
     }
@@ -104,6 +127,18 @@ pub fn link_wants_cell(v: &Value) -> bool {
         .and_then(|l| l.get("asCell"))
         .and_then(Value::as_bool)
         .unwrap_or(false)
+}
+
+/// Whether a template holds a `Cell`-typed input anywhere.
+pub fn has_cell_link(v: &Value) -> bool {
+    match v {
+        Value::Array(a) => a.iter().any(has_cell_link),
+        Value::Object(m) => match m.get("$link") {
+            Some(_) => link_wants_cell(v),
+            None => m.values().any(has_cell_link),
+        },
+        _ => false,
+    }
 }
 
 pub fn as_stream(v: &Value) -> Option<&str> {

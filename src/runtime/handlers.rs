@@ -107,10 +107,15 @@ impl SpaceRuntime {
         // Everything is checked before anything applies: one write or send
         // the run was not given refuses the run as a whole.
         let mut out = out;
-        let spawns = out.get_mut("spawns").map(Value::take).unwrap_or_default();
-        let cells = out.get_mut("cells").map(Value::take).unwrap_or_default();
-        let spawns: Vec<Value> = spawns.as_array().cloned().unwrap_or_default();
-        let cells: Vec<graph::CellDef> = serde_json::from_value(cells).unwrap_or_default();
+        // Present only when the run made pieces or cells.
+        let spawns: Vec<Value> = match out.get_mut("spawns").map(Value::take) {
+            Some(Value::Array(a)) => a,
+            _ => Vec::new(),
+        };
+        let cells: Vec<graph::CellDef> = match out.get_mut("cells").map(Value::take) {
+            Some(c) => serde_json::from_value(c).unwrap_or_default(),
+            None => Vec::new(),
+        };
         for s in &spawns {
             // A child gets only what the handler was given.
             if let Err(reason) = reach.check_value(&s["argument"]) {

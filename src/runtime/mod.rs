@@ -300,6 +300,8 @@ pub struct SpaceRuntime {
     fresh: HashSet<String>,
     /// Nodes whose frame (what their run built) is registered this tenure.
     framed: HashSet<String>,
+    /// The key a derivation's frame is returned under.
+    frame_key: String,
     action_hash: HashMap<String, String>,
     demand: BTreeSet<(String, Vec<PathSeg>)>,
     // The pending wave. Writes coalesce per document: the commit carries
@@ -382,6 +384,16 @@ impl SpaceRuntime {
         let ns = sandbox
             .import(crate::sandbox::COMMONFABRIC, &CallOptions::reactive())?
             .value;
+        // The key a derivation's frame travels under (see commonfabric.js):
+        // random, never shown to pattern code.
+        let frame_key = format!(
+            "$frame:{:016x}{:016x}",
+            rand::random::<u64>(),
+            rand::random::<u64>()
+        );
+        let set_key = sandbox.get(ns, "__setFrameKey")?;
+        sandbox.call(set_key, &[json!(frame_key)], &CallOptions::reactive())?;
+        sandbox.release(set_key);
         let entry = EntryPoints {
             instantiate: sandbox.get(ns, "__instantiate")?,
             run_node: sandbox.get(ns, "__runNode")?,
@@ -416,6 +428,7 @@ impl SpaceRuntime {
             wave_writes: BTreeSet::new(),
             fresh: HashSet::new(),
             framed: HashSet::new(),
+            frame_key,
             action_hash,
             demand: BTreeSet::new(),
             touched: Vec::new(),

@@ -65,18 +65,22 @@ impl SpaceRuntime {
         // Every document the inputs are read from, through links too (a
         // child's result, a cell holding a link), makes this node stale
         // when written.
+        let has_cells = graph::has_cell_link(&template);
+        // A reactive map runs one sub-pattern per element, each reading its
+        // own element: the map itself depends only on the source and length.
+        let map_source = is_map.then(|| template.get(0).and_then(as_link)).flatten();
         let outer_log = self.read_log.replace(HashSet::new());
-        let resolved = self.resolve_deep(template.clone(), 0);
+        let resolved = self.resolve_deep(template, 0);
         let read = std::mem::replace(&mut self.read_log, outer_log).unwrap_or_default();
         let resolved = resolved?;
         for d in read {
             if d != id {
-                self.readers.entry(d).or_default().insert(id.to_string());
+                let r = self.readers.entry(d).or_default();
+                if !r.contains(id) {
+                    r.insert(id.to_string());
+                }
             }
         }
-        // A reactive map runs one sub-pattern per element, each reading its
-        // own element: the map itself depends only on the source and length.
-        let map_source = is_map.then(|| template.get(0).and_then(as_link)).flatten();
         let map_len = resolved
             .get(0)
             .and_then(Value::as_array)
@@ -91,9 +95,9 @@ impl SpaceRuntime {
         // A node whose last run built a frame runs once per tenure anyway:
         // its frame's graph lives in this sandbox only.
         let stored = self.action_hash.get(id).map(String::as_str);
-        let framed_hash = format!("{plain_hash}{FRAMED}");
         let fresh_by_hash = stored == Some(plain_hash.as_str())
-            || (stored == Some(framed_hash.as_str()) && self.framed.contains(id));
+            || (self.framed.contains(id)
+                && stored.is_some_and(|s| s.strip_suffix(FRAMED) == Some(plain_hash.as_str())));
         if has_output && fresh_by_hash {
             self.counters.inc(Counter::DerivationsSkippedFresh);
             return Ok(());
@@ -109,7 +113,12 @@ impl SpaceRuntime {
                 Value::Array(a) => a,
                 other => vec![other],
             };
-            vec![json!(fn_index), Value::Array(args), json!(id)]
+            vec![
+                json!(fn_index),
+                Value::Array(args),
+                json!(id),
+                json!(has_cells),
+            ]
         };
         let entry = if is_map {
             self.entry.run_map
@@ -128,7 +137,7 @@ impl SpaceRuntime {
             .unwrap_or_default();
         self.meter_action(id, &piece, "derivation", started.elapsed());
         let ran = ran.and_then(|out| {
-            serde_json::from_value::<Frame>(out.value).map_err(|e| SandboxError::Threw {
+            Frame::from_run(out.value, &self.frame_key).map_err(|e| SandboxError::Threw {
                 name: "TypeError".to_string(),
                 message: format!("derivation output: {e}"),
                 stack: None,
@@ -162,10 +171,11 @@ impl SpaceRuntime {
                 }
                 self.counters.inc(Counter::DerivationRuns);
                 self.report.derivation_runs += 1;
-                let hash = if frame.is_empty() && self.frame_of(id).is_empty() {
+                let had_frame = self.framed.contains(id);
+                let hash = if frame.is_empty() && !had_frame {
                     plain_hash
                 } else {
-                    framed_hash
+                    format!("{plain_hash}{FRAMED}")
                 };
                 let Frame {
                     value,
@@ -190,7 +200,9 @@ impl SpaceRuntime {
                         }
                     }
                 }
-                self.replace_frame(id, &piece, nodes, streams, cells)?;
+                if had_frame || !nodes.is_empty() || !streams.is_empty() || !cells.is_empty() {
+                    self.replace_frame(id, &piece, nodes, streams, cells)?;
+                }
                 self.write(id, &[], value)?;
                 // Writing made readers stale, including possibly ourselves.
                 self.fresh.insert(id.to_string());
