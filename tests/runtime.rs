@@ -311,3 +311,78 @@ fn lowered_expressions_are_lazy_derivations_recomputed_only_when_an_input_change
         "the rows' own derivations were fresh by hash"
     );
 }
+
+#[test]
+fn pieces_a_handler_makes_outlive_the_tenure_and_replays_make_no_duplicates() {
+    let t = common::store();
+    let mut rt = start(&t, "spawner");
+    let piece = rt
+        .create_piece(&program("spawner.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    let before = t.counters.host().get(Counter::PiecesCreated);
+    rt.send(
+        &piece,
+        &parse_dotted("spawn"),
+        "s1",
+        json!({"start": 5}),
+        &user(),
+    )
+    .unwrap();
+    rt.send(
+        &piece,
+        &parse_dotted("bind"),
+        "b1",
+        json!({"step": 10}),
+        &user(),
+    )
+    .unwrap();
+    rt.settle(10).unwrap();
+    assert_eq!(
+        t.counters.host().get(Counter::PiecesCreated),
+        before + 2,
+        "a child piece and a binding piece"
+    );
+    assert_eq!(rt.pieces().len(), 3);
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("kids.0.value")).unwrap(),
+        json!(5)
+    );
+    rt.flush().unwrap();
+    rt.stop().unwrap(); // park: the sandbox and every graph are gone
+
+    let mut rt = start(&t, "spawner");
+    assert_eq!(
+        rt.pieces().len(),
+        3,
+        "the made pieces were listed and come back"
+    );
+    rt.send(
+        &piece,
+        &parse_dotted("kids.0.inc"),
+        "i1",
+        json!({}),
+        &user(),
+    )
+    .unwrap();
+    rt.send(&piece, &parse_dotted("buttons.0"), "a1", json!({}), &user())
+        .unwrap();
+    rt.settle(10).unwrap();
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("kids.0.value")).unwrap(),
+        json!(6)
+    );
+    assert_eq!(rt.read(&piece, &parse_dotted("total")).unwrap(), json!(10));
+    // The spawning event sent again under its id: events are idempotent, so nothing new.
+    let created = t.counters.host().get(Counter::PiecesCreated);
+    rt.send(
+        &piece,
+        &parse_dotted("spawn"),
+        "s1",
+        json!({"start": 5}),
+        &user(),
+    )
+    .unwrap();
+    rt.settle(10).unwrap();
+    assert_eq!(t.counters.host().get(Counter::PiecesCreated), created);
+}

@@ -28,6 +28,16 @@ const programs = new Map(); // program hash -> module namespace
 let pendingPatterns = [];
 const programPatterns = new Map(); // program hash -> [pattern]
 const patternInfo = new WeakMap(); // pattern -> {hash, ordinal}
+// Handler factories likewise (`h#ordinal`): one a handler binds becomes a
+// piece of its own whose result is the bound stream.
+let pendingHandlers = [];
+const programHandlers = new Map(); // program hash -> [factory]
+const handlerInfo = new WeakMap(); // factory -> {hash, ordinal}
+
+// Module evaluation: not recording a body, not running anything.
+function evaluatingModules() {
+  return builder === null && runKind === null;
+}
 let builder = null;      // the graph being recorded, during __instantiate
 // While a derivation ("node") or a handler runs: its id, and (a handler's)
 // documents and output. Its frame is made on first use, so a run that
@@ -267,8 +277,12 @@ export function handler(a, b, c) {
     throw new Error("commonfabric: handler(fn) expects a function");
   }
   const context = (schema && schema.context) || null;
-  const factory = (ctx) => bindStream(fn, ctx === undefined ? {} : ctx, context, "handler");
+  const factory = (ctx) => {
+    if (inHandler()) return spawnBinding(factory, ctx === undefined ? {} : ctx);
+    return bindStream(fn, ctx === undefined ? {} : ctx, context, "handler");
+  };
   factory.__handler = true;
+  if (evaluatingModules()) pendingHandlers.push(factory);
   return factory;
 }
 
@@ -293,7 +307,7 @@ export function pattern(a, b, c) {
   p.__pattern = { fn, schema: schema || {}, name };
   // Frozen: a piece cannot change a pattern another piece instantiates.
   harden(p);
-  pendingPatterns.push(p);
+  if (evaluatingModules()) pendingPatterns.push(p);
   return p;
 }
 export const recipe = pattern;
@@ -354,6 +368,31 @@ function spawn(p, arg) {
   return makeRef(id, []);
 }
 
+// A handler bound by a handler: a piece whose body binds it to the given
+// context (its argument, field by field), so the binding outlives the run.
+function spawnBinding(factory, ctx) {
+  const info = handlerInfo.get(factory);
+  if (!info) {
+    throw new Error("commonfabric: a handler can bind only handlers declared at a module's top level");
+  }
+  const keys = Object.keys(ctx);
+  if (keys.some((k) => k.includes(",") || k.includes(":"))) {
+    throw new Error("commonfabric: a context bound by a handler needs plain field names");
+  }
+  const b = currentBuilder();
+  const id = b.pieceId + "-" + b.counter++;
+  const argument = {};
+  for (const k of keys) argument[k] = contextValue(ctx[k]);
+  b.spawns.push({ id, program: info.hash, export: "h#" + info.ordinal + ":" + keys.join(","), argument });
+  return makeRef(id, []);
+}
+
+// A context field as stored: cells and streams by reference, values as data.
+function contextValue(v) {
+  if (v instanceof Cell) return { $link: Cell.linkOf(v) };
+  return serializeValue(v);
+}
+
 // ---- JSX ----------------------------------------------------------------------
 
 export function h(tag, props, ...children) {
@@ -381,6 +420,9 @@ export function __registerProgram(hash, ns) {
   programPatterns.set(hash, pendingPatterns);
   pendingPatterns.forEach((p, ordinal) => patternInfo.set(p, { hash, ordinal }));
   pendingPatterns = [];
+  programHandlers.set(hash, pendingHandlers);
+  pendingHandlers.forEach((h, ordinal) => handlerInfo.set(h, { hash, ordinal }));
+  pendingHandlers = [];
 }
 
 // Records the graph of one piece. Deterministic: the same pattern and piece id
@@ -390,6 +432,7 @@ export function __instantiate(hash, exportName, pieceId) {
   const ns = programs.get(hash);
   if (!ns) throw new Error("commonfabric: program " + hash + " is not loaded");
   const name = exportName || "default";
+  if (name.startsWith("h#")) return instantiateBinding(hash, name, pieceId);
   const p = name.startsWith("#") ? (programPatterns.get(hash) || [])[Number(name.slice(1))] : ns[name];
   if (typeof p !== "function" || !p.__pattern) {
     throw new Error("commonfabric: export '" + (exportName || "default") + "' is not a pattern");
@@ -406,6 +449,23 @@ export function __instantiate(hash, exportName, pieceId) {
       streams: builder.streams,
       cells: builder.cells,
     };
+  } finally {
+    builder = null;
+  }
+}
+
+// `h#K:a,b`: the piece a handler made by binding handler K to fields a, b.
+function instantiateBinding(hash, name, pieceId) {
+  const [ordinal, fields] = name.slice(2).split(":");
+  const factory = (programHandlers.get(hash) || [])[Number(ordinal)];
+  if (typeof factory !== "function") throw new Error("commonfabric: handler " + name + " is not in program " + hash);
+  builder = { pieceId, prefix: "", counter: 0, nodes: [], streams: [], cells: [] };
+  try {
+    const ctx = {};
+    for (const k of fields ? fields.split(",") : []) ctx[k] = makeRef(pieceId + "/argument", [k]);
+    const stream = factory(ctx);
+    return { name: null, argumentSchema: null, result: serialize(stream), nodes: builder.nodes,
+      streams: builder.streams, cells: builder.cells };
   } finally {
     builder = null;
   }
@@ -509,7 +569,7 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
     runIo = savedIo;
   }
   if (frame !== null && (frame.nodes.length > 0 || frame.streams.length > 0)) {
-    throw new Error("commonfabric: a handler cannot bind handlers or create derivations itself; " +
+    throw new Error("commonfabric: a handler cannot create derivations itself; " +
       "call a pattern that does, and it becomes a piece of its own");
   }
   const done = () => {
@@ -616,6 +676,7 @@ class Cell {
     return other instanceof Cell && other.#doc === this.#doc &&
       JSON.stringify(other.#path) === JSON.stringify(this.#path);
   }
+  static linkOf(c) { return { doc: c.#doc, path: c.#path }; }
 }
 
 class Stream {
