@@ -572,18 +572,18 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
     throw new Error("commonfabric: a handler cannot create derivations itself; " +
       "call a pattern that does, and it becomes a piece of its own");
   }
+  const async = ran !== null && (typeof ran === "object" || typeof ran === "function") &&
+    typeof ran.then === "function";
+  if (frame === null && !async) return { writes, sends };
   const done = () => {
     const out = { writes, sends };
     if (frame !== null && frame.spawns.length > 0) out.spawns = frame.spawns;
     if (frame !== null && frame.cells.length > 0) out.cells = frame.cells;
     return out;
   };
-  if (ran !== null && (typeof ran === "object" || typeof ran === "function") && typeof ran.then === "function") {
-    // An async handler: its writes (before and after each await) apply
-    // when it settles; there is nothing to wait for but its own promises.
-    return Promise.resolve(ran).then(done);
-  }
-  return done();
+  // An async handler: its writes (before and after each await) apply when
+  // it settles; there is nothing to wait for but its own promises.
+  return async ? Promise.resolve(ran).then(done) : done();
 }
 
 function buildContext(ctx, docs, writes, sends, shape) {
