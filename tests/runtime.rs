@@ -386,3 +386,20 @@ fn pieces_a_handler_makes_outlive_the_tenure_and_replays_make_no_duplicates() {
     rt.settle(10).unwrap();
     assert_eq!(t.counters.host().get(Counter::PiecesCreated), created);
 }
+
+#[test]
+fn a_program_may_import_modules_above_its_entry_and_the_reference_spellings_load() {
+    let t = common::store();
+    let mut rt = start(&t, "nested");
+    let piece = rt
+        .create_piece(&program("nested/entry.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("greeting")).unwrap(),
+        json!("HELLO!")
+    );
+    // `new Writable(v)` is a cell; `equals` compares values.
+    assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(2));
+    assert_eq!(rt.read(&piece, &parse_dotted("same")).unwrap(), json!(true));
+}

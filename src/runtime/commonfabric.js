@@ -755,12 +755,56 @@ export function schema(s) {
   return s;
 }
 
-// `Cell.of(v)` / `Writable.of(v)`: the reference's spelling of `cell(v)`.
-const CellApi = { of: (initial, schema) => cell(initial, schema) };
+// `Cell.of(v)` / `Writable.of(v)` / `new Writable(v)`: the reference's
+// spellings of `cell(v)`; `Cell.equals(a, b)` compares two cells or values.
+function CellApi(initial, schema) {
+  return cell(initial, schema);
+}
+CellApi.of = (initial, schema) => cell(initial, schema);
+CellApi.equals = (a, b) => equals(a, b);
 export { CellApi as Cell, CellApi as Writable };
+
+// Structural equality of values (cells compare by what they hold, or by
+// target when both are cells).
+export function equals(a, b) {
+  if (a instanceof Cell && b instanceof Cell) return a.equals(b);
+  return JSON.stringify(serializeValue(a)) === JSON.stringify(serializeValue(b));
+}
+
+// What a space cannot do: no network, no model, no shell, no other spaces.
+// Exported so patterns that import them load; calling one says why.
+function unsupported(name, why) {
+  return () => {
+    throw new Error("commonfabric: " + name + " is not available in spacewake (" + why + ")");
+  };
+}
+export const wish = unsupported("wish", "a space reaches no other space or shell");
+export const navigateTo = unsupported("navigateTo", "there is no shell to navigate");
+export const generateText = unsupported("generateText", "a space has no model access");
+export const generateObject = unsupported("generateObject", "a space has no model access");
+export const llm = unsupported("llm", "a space has no model access");
+export const llmDialog = unsupported("llmDialog", "a space has no model access");
+export const fetchData = unsupported("fetchData", "a space has no network");
+export const fetchJson = unsupported("fetchJson", "a space has no network");
+export const fetchProgram = unsupported("fetchProgram", "a space has no network");
+export const streamData = unsupported("streamData", "a space has no network");
+export const compileAndRun = unsupported("compileAndRun", "patterns are compiled by the host");
+export const resultOf = unsupported("resultOf", "it reads results of network and model calls");
+export const SELF = "$SELF";
+export const ID = "$ID";
+export const ID_FIELD = "$ID_FIELD";
 export const Default = undefined;
 export const OpaqueRef = undefined;
 export const VNode = undefined;
+
+// `import cf from "commonfabric"`: the same API as one object.
+const api = {
+  NAME, UI, SCHEDULE, TYPE, SELF, ID, ID_FIELD, lift, derive, computed, str, cell, handler, action,
+  pattern, recipe, h, ifElse, when, unless, Cell: CellApi, Writable: CellApi, equals, toSchema,
+  schema, wish, navigateTo, generateText, generateObject, llm, llmDialog, fetchData, fetchJson,
+  fetchProgram, streamData, compileAndRun, resultOf,
+};
+export default api;
 
 // The authoring API is frozen, deeply, before any pattern code runs (the
 // intrinsics already are, by the sandbox's lockdown): one piece cannot change
@@ -779,8 +823,9 @@ function harden(root) {
     stack.push(Object.getPrototypeOf(o));
   }
 }
+harden(api);
 for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
-  ReadCell, CellApi, toSchema, schema, __captures, __setFrameKey, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
+  ReadCell, CellApi, equals, toSchema, schema, __captures, __setFrameKey, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);
 }

@@ -94,13 +94,24 @@ impl SpaceRuntime {
         if self.loaded.contains(&hash) {
             return Ok(());
         }
-        let prefix = format!("p{}/r/", &hash[..16]);
+        // Module names are relative to the entry's directory and may climb
+        // above it (`../lib.ts`): the entry sits that many directories deep
+        // under the program's root, so every name is a plain path there and
+        // relative imports resolve by path.
+        let climbs = program
+            .modules
+            .iter()
+            .map(|m| m.name.matches("../").count())
+            .max()
+            .unwrap_or(0);
+        let root = format!("p{}/r/", &hash[..16]);
+        let prefix = format!("{root}{}", "d/".repeat(climbs));
         let names: Vec<(String, String)> = program
             .modules
             .iter()
             .map(|m| {
                 (
-                    format!("{prefix}{}", m.name.trim_start_matches("./")),
+                    normalize_module_path(&format!("{prefix}{}", m.name.trim_start_matches("./"))),
                     m.js.clone(),
                 )
             })
@@ -290,4 +301,19 @@ pub(super) fn declaration_was_validated(program: &CompiledProgram, result: &Valu
                     .zip(&intervals)
                     .all(|(e, got)| *got == Some(u64::from(e.interval_minutes)))
         })
+}
+
+/// `a/b/../c` → `a/c` (module names never climb above the program root).
+fn normalize_module_path(p: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            ".." => {
+                out.pop();
+            }
+            "." | "" => {}
+            s => out.push(s),
+        }
+    }
+    out.join("/")
 }
