@@ -18,6 +18,11 @@
 //!   checked against what it was given ([`capability::Reach`]) before any
 //!   of it applies; one refusal refuses the action. Writes are applied in
 //!   time linear in what is written, within [`WriteLimits`].
+//! - Frames: what a derivation builds while it runs is registered under its
+//!   node's id and replaced by the node's next run; a framed node runs once
+//!   per tenure before anything inside its frame is read or sent to. What a
+//!   handler instantiates or binds is a piece of its own, named after the
+//!   event, so a replay makes nothing twice.
 //! - No event wedges the space: an event whose wave failed its tenure runs
 //!   alone next time, and after [`MAX_EVENT_ATTEMPTS`] is dead-lettered.
 //! - A wave commits at most once, with the lease of this runtime's tenure,
