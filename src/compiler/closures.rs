@@ -124,20 +124,7 @@ pub(crate) fn rewrite(
             _ => None,
         };
         if let Some(name) = first.and_then(|p| p.pattern.get_binding_identifier()) {
-            let names = [name.name.to_string()];
-            let mut uses = CellUses {
-                names: &names,
-                found: HashSet::new(),
-                is_builder,
-            };
-            match arg {
-                Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
-                Argument::FunctionExpression(f) => {
-                    walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
-                }
-                _ => {}
-            }
-            if !uses.found.is_empty() {
+            if !used_as_cells(arg, &[name.name.to_string()], is_builder).is_empty() {
                 edits.push(Edit::insert(input.span().start, format!("{NS}.__asCell(")));
                 edits.push(Edit::insert(input.span().end, ")".to_string()));
                 helpers = true;
@@ -165,24 +152,14 @@ pub(crate) fn rewrite(
         return (edits, helpers);
     }
     let destructure = format!("{{ {} }}", cap.names.join(", "));
-    let mut uses = CellUses {
-        names: &cap.names,
-        found: HashSet::new(),
-        is_builder,
+    // An action's captures are cells already (its context schema says so).
+    let cells = if kind == ClosureKind::Action {
+        HashSet::new()
+    } else {
+        used_as_cells(arg, &cap.names, is_builder)
     };
-    match arg {
-        Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
-        Argument::FunctionExpression(f) => {
-            walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
-        }
-        _ => {}
-    }
-    if kind == ClosureKind::Action {
-        // An action's captures are cells already (its context schema says so).
-        uses.found.clear();
-    }
-    helpers |= !uses.found.is_empty();
-    let given = captures_object(&cap.names, &uses.found);
+    helpers |= !cells.is_empty();
+    let given = captures_object(&cap.names, &cells);
     let mut list: Vec<String> = params
         .items
         .iter()
@@ -208,4 +185,25 @@ pub(crate) fn rewrite(
         edits.push(Edit::insert(last_end, format!(", {given}")));
     }
     (edits, helpers)
+}
+
+/// Which of `names` the closure `arg` uses as cells.
+fn used_as_cells(
+    arg: &Argument,
+    names: &[String],
+    is_builder: &dyn Fn(&oxc_ast::ast::Expression) -> bool,
+) -> HashSet<String> {
+    let mut uses = CellUses {
+        names,
+        found: HashSet::new(),
+        is_builder,
+    };
+    match arg {
+        Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
+        Argument::FunctionExpression(f) => {
+            walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
+        }
+        _ => {}
+    }
+    uses.found
 }

@@ -244,16 +244,20 @@ impl Lower<'_, '_> {
             return None;
         };
         let f = c.arguments.first()?;
-        let body_builds = match f {
+        (s.property.name == "map" && self.callback_builds(f) && self.mentions(&s.object))
+            .then_some((&s.object, f))
+    }
+
+    /// Whether a callback's body renders JSX or builds graph.
+    fn callback_builds(&self, f: &Argument) -> bool {
+        match f {
             Argument::ArrowFunctionExpression(a) => self.arrow_builds(a),
             Argument::FunctionExpression(fe) => fe
                 .body
                 .as_ref()
                 .is_some_and(|b| self.builds_in(&b.statements)),
             _ => false,
-        };
-        (s.property.name == "map" && body_builds && self.mentions(&s.object))
-            .then_some((&s.object, f))
+        }
     }
 
     fn arrow_builds(&self, a: &oxc_ast::ast::ArrowFunctionExpression) -> bool {
@@ -289,7 +293,11 @@ impl Lower<'_, '_> {
 
     fn site(&mut self, e: &Expression) {
         let inner = e.get_inner_expression();
-        if is_plain_ref(inner) || !self.mentions(inner) && !self.builds(inner) {
+        if is_plain_ref(inner) {
+            return;
+        }
+        let builds = self.builds(inner);
+        if !builds && !self.mentions(inner) {
             return;
         }
         if let Some((recv, f)) = self.subpattern_map(inner) {
@@ -311,7 +319,7 @@ impl Lower<'_, '_> {
                 let reactive_spread = o.properties.iter().any(|p| {
                     matches!(p, ObjectPropertyKind::SpreadProperty(s) if self.mentions(&s.argument))
                 });
-                if reactive_spread && !self.builds(inner) {
+                if reactive_spread && !builds {
                     return self.wrap(inner);
                 }
                 for p in &o.properties {
@@ -324,7 +332,7 @@ impl Lower<'_, '_> {
                 let reactive_spread = a.elements.iter().any(|el| {
                     matches!(el, ArrayExpressionElement::SpreadElement(s) if self.mentions(&s.argument))
                 });
-                if reactive_spread && !self.builds(inner) {
+                if reactive_spread && !builds {
                     return self.wrap(inner);
                 }
                 for el in &a.elements {
@@ -347,68 +355,56 @@ impl Lower<'_, '_> {
                     self.site(x);
                 }
             }
-            Expression::ConditionalExpression(c) if self.builds(inner) => {
-                if !self.mentions(&c.test) {
+            Expression::ConditionalExpression(c) if builds => {
+                if self.mentions(&c.test) {
+                    // ifElse(test, a, b): the branches stay in the body.
+                    self.as_api_call("ifElse", c.span, &[&c.test, &c.consequent, &c.alternate]);
+                } else {
                     self.site(&c.consequent);
                     self.site(&c.alternate);
-                    return;
                 }
-                // ifElse(test, a, b): the branches stay in the body.
-                self.out
-                    .edits
-                    .push(Edit::insert(c.span.start, format!("{NS}.ifElse(")));
-                self.site(&c.test);
-                self.out.edits.push(Edit::replace(
-                    Span::new(c.test.span().end, c.consequent.span().start),
-                    ", ".to_string(),
-                ));
-                self.site(&c.consequent);
-                self.out.edits.push(Edit::replace(
-                    Span::new(c.consequent.span().end, c.alternate.span().start),
-                    ", ".to_string(),
-                ));
-                self.site(&c.alternate);
-                self.out
-                    .edits
-                    .push(Edit::insert(c.span.end, ")".to_string()));
             }
             Expression::LogicalExpression(l)
-                if self.builds(inner)
-                    && matches!(l.operator, LogicalOperator::And | LogicalOperator::Or) =>
+                if builds && matches!(l.operator, LogicalOperator::And | LogicalOperator::Or) =>
             {
-                if !self.mentions(&l.left) {
+                if self.mentions(&l.left) {
+                    let api = if l.operator == LogicalOperator::And {
+                        "when"
+                    } else {
+                        "unless"
+                    };
+                    self.as_api_call(api, l.span, &[&l.left, &l.right]);
+                } else {
                     self.site(&l.left);
                     self.site(&l.right);
-                    return;
                 }
-                let api = if l.operator == LogicalOperator::And {
-                    "when"
-                } else {
-                    "unless"
-                };
-                self.out
-                    .edits
-                    .push(Edit::insert(l.span.start, format!("{NS}.{api}(")));
-                self.site(&l.left);
-                self.out.edits.push(Edit::replace(
-                    Span::new(l.left.span().end, l.right.span().start),
-                    ", ".to_string(),
-                ));
-                self.site(&l.right);
-                self.out
-                    .edits
-                    .push(Edit::insert(l.span.end, ")".to_string()));
             }
-            Expression::CallExpression(c) if self.builds(inner) => {
+            Expression::CallExpression(c) if builds => {
                 for a in &c.arguments {
                     if let Some(x) = a.as_expression() {
                         self.site(x);
                     }
                 }
             }
-            _ if self.builds(inner) => {}
+            _ if builds => {}
             _ => self.wrap(inner),
         }
+    }
+
+    /// `c ? a : b` (or `a && b`) → `__cf.ifElse(c, a, b)`: the operators between the
+    /// operands become commas, and each operand is a site of its own.
+    fn as_api_call(&mut self, api: &str, span: Span, operands: &[&Expression]) {
+        self.out
+            .edits
+            .push(Edit::insert(span.start, format!("{NS}.{api}(")));
+        for (i, x) in operands.iter().enumerate() {
+            if i > 0 {
+                let gap = Span::new(operands[i - 1].span().end, x.span().start);
+                self.out.edits.push(Edit::replace(gap, ", ".to_string()));
+            }
+            self.site(x);
+        }
+        self.out.edits.push(Edit::insert(span.end, ")".to_string()));
     }
 
     fn jsx(&mut self, j: &JSXElement) {
@@ -553,20 +549,14 @@ impl<'a> Visit<'a> for Builds<'_, '_, '_> {
             return;
         }
         if let Expression::StaticMemberExpression(s) = it.callee.get_inner_expression() {
-            if s.property.name == "map" {
-                let f = it.arguments.first();
-                let builds = match f {
-                    Some(Argument::ArrowFunctionExpression(a)) => self.lower.arrow_builds(a),
-                    Some(Argument::FunctionExpression(fe)) => fe
-                        .body
-                        .as_ref()
-                        .is_some_and(|b| self.lower.builds_in(&b.statements)),
-                    _ => false,
-                };
-                if builds {
-                    self.found = true;
-                    return;
-                }
+            if s.property.name == "map"
+                && it
+                    .arguments
+                    .first()
+                    .is_some_and(|f| self.lower.callback_builds(f))
+            {
+                self.found = true;
+                return;
             }
         }
         walk::walk_call_expression(self, it);
@@ -581,9 +571,8 @@ impl<'a> Visit<'a> for Builds<'_, '_, '_> {
         }
         walk::walk_tagged_template_expression(self, it);
     }
-    fn visit_jsx_element(&mut self, it: &JSXElement<'a>) {
+    fn visit_jsx_element(&mut self, _: &JSXElement<'a>) {
         // JSX is built in the body, where its handlers and components can be bound.
-        let _ = it;
         self.found = true;
     }
     fn visit_jsx_fragment(&mut self, _: &oxc_ast::ast::JSXFragment<'a>) {
