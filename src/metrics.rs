@@ -116,6 +116,8 @@ counters! {
     ServerWakeups => ("activation", "serverWakeups", Counter, "Turns of a space server's loop (a command arrived or a timer fell due); an idle space adds none"),
     ServerThreadsStarted => ("activation", "serverThreadsStarted", Counter, "Threads started to run a space server (none idle to reuse)"),
     ServerThreadsReused => ("activation", "serverThreadsReused", Counter, "Space servers run on an idle thread of an earlier tenure"),
+    EngineImagesReused => ("activation", "engineImagesReused", Counter, "Tenures whose sandbox was a reused engine restored to its start-up heap image"),
+    EngineSandboxesBuilt => ("activation", "engineSandboxesBuilt", Counter, "Tenures whose sandbox was built anew (no spare image on the thread, reuse off, or the image cap reached)"),
     RuntimeMemoryBytes => ("activation", "runtimeMemoryBytes", Gauge, "JavaScript heap bytes held by active space runtimes (0 once parked)"),
     ActivationsSession => ("activation", "bySession", Counter, "Activations triggered by a session"),
     ActivationsEvents => ("activation", "byEvents", Counter, "Activations triggered by undelivered events"),

@@ -362,3 +362,52 @@ fn indexed(t: &common::TestStore) {
             [1; 32],
         ))));
 }
+
+/// Tenure after tenure of different spaces on one thread, each on the
+/// engine the previous one used (restored to its start-up heap image):
+/// every tenant tampers with what it can reach and stashes its secret, and
+/// none ever finds another's. Within a tenure the probe does find its own
+/// module state, so finding nothing is not a blind probe.
+#[test]
+fn tenants_of_a_reused_engine_never_observe_each_other() {
+    let t = common::store();
+    let reused_before = t.counters.host().get(Counter::EngineImagesReused);
+    let tenure = |space: &str, round: usize| {
+        let mut rt = t.runtime(space);
+        let piece = if round == 0 {
+            let p = rt
+                .create_piece(&program("tenant.tsx"), None, &json!({}))
+                .unwrap();
+            rt.flush().unwrap();
+            p
+        } else {
+            rt.pieces()[0].clone()
+        };
+        let secret = format!("{space}-{round}");
+        let a = format!("{secret}-a");
+        fire(&mut rt, &piece, "probe", &a, json!({ "secret": a }));
+        let first = rt.read(&piece, &parse_dotted("seen")).unwrap();
+        let b = format!("{secret}-b");
+        fire(&mut rt, &piece, "probe", &b, json!({ "secret": b }));
+        let second = rt.read(&piece, &parse_dotted("seen")).unwrap();
+        rt.flush().unwrap();
+        rt.stop().unwrap();
+        (first, second, secret)
+    };
+    for round in 0..2 {
+        for space in ["tenant-a", "tenant-b", "tenant-c"] {
+            let (first, second, secret) = tenure(space, round);
+            assert_eq!(first, json!([]), "{space} round {round} found {first}");
+            assert_eq!(
+                second,
+                json!([format!("module:{secret}-a"), format!("bag:{secret}-a")]),
+                "within a tenure the module state is the tenant's own"
+            );
+        }
+    }
+    let reused = t.counters.host().get(Counter::EngineImagesReused) - reused_before;
+    assert!(
+        reused >= 5,
+        "every tenure after the first reused the engine ({reused})"
+    );
+}

@@ -34,7 +34,7 @@ use crate::compiler::MemorySource;
 use crate::host::{release_freed_memory, Host, HostConfig, Request, Trigger};
 use crate::metrics::{Counter, Counters};
 use crate::runtime::{compile_cache, RuntimeConfig, SpaceRuntime, COMMONFABRIC_JS};
-use crate::sandbox::{CallOptions, Sandbox, COMMONFABRIC};
+use crate::sandbox::TenureSandbox;
 use crate::schedule::{Jitter, JitterMode, ScheduleIndexHook, DEFAULT_WINDOW_MS};
 use crate::store::{Author, CommitClass, CommitRequest, DocOp, Store, StoreConfig};
 use anyhow::{bail, ensure, Context};
@@ -79,10 +79,16 @@ pub enum Figure {
     Hook,
     Wakes,
     Lateness,
+    /// Rounds of wakes one at a time, for `valgrind --tool=callgrind` to
+    /// count instructions per wake (not part of the default run).
+    Instructions,
 }
 
-pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
-    let want = |f: Figure| only.is_empty() || only.contains(&f);
+/// Spaces the instructions mode wakes per round (scaled by `--scale`).
+pub const INSTRUCTION_SPACES: usize = 200;
+
+pub fn run(scale: f64, only: &[Figure], wake_rounds: u32) -> anyhow::Result<ExitCode> {
+    let want = |f: Figure| (only.is_empty() && f != Figure::Instructions) || only.contains(&f);
     let n = |full: usize, min: usize| ((full as f64 * scale) as usize).max(min);
     let root =
         std::env::temp_dir().join(format!("spacewake-bench-schedule-{}", std::process::id()));
@@ -120,12 +126,19 @@ pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
 
     // 2. End-to-end wakes per second, for several caps on the herd.
     if want(Figure::Wakes) {
-        let caps: &[usize] = if scale >= 0.5 {
-            &[8, 2, 4, 32]
+        // Engine reuse off and on, side by side, at the default cap; then
+        // other caps with it on.
+        let caps: &[(usize, bool)] = if scale >= 0.5 {
+            &[(8, false), (8, true), (2, true), (4, true), (32, true)]
         } else {
-            &[8, 4, 32]
+            &[(8, false), (8, true), (4, true), (32, true)]
         };
         wakes(&root.join("wakes"), &one, n(10_000, 40), caps, n(200, 10))?;
+    }
+
+    if want(Figure::Instructions) {
+        let spaces = n(INSTRUCTION_SPACES, 10);
+        instructions(&root.join("instructions"), &one, spaces, wake_rounds)?;
     }
 
     // 3. Lateness on the system clock.
@@ -463,24 +476,25 @@ fn wakes(
     dir: &Path,
     t: &Template,
     herd: usize,
-    caps: &[usize],
+    caps: &[(usize, bool)],
     profiled: usize,
 ) -> anyhow::Result<()> {
     let clock = Arc::new(ManualClock::default());
     let start_ms = clock.now_ms();
     let ids = names("herd", herd);
     let prof = names("prof", profiled);
-    let cfg = |cap: usize| {
+    let cfg = |(cap, reuse): (usize, bool)| {
         let mut c = HostConfig {
             idle_park_ms: 5,
             ..HostConfig::default()
         };
         c.schedule.max_scheduled = cap;
+        c.runtime.reuse_engines = reuse;
         c
     };
-    let open = |cap: usize| -> anyhow::Result<Host> {
+    let open = |run: (usize, bool)| -> anyhow::Result<Host> {
         let store = Store::open(StoreConfig::new(dir), clock.clone(), Counters::new())?;
-        Ok(Host::new(store, cfg(cap)))
+        Ok(Host::new(store, cfg(run)))
     };
     let host = open(caps[0])?;
     let t0 = Instant::now();
@@ -492,13 +506,13 @@ fn wakes(
     profile(&host, &prof, t, herd, made)?;
 
     let mut host = Some(host);
-    for (k, &cap) in caps.iter().enumerate() {
+    for (k, &(cap, reuse)) in caps.iter().enumerate() {
         let h = match host.take() {
             Some(h) => h,
             None => {
                 // Period k+1 of every entry is due by declaration + (k+1) h + 20 min.
                 clock.set_ms(start_ms + (k as u64 * 60 + 81) * MIN_MS);
-                open(cap)?
+                open((cap, reuse))?
             }
         };
         let cpu0 = cpu_seconds();
@@ -531,13 +545,61 @@ fn wakes(
             ensure!(v == json!(k + 1), "{id}: count {v} after {} wakes", k + 1);
         }
         println!(
-            "wakes: {herd} parked spaces due at once, {:.0} wakes/s end to end (max_scheduled {cap}; {fired} fired, {activations} activations; first delivered after {:.0} ms; {:.2} ms CPU per wake, of which the waker thread {:.2} ms; target >= 2000/s)",
+            "wakes: {herd} parked spaces due at once, {:.0} wakes/s end to end (max_scheduled {cap}, engine reuse {}; {fired} fired, {activations} activations; first delivered after {:.0} ms; {:.2} ms CPU per wake, of which the waker thread {:.2} ms; target >= 2000/s)",
             herd as f64 / secs,
+            if reuse { "on" } else { "off" },
             first.unwrap_or_default().as_secs_f64() * 1e3,
             cpu * 1e3 / herd as f64,
             waker_cpu * 1e3 / herd as f64
         );
     }
+    Ok(())
+}
+
+/// `rounds` + 1 rounds of wakes of `spaces` parked spaces through the real
+/// host, one wake in flight at a time (`max_scheduled` 1), on a manual
+/// clock. The first round warms the process (compile caches, thread pool);
+/// the instructions one wake costs are what a run with `rounds` = k + 1
+/// executes beyond a run with k, divided by `spaces`
+/// (`bench/wake-instructions.sh` runs both under callgrind). The work of
+/// every thread counts: the waker's as much as the space server's.
+fn instructions(dir: &Path, t: &Template, spaces: usize, rounds: u32) -> anyhow::Result<()> {
+    let clock = Arc::new(ManualClock::default());
+    let start_ms = clock.now_ms();
+    let ids = names("wake", spaces);
+    let store = Store::open(StoreConfig::new(dir), clock.clone(), Counters::new())?;
+    let mut cfg = HostConfig {
+        idle_park_ms: 5,
+        ..HostConfig::default()
+    };
+    cfg.schedule.max_scheduled = 1;
+    let host = Host::new(store, cfg);
+    provision(host.store(), &ids, t)?;
+    let began = Instant::now();
+    for r in 0..=rounds as u64 {
+        // Period r + 1 of every entry is due by declaration + (r + 1) h + 20 min.
+        clock.set_ms(start_ms + (r * 60 + 81) * MIN_MS);
+        host.start_waker();
+        let want = (r as i64 + 1) * spaces as i64;
+        wait_until("every wake delivered", Duration::from_secs(3_600), || {
+            // Polled rarely: the polling thread's instructions count too.
+            std::thread::sleep(Duration::from_millis(20));
+            delivered(&host) >= want
+        })?;
+        ensure!(host.park_all_idle(600_000) == 0, "spaces still active");
+    }
+    host.shutdown();
+    let v = count_of(host.store(), &ids[spaces - 1], &t.piece)?;
+    ensure!(
+        v == json!(rounds + 1),
+        "count {v} after {} rounds",
+        rounds + 1
+    );
+    println!(
+        "instructions: {spaces} parked spaces woken {} times one at a time in {:.1} s (instructions per wake: the difference between runs with --wake-rounds k+1 and k under callgrind, divided by {spaces}; see bench/wake-instructions.sh)",
+        rounds + 1,
+        began.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -582,11 +644,13 @@ fn profile(
         // a scheduled tenure opens its file exclusively.)
         let space = store.open_space_with(id, crate::store::FileAccess::Exclusive)?;
         sum[1] += lap(&mut at);
-        {
-            let sb = Sandbox::new(rcfg.sandbox.clone(), COMMONFABRIC_JS)?;
-            let ns = sb.import(COMMONFABRIC, &CallOptions::reactive())?.value;
-            sb.release(ns);
-        }
+        // A sandbox as a tenure gets one (a restored image once this thread
+        // has one) and gives it back.
+        drop(TenureSandbox::get(
+            &rcfg.sandbox,
+            COMMONFABRIC_JS,
+            rcfg.reuse_engines,
+        )?);
         sum[3] += lap(&mut at);
         let mut rt = SpaceRuntime::start(space, clock.clone(), ttl, rcfg.clone())?;
         sum[2] += lap(&mut at);

@@ -19,6 +19,9 @@ pub enum BenchCommand {
         /// Run only these figures (default: all).
         #[arg(long, value_enum, value_delimiter = ',')]
         only: Vec<crate::bench::schedule::Figure>,
+        /// `--only instructions`: rounds of wakes after the warm-up round.
+        #[arg(long, default_value_t = 1)]
+        wake_rounds: u32,
     },
     /// One probe of `bench serve`'s memory figure (run by it in a fresh process).
     #[command(hide = true)]
@@ -70,6 +73,10 @@ pub fn run(which: BenchCommand) -> anyhow::Result<ExitCode> {
             parked,
         } => crate::bench::serve::memory_probe(spaces, &template, &piece, parked),
         BenchCommand::Accounting { scale } => crate::bench::accounting::run(scale),
-        BenchCommand::Schedule { scale, only } => crate::bench::schedule::run(scale, &only),
+        BenchCommand::Schedule {
+            scale,
+            only,
+            wake_rounds,
+        } => crate::bench::schedule::run(scale, &only, wake_rounds),
     }
 }

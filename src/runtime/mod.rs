@@ -50,7 +50,7 @@ mod waves;
 use crate::clock::Clock;
 use crate::compiler::{CompileCache, CompiledProgram, MemorySource};
 use crate::metrics::{Counter, SpaceCounters};
-use crate::sandbox::{CallOptions, JsHandle, Sandbox, SandboxConfig, SandboxError};
+use crate::sandbox::{CallOptions, JsHandle, Sandbox, SandboxConfig, SandboxError, TenureSandbox};
 use crate::store::path::{get_at, set_at};
 use crate::store::{
     Author, CommitClass, CommitRequest, DocOp, EventRecord, Lease, NewEvent, PathSeg, Space,
@@ -66,7 +66,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 /// The JS source of the `commonfabric` module.
-pub const COMMONFABRIC_JS: &str = include_str!("commonfabric.js");
+pub static COMMONFABRIC_JS: &str = include_str!("commonfabric.js");
 
 /// Document listing the space's pieces: `{pieceId: {program, export}}`.
 pub const PIECES_DOC: &str = "space/pieces";
@@ -114,6 +114,9 @@ pub type RuntimeResult<T> = Result<T, RuntimeError>;
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub sandbox: SandboxConfig,
+    /// Reuse engine state across tenures by restoring a start-up heap image
+    /// (`sandbox/image.rs`); off builds a sandbox per tenure.
+    pub reuse_engines: bool,
     /// Budget of one action (handler or derivation), in interrupt polls.
     pub action_budget: Option<u64>,
     /// At most this many events are consumed by one wave.
@@ -199,6 +202,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             sandbox: SandboxConfig::default(),
+            reuse_engines: true,
             action_budget: None,
             wave_event_limit: 256,
             metering: true,
@@ -279,7 +283,7 @@ pub struct SpaceRuntime {
     clock: Arc<dyn Clock>,
     lease_ttl_ms: u64,
     cfg: RuntimeConfig,
-    sandbox: Sandbox,
+    sandbox: TenureSandbox,
     entry: EntryPoints,
     loaded: HashSet<String>,
     pieces: BTreeMap<String, (String, String)>,
@@ -385,7 +389,12 @@ impl SpaceRuntime {
             Some(l) => l,
             None => return Err(lease_held(&mut space)),
         };
-        let sandbox = Sandbox::new(cfg.sandbox.clone(), COMMONFABRIC_JS)?;
+        let sandbox = TenureSandbox::get(&cfg.sandbox, COMMONFABRIC_JS, cfg.reuse_engines)?;
+        space.counters().inc(if sandbox.reused() {
+            Counter::EngineImagesReused
+        } else {
+            Counter::EngineSandboxesBuilt
+        });
         let ns = sandbox
             .import(crate::sandbox::COMMONFABRIC, &CallOptions::reactive())?
             .value;

@@ -33,9 +33,7 @@ impl MeteredAllocator {
         if !ptr.is_null() {
             // SAFETY: `ptr` came from `RustAllocator` and is still live.
             let n = unsafe { RustAllocator::usable_size(ptr) } as i64;
-            self.state
-                .live_bytes
-                .set(self.state.live_bytes.get() + sign * n);
+            self.state.add_live(sign * n);
         }
     }
 }
@@ -86,9 +84,7 @@ unsafe impl Allocator for MeteredAllocator {
         }
         let p = RustAllocator.realloc(ptr, new_size);
         if !p.is_null() {
-            self.state
-                .live_bytes
-                .set(self.state.live_bytes.get() - old as i64);
+            self.state.add_live(-(old as i64));
             self.track(p, 1);
         }
         p

@@ -112,6 +112,8 @@ pub(crate) struct State {
     /// Bytes the engine holds right now (usable sizes), kept by the
     /// allocator so reading it never walks the heap.
     pub live_bytes: Cell<i64>,
+    /// The most `live_bytes` reached during the current call.
+    pub peak_live_bytes: Cell<i64>,
     pub preempted: Cell<Option<PreemptCause>>,
     /// Set once a call has failed: every further poll interrupts and host
     /// calls are refused, so leftover microtasks of a failed call are flushed
@@ -128,6 +130,7 @@ impl State {
         State {
             mode: Cell::new(Mode::Reactive),
             live_bytes: Cell::new(0),
+            peak_live_bytes: Cell::new(0),
             rng: Cell::new(1),
             in_call: Cell::new(false),
             polls: Cell::new(0),
@@ -152,6 +155,7 @@ impl State {
         self.budget.set(budget);
         self.deadline.set(deadline);
         self.allocated.set(0);
+        self.peak_live_bytes.set(self.live_bytes.get());
         self.alloc_budget.set(alloc_budget);
         self.preempted.set(None);
         self.killing.set(false);
@@ -208,6 +212,16 @@ impl State {
             return false;
         }
         true
+    }
+
+    /// Adds `n` (negative: freed) to the live-bytes gauge.
+    #[inline]
+    pub fn add_live(&self, n: i64) {
+        let live = self.live_bytes.get() + n;
+        self.live_bytes.set(live);
+        if live > self.peak_live_bytes.get() {
+            self.peak_live_bytes.set(live);
+        }
     }
 
     /// Record a denial (first one wins) and return its message.

@@ -1093,3 +1093,39 @@ fn realms_share_the_heap_but_no_state() {
     let frozen = sb.get(probe.unwrap().value, "frozen").unwrap();
     assert_eq!(sb.to_json(frozen).unwrap(), json!(true));
 }
+
+/// An imaged sandbox (engine reuse) meets the memory limit as a plain one
+/// does, and a restore gives the memory back.
+#[test]
+fn an_imaged_sandbox_runs_out_of_memory_like_a_plain_one_and_restores() {
+    let mut sb = Sandbox::new_imaged(SandboxConfig::default(), CF_STUB).expect("imaged");
+    let start = sb.memory_used_bytes();
+    for round in 0..2 {
+        let ns = sb
+            .load(
+                &[(
+                    "bomb.js",
+                    "export function arrays() { let a = []; while (true) a.push(new Array(1e5).fill(7)); }\n\
+                     export function strings() { let s = 'ab'; while (true) s = s + s; }\n\
+                     export function ok(n) { return n * 2; }",
+                )],
+                "bomb.js",
+            )
+            .unwrap();
+        for name in ["arrays", "strings"] {
+            let f = sb.get(ns, name).unwrap();
+            let err = sb.call(f, &[], &react()).unwrap_err();
+            assert!(
+                matches!(err, SandboxError::OutOfMemory { .. }),
+                "round {round}, {name}: {err:?}"
+            );
+        }
+        let ok = sb.get(ns, "ok").unwrap();
+        assert_eq!(
+            sb.call(ok, &[json!(21)], &react()).unwrap().value,
+            json!(42)
+        );
+        assert!(sb.restore_image());
+        assert_eq!(sb.memory_used_bytes(), start, "round {round}");
+    }
+}
