@@ -5,6 +5,7 @@
 //! See `ARCHITECTURE.md` for the code map.
 
 pub mod accounting;
+pub mod allocator;
 pub mod bench;
 pub mod check;
 pub mod cli;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // Before any thread starts (telemetry, the async runtime, the host).
-    spacewake::host::limit_malloc_arenas();
+    spacewake::allocator::limit_malloc_arenas();
     let cli = Cli::parse();
     // The host logs at info; one-shot commands keep their output to results.
     let (default_filter, otlp_endpoint) = match &cli.command {

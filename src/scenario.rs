@@ -287,7 +287,7 @@ pub fn advance(
                 rt,
                 now,
                 256,
-                &crate::accounting::backoff::BackoffPolicy::disabled(),
+                &crate::schedule::backoff::BackoffPolicy::disabled(),
             )
             .map_err(|e| e.to_string())?;
             if wave.events == 0 && !rt.space().has_undelivered().map_err(|e| e.to_string())? {

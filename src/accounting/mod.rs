@@ -16,8 +16,8 @@
 //!   is never ahead of or behind the work, and it survives restarts.
 //! - Budgets are checked before activation only; a wave in flight is never
 //!   cut short by them.
-
-pub mod backoff;
+//! - Imports nothing from `schedule` or `runtime`: the waker asks this
+//!   module for a budget verdict, and it never calls back up.
 
 use crate::store::{Bucket, Space, StoreResult};
 

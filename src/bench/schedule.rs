@@ -31,7 +31,8 @@
 use super::rss_kib;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::compiler::MemorySource;
-use crate::host::{release_freed_memory, Host, HostConfig, Request, Trigger};
+use crate::allocator::release_freed_memory;
+use crate::host::{Host, HostConfig, Request, Trigger};
 use crate::metrics::{Counter, Counters};
 use crate::runtime::{compile_cache, RuntimeConfig, SpaceRuntime, COMMONFABRIC_JS};
 use crate::sandbox::TenureSandbox;

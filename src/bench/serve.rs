@@ -430,7 +430,7 @@ pub fn memory_probe(
     }
     // Steady state: the pool's idle space-server threads have exited.
     std::thread::sleep(crate::host::POOL_KEEP + Duration::from_millis(300));
-    crate::host::release_freed_memory();
+    crate::allocator::release_freed_memory();
     println!("rss_kib {}", rss_kib());
     println!("rss_anon_kib {}", status_kib("RssAnon:"));
     println!("counter_sets {}", host.counters().space_count());

@@ -192,7 +192,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             max_scheduled: args.max_scheduled,
             lead_ms: args.schedule_lead_ms,
             scheduled_budget_us: args.scheduled_cpu_budget_ms.map(|ms| ms * 1_000),
-            backoff: crate::accounting::backoff::BackoffPolicy {
+            backoff: crate::schedule::backoff::BackoffPolicy {
                 enabled: args.backoff == OnOff::On,
                 unread_threshold: args.backoff_unread_fires.max(1),
                 cap: args.backoff_cap.max(1),

@@ -10,6 +10,15 @@
 //! while parked, or found by boot discovery), a warm request. Every
 //! activation is counted by trigger.
 //!
+//! # Where
+//! - `admission.rs` — whether a request reaches an active server, starts
+//!   one, waits for a slot or is refused; retiring a server.
+//! - `scheduled.rs` — scheduled activations in flight and the budget check.
+//! - `server.rs` — one space server (a tenure), acting on its
+//!   `tenure.rs` lifecycle; `pool.rs` its threads.
+//! - `waker.rs` — scheduled wakes; `keeper.rs` — leases of long turns;
+//!   `failures.rs` — back-off; `request.rs` — what passes in and out.
+//!
 //! # Invariants
 //! - At most one space server per space per host: the map of active spaces
 //!   is the only way to reach one, and it is changed under one lock.
@@ -19,12 +28,15 @@
 //! - Pattern code runs only on space-server threads, never on the network
 //!   threads that call [`Host::request`].
 
+mod admission;
 mod failures;
 mod keeper;
 mod pool;
 mod request;
+mod scheduled;
 mod server;
 mod startup;
+mod tenure;
 mod waker;
 
 use crate::clock::Clock;
@@ -41,7 +53,6 @@ pub(crate) use request::{shutting_down, stopped_before_reply, Cmd};
 pub use request::{
     Access, HostError, Operation, Reply, Request, Responder, SessionId, Trigger, Update, UpdateSink,
 };
-pub use server::{limit_malloc_arenas, release_freed_memory};
 
 /// The arms of boot discovery: each names a reason a parked space needs its
 /// host at start. (Scheduled wakes add an arm.)
@@ -76,7 +87,7 @@ pub struct ScheduleConfig {
     /// the space's policy table). `None`: unlimited.
     pub scheduled_budget_us: Option<u64>,
     /// Back-off of schedules whose output no session reads.
-    pub backoff: crate::accounting::backoff::BackoffPolicy,
+    pub backoff: crate::schedule::backoff::BackoffPolicy,
     /// How long before a parked space's wake falls due the waker activates
     /// it (0: at the due time). Firing still waits for the due time.
     pub lead_ms: u64,
@@ -93,7 +104,7 @@ impl Default for ScheduleConfig {
             // contention, and sessions stay responsive.
             max_scheduled: 8,
             scheduled_budget_us: None,
-            backoff: crate::accounting::backoff::BackoffPolicy::default(),
+            backoff: crate::schedule::backoff::BackoffPolicy::default(),
             // Above an activation's cost in a busy herd (a few ms), far
             // below any interval: wakes fire on time, and few spaces are
             // held active waiting.
@@ -217,17 +228,6 @@ pub struct Host {
 }
 
 impl Host {
-    /// What the waker does for one due space before dispatching it (the
-    /// budget check), for the schedule bench's step-by-step breakdown.
-    #[doc(hidden)]
-    pub fn bench_waker_check(&self, space: &str) -> bool {
-        let policy = self
-            .inner
-            .directory_entry(space)
-            .and_then(|e| e.budget_policy);
-        self.inner.skip_for_budget(space, policy)
-    }
-
     /// A host on `store`. Registers the schedule index hook (with the jitter
     /// secret kept in the host directory) so every later commit is indexed.
     pub fn new(store: Store, mut cfg: HostConfig) -> Host {
@@ -423,96 +423,6 @@ impl Host {
         self.dispatch(space, trigger, Cmd { req, reply: None })
     }
 
-    fn dispatch(&self, space: &str, trigger: Trigger, mut cmd: Cmd) -> Result<(), HostError> {
-        let mut active = self.inner.active.lock().unwrap_or_else(|p| p.into_inner());
-        if self.inner.is_shutting_down() {
-            // Only the leaving sessions reach a server now; nothing starts one.
-            let leaving = matches!(cmd.req, Request::Detach { .. } | Request::Stop);
-            match active.get(space) {
-                Some(a) if leaving => return a.tx.send(cmd).map_err(|_| shutting_down(space)),
-                _ => return Err(shutting_down(space)),
-            }
-        }
-        if let Some(a) = active.get(space) {
-            match a.tx.send(cmd) {
-                Ok(()) => return Ok(()),
-                // The server is exiting: take the command back and start anew.
-                Err(mpsc::SendError(c)) => {
-                    cmd = c;
-                    active.remove(space);
-                }
-            }
-        }
-        let now = self.inner.clock.now_ms();
-        let mut after_lease = false;
-        // An operator's action needs neither lease nor runtime, so a space
-        // backing off (a program that no longer compiles, say) can still be
-        // paused or have its budget set.
-        let operator = trigger == Trigger::Operator;
-        if let Some(f) = self
-            .inner
-            .failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(space)
-            .filter(|_| !operator)
-        {
-            if now < f.retry_at_ms {
-                self.inner
-                    .counters
-                    .space(space)
-                    .inc(Counter::ActivationsDeferred);
-                return Err(f.refusal(space, now));
-            }
-            after_lease = f.held_by.is_some();
-        }
-        if self.inner.directory_entry(space).is_none() {
-            return Err(HostError::UnknownSpace(space.to_string()));
-        }
-        let cap = self.inner.active_limit();
-        if active.len() >= cap {
-            let counters = self.inner.counters.space(space);
-            if matches!(cmd.req, Request::Wake) && cmd.reply.is_none() {
-                // A wake that owes a delivery (boot discovery's) is not
-                // dropped: it waits for a space to park.
-                let mut waiting = self.inner.waiting.lock().unwrap_or_else(|p| p.into_inner());
-                if !waiting.iter().any(|(s, _)| s == space) {
-                    waiting.push_back((space.to_string(), trigger));
-                    counters.inc(Counter::ActivationsQueued);
-                }
-                return Ok(());
-            }
-            counters.inc(Counter::ActivationsRefusedAtCapacity);
-            return Err(HostError::AtCapacity {
-                space: space.to_string(),
-                limit: cap,
-            });
-        }
-        let (tx, rx) = mpsc::channel();
-        let generation = self
-            .inner
-            .generation
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tx.send(cmd).expect("receiver is alive");
-        active.insert(space.to_string(), Active { tx, generation });
-        drop(active);
-        let counters = self.inner.counters.space(space);
-        counters.inc(trigger.counter());
-        counters.inc(Counter::ActiveSpaces);
-        if after_lease {
-            counters.inc(Counter::ActivationRetriedAfterLease);
-        }
-        let inner = self.inner.clone();
-        let id = space.to_string();
-        self.inner
-            .pool
-            .run(format!("space:{id}"), move || {
-                server::run(inner, id, generation, rx, trigger)
-            })
-            .map_err(|e| HostError::Internal(format!("cannot start a space server: {e}")))?;
-        Ok(())
-    }
-
     /// Stops the waker (space servers finish and park on their own). A host
     /// that shares its clock with another (tests) must be stopped before
     /// the other starts, or both would fire.
@@ -698,145 +608,8 @@ impl HostInner {
         }
     }
 
-    pub(crate) fn scheduled_in_flight(&self) -> HashSet<String> {
-        self.scheduled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// Marks a scheduled activation as dispatched; false if it already is.
-    pub(crate) fn begin_scheduled(&self, space: &str) -> bool {
-        let fresh = self
-            .scheduled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(space.to_string());
-        if fresh {
-            self.counters.space(space).inc(Counter::ScheduledInFlight);
-        }
-        fresh
-    }
-
-    /// A dispatched firing finished (`fired_any` false: nothing was due).
-    pub(crate) fn end_scheduled(&self, space: &str) {
-        if self
-            .scheduled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(space)
-        {
-            self.counters
-                .space(space)
-                .add(Counter::ScheduledInFlight, -1);
-        }
-        self.poke_waker();
-    }
-
-    pub(crate) fn report_nothing_due(&self, space: &str) {
-        self.nothing_due
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(space.to_string());
-    }
-
-    pub(crate) fn take_nothing_due(&self) -> Vec<String> {
-        std::mem::take(&mut *self.nothing_due.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Enforcement at activation: if the space's scheduled budget is spent,
-    /// its due wakes advance and are recorded as skipped, and it is not
-    /// activated. Returns true when the wake was skipped. Without a host
-    /// default, a space the directory knows has no policy of its own has no
-    /// budget, and its file is not opened here (`policy`, from the waker's
-    /// window: `None` when unknown).
-    pub(crate) fn skip_for_budget(&self, space_id: &str, policy: Option<bool>) -> bool {
-        let host_default = self.cfg.schedule.scheduled_budget_us;
-        if host_default.is_none() && policy == Some(false) {
-            return false;
-        }
-        let now = self.clock.now_ms();
-        let window = self.cfg.runtime.ledger_window_ms;
-        let result = (|| -> crate::store::StoreResult<bool> {
-            let mut space = self.store.open_space(space_id)?;
-            let budget = crate::accounting::scheduled_budget_us(&mut space, host_default)?;
-            if policy.is_none() && !space.plane(|p| p.has_policies())? {
-                self.store.directory().settle_no_budget_policy(space_id)?;
-            }
-            if budget.is_none() {
-                return Ok(false);
-            }
-            let spent = crate::accounting::scheduled_spent_us(&mut space, now, window)?;
-            if crate::accounting::may_activate_scheduled(spent, budget) {
-                return Ok(false);
-            }
-            let report =
-                crate::schedule::fire::skip_due_for_budget(&mut space, now, &self.jitter, window)?;
-            let c = self.counters.space(space_id);
-            c.add(Counter::LedgerBudgetSkips, report.suppressed as i64);
-            c.add(Counter::ScheduleDue, report.due as i64);
-            Ok(true)
-        })();
-        result.unwrap_or_else(|e| {
-            tracing::warn!(space = space_id, error = %e, "budget check failed; activating");
-            false
-        })
-    }
-
     /// How long until a backed-off space may be tried again.
     pub(crate) fn retry_delay_ms(&self, at_least: u64) -> u64 {
         at_least.max(self.cfg.failure_backoff_ms)
-    }
-
-    /// How many spaces may be active at once (`--max-active-spaces`).
-    fn active_limit(&self) -> usize {
-        self.cfg.max_active_spaces.max(1)
-    }
-
-    /// Activates waiting wakes while the host is below its limit; called
-    /// whenever a tenure ends.
-    pub(crate) fn admit_waiting(self: &Arc<Self>) {
-        let cap = self.active_limit();
-        loop {
-            if self.active.lock().unwrap_or_else(|p| p.into_inner()).len() >= cap {
-                return;
-            }
-            let next = self
-                .waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
-            let Some((space, trigger)) = next else { return };
-            let host = Host {
-                inner: self.clone(),
-            };
-            // At the limit again (a race): it is queued anew and waits for
-            // the next tenure to end.
-            let _ = host.notify(&space, trigger, Request::Wake);
-        }
-    }
-
-    /// Removes a space server's entry if it is still the one registered,
-    /// unless commands are still queued for it: those are returned, to be
-    /// handled first. Checked under the lock dispatch holds, so no command
-    /// can slip in between.
-    pub(crate) fn try_retire(
-        &self,
-        id: &str,
-        generation: u64,
-        rx: &mpsc::Receiver<Cmd>,
-    ) -> Option<Vec<Cmd>> {
-        let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
-        let mut leftover = Vec::new();
-        while let Ok(c) = rx.try_recv() {
-            leftover.push(c);
-        }
-        if !leftover.is_empty() {
-            return Some(leftover);
-        }
-        if active.get(id).map(|a| a.generation) == Some(generation) {
-            active.remove(id);
-        }
-        None
     }
 }

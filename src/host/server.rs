@@ -11,6 +11,7 @@
 //! 7. park when there are no sessions, no undelivered events and no work,
 //!    after the idle time.
 
+use super::tenure::{Lifecycle, Phase};
 use super::{Cmd, HostError, HostInner, Reply, Request, SessionId, Update, UpdateSink};
 use crate::compiler::MemorySource;
 use crate::metrics::Counter;
@@ -53,25 +54,8 @@ struct Server {
     /// Turns with work this tenure ran (a park after many applies the
     /// retention rule).
     busy_turns: u32,
-    /// This tenure served a scheduled wake (its waves bill the `scheduled`
-    /// bucket when no session is attached).
-    scheduled: bool,
-    /// A firing this tenure handled whose wave has not finished yet: the
-    /// waker counts it in flight until then.
-    firing_in_flight: bool,
-    /// The tenure began with a scheduled wake (its first command was a
-    /// firing or a preparation): unless a session attaches, it parks as
-    /// soon as its work is done, since nobody is waiting for it.
-    scheduled_tenure: Option<bool>,
-    /// A session attached during this tenure.
-    had_session: bool,
-    /// Prepared for a wake due later: do not park before this.
-    hold_until: Option<Instant>,
-    /// Prepared for a wake: fire it here at this instant (its due time in
-    /// the host clock's ms), without waiting for the waker's round trip.
-    fire_at: Option<(Instant, u64)>,
-    /// The host is shutting down: end the tenure after this turn's commands.
-    stopping: bool,
+    /// Phase, purpose and the scheduled wake in hand (`tenure.rs`).
+    life: Lifecycle,
     last_activity: Instant,
     next_renew: Instant,
 }
@@ -171,16 +155,11 @@ pub(crate) fn run(
         work: true,
         waves_since_checkpoint: 0,
         busy_turns: 0,
-        scheduled: false,
-        firing_in_flight: false,
-        scheduled_tenure: None,
-        had_session: false,
-        hold_until: None,
-        fire_at: None,
-        stopping: false,
+        life: Lifecycle::new(),
         last_activity: Instant::now(),
         next_renew: Instant::now() + renew,
     };
+    s.life.become_(Phase::Serving);
     for cmd in queued {
         s.handle(cmd);
     }
@@ -199,21 +178,14 @@ pub(crate) fn run(
             }
             s.waves_since_checkpoint = 0;
         }
-        let wait = if s.work {
-            Duration::ZERO
-        } else {
-            // Parking is a timer only when nothing holds the space: with a
-            // session attached, a park time in the past would make this a
-            // busy loop (it did, until session 6: a session idle for the
-            // park time pinned a core, and the serving benchmark's spaces
-            // spun while their sessions connected).
-            let park = s.sessions.is_empty().then_some(park_at);
-            [park, s.fire_at.map(|(at, _)| at), s.checkpoint_at()]
-                .into_iter()
-                .flatten()
-                .fold(s.next_renew, Instant::min)
-                .saturating_duration_since(now)
-        };
+        // Parking is a timer only when nothing holds the space.
+        let park = s.sessions.is_empty().then_some(park_at);
+        let wait = wait_for(
+            now,
+            s.work,
+            s.next_renew,
+            [park, s.life.fire_at(), s.checkpoint_at()],
+        );
         counters.inc(Counter::ServerWakeups);
         match rx.recv_timeout(wait) {
             Ok(cmd) => s.handle(cmd),
@@ -223,7 +195,7 @@ pub(crate) fn run(
         while let Ok(cmd) = rx.try_recv() {
             s.handle(cmd);
         }
-        if s.stopping {
+        if s.life.phase() == Phase::Draining {
             // Between waves: the one in flight (if any) has committed.
             break Ended::Stopped;
         }
@@ -271,11 +243,15 @@ pub(crate) fn run(
             }
         }
     };
+    s.life.become_(match ended {
+        Ended::Failed(_) => Phase::Failed,
+        Ended::Parked | Ended::Stopped => Phase::Parked,
+    });
     match ended {
         Ended::Stopped => {
             // Shutdown: keep what was computed, give the lease back (the
             // next process serves the space at once), checkpoint and close.
-            let firing = std::mem::take(&mut s.firing_in_flight);
+            let firing = s.life.firing_done();
             if let Err(e) = s.rt.flush() {
                 tracing::warn!(space = %id, error = %e, "flush at shutdown failed");
             }
@@ -303,7 +279,7 @@ pub(crate) fn run(
         Ended::Parked => {
             // Park: give the lease back (settling the directory in the same
             // transaction); the runtime and the file close on drop.
-            let firing = std::mem::take(&mut s.firing_in_flight);
+            let firing = s.life.firing_done();
             let _ = s.rt.flush();
             if s.busy_turns >= COMPACT_AFTER_TURNS {
                 // A busy tenure without idle checkpoints (no sessions):
@@ -323,7 +299,7 @@ pub(crate) fn run(
             // quiet host hands its memory back.
             let parks = counters.get(Counter::Parks);
             if inner.scheduled_in_flight().is_empty() || parks % 32 == 31 {
-                release_freed_memory();
+                crate::allocator::release_freed_memory();
             }
             counters.inc(Counter::Parks);
         }
@@ -334,7 +310,7 @@ pub(crate) fn run(
             }
             // Dropping the space settles the directory (best effort) before
             // the waker may look at it again.
-            let firing = std::mem::take(&mut s.firing_in_flight);
+            let firing = s.life.firing_done();
             let attempts = s.rt.failed_wave_attempts();
             let pending = s.rt.space().has_undelivered().unwrap_or(true);
             drop(s);
@@ -355,6 +331,23 @@ pub(crate) fn run(
             end_tenure(&inner, &counters, &id);
         }
     }
+}
+
+/// How long the loop may wait for its next command (pure): not at all
+/// while there is work, else until the earliest of the lease renewal and
+/// the `timers` that are set (the park, a prepared wake's own firing, the
+/// idle checkpoint). The park is passed only when no session holds the
+/// space: with one attached, a park time in the past made this a busy loop
+/// (until session 6, a session idle for the park time pinned a core).
+fn wait_for(now: Instant, work: bool, renew: Instant, timers: [Option<Instant>; 3]) -> Duration {
+    if work {
+        return Duration::ZERO;
+    }
+    timers
+        .into_iter()
+        .flatten()
+        .fold(renew, Instant::min)
+        .saturating_duration_since(now)
 }
 
 /// How an operator's tenure ended.
@@ -434,38 +427,6 @@ fn end_tenure(inner: &Arc<HostInner>, counters: &crate::metrics::SpaceCounters, 
     inner.admit_waiting();
 }
 
-/// Hands memory freed by a parked runtime back to the operating system.
-/// glibc keeps freed heap pages in per-thread arenas; without this a host
-/// that once activated many spaces would keep their peak footprint.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Caps glibc's malloc arenas at two per core (at least four) before any
-/// thread starts; glibc's default is eight per core. Every space-server
-/// thread otherwise ends up with an arena of its own, and a thread arena
-/// keeps its top chunk resident after `malloc_trim`: a host that once ran
-/// sixteen spaces at a time kept ~0.8 MiB it no longer used. One arena per
-/// core made a herd of scheduled wakes ~10% slower (threads queue on the
-/// arena locks); two per core measured the same as glibc's default
-/// (`spec/performance.md`).
-pub fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let arenas = libc::c_int::try_from((2 * cores).max(4)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: mallopt only sets an allocator parameter; called from
-        // `main` before other threads exist.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
-        }
-    }
-}
-
 /// Retires a failed server and answers every command still queued for it
 /// with `error`.
 fn fail_all(inner: &HostInner, id: &str, generation: u64, rx: &Receiver<Cmd>, error: &HostError) {
@@ -498,7 +459,7 @@ impl Server {
             Duration::from_millis(self.inner.cfg.idle_park_ms)
         };
         let at = self.last_activity + idle;
-        self.hold_until.map_or(at, |h| at.max(h))
+        self.life.hold_until().map_or(at, |h| at.max(h))
     }
 
     /// When the WAL gets its checkpoint: once the space has been quiet for
@@ -519,16 +480,13 @@ impl Server {
     /// A scheduled tenure nobody attached to: it parks as soon as its work
     /// is done, and may keep its file to itself meanwhile.
     fn brief(&self) -> bool {
-        self.scheduled_tenure == Some(true) && !self.had_session && self.warm.is_empty()
+        self.life.brief()
     }
 
     /// A tenure that opened its file exclusively shares it once it is no
     /// longer brief, so other readers and hosts are not kept waiting.
     fn share_file_unless_brief(&mut self) -> Result<(), RuntimeError> {
-        if self.rt.space().access() == FileAccess::Exclusive
-            && self.scheduled_tenure.is_some()
-            && !self.brief()
-        {
+        if self.rt.space().access() == FileAccess::Exclusive && self.life.held() {
             self.rt.space().share()?;
         }
         Ok(())
@@ -537,14 +495,14 @@ impl Server {
     /// The wave of a handled firing is done (or the tenure ended): the
     /// waker may dispatch another scheduled activation.
     fn end_firing(&mut self) {
-        if std::mem::take(&mut self.firing_in_flight) {
+        if self.life.firing_done() {
             self.inner.end_scheduled(&self.id);
         }
     }
 
     fn handle(&mut self, cmd: Cmd) {
         self.last_activity = Instant::now();
-        self.scheduled_tenure.get_or_insert(matches!(
+        self.life.command(matches!(
             cmd.req,
             Request::FireDue | Request::Prepare { .. }
         ));
@@ -565,7 +523,7 @@ impl Server {
                     },
                 );
                 self.counters().inc(Counter::SessionsAttached);
-                self.had_session = true;
+                self.life.joined();
                 let head_seq = self
                     .rt
                     .space()
@@ -630,6 +588,7 @@ impl Server {
                     }
                 }
                 self.warm.extend(pieces);
+                self.life.joined();
                 self.demand_dirty = true;
                 self.work = true;
                 Ok(Reply::Done)
@@ -639,27 +598,24 @@ impl Server {
                 Ok(Reply::Done)
             }
             Request::Stop => {
-                self.stopping = true;
+                self.life.become_(Phase::Draining);
                 Ok(Reply::Done)
             }
             Request::Operate(op) => Ok(Reply::Operated((op.0)(self.rt.space()))),
             Request::FireDue => {
-                self.scheduled = true;
-                self.hold_until = None;
-                self.fire_at = None;
                 // Counted in flight until its wave is done (`end_firing`).
-                self.firing_in_flight = true;
+                self.life.fire();
                 self.fire_due()
             }
             Request::Prepare { due_ms } => {
-                self.scheduled = true;
                 // Wall time until the due time, plus a margin for the
                 // waker's pass; a manual clock that never gets there lets
                 // the space park, and the wake then activates it anew.
                 let until_due =
                     Duration::from_millis(due_ms.saturating_sub(self.inner.clock.now_ms()));
-                self.fire_at = Some((Instant::now() + until_due, due_ms));
-                self.hold_until = Some(Instant::now() + until_due + Duration::from_millis(50));
+                let at = Instant::now() + until_due;
+                self.life
+                    .prepare(at, due_ms, at + Duration::from_millis(50));
                 self.counters().inc(Counter::SchedulePrepared);
                 self.inner.end_scheduled(&self.id);
                 Ok(Reply::Done)
@@ -673,17 +629,18 @@ impl Server {
     /// clock, or wall time running ahead of it) wait a little more, within
     /// the lead, and otherwise leave it to the waker.
     fn fire_if_prepared(&mut self) {
-        let Some((at, due_ms)) = self.fire_at else {
+        match self.life.fire_at() {
+            Some(at) if Instant::now() >= at => {}
+            _ => return,
+        }
+        let Some((_, due_ms)) = self.life.take_fire_at() else {
             return;
         };
-        if Instant::now() < at {
-            return;
-        }
-        self.fire_at = None;
         let now = self.inner.clock.now_ms();
         if now < due_ms {
             if due_ms - now <= self.inner.cfg.schedule.lead_ms {
-                self.fire_at = Some((Instant::now() + Duration::from_millis(due_ms - now), due_ms));
+                self.life
+                    .fire_again_at(Instant::now() + Duration::from_millis(due_ms - now));
             }
             return;
         }
@@ -875,7 +832,7 @@ impl Server {
         // Waves of a tenure started by a scheduled wake, with no session
         // attached, bill the scheduled bucket; everything else bills session.
         self.rt
-            .set_bucket(if self.scheduled && self.sessions.is_empty() {
+            .set_bucket(if self.life.bills_scheduled(!self.sessions.is_empty()) {
                 crate::store::Bucket::Scheduled
             } else {
                 crate::store::Bucket::Session
@@ -914,7 +871,7 @@ impl Server {
     fn note_session_reads(&mut self) {
         let read = self.rt.take_session_reads();
         let now = self.inner.clock.now_ms();
-        match crate::accounting::backoff::note_session_reads(self.rt.space(), &read, now) {
+        match crate::schedule::backoff::note_session_reads(self.rt.space(), &read, now) {
             Ok(n) => self
                 .counters()
                 .add(Counter::ScheduleBackoffRestored, n as i64),
@@ -1025,4 +982,38 @@ fn diagnostics_for_client(d: &[crate::compiler::Diagnostic]) -> String {
         ));
     }
     crate::human::truncate_message(&text, MAX_DIAGNOSTICS_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loop_waits_for_its_earliest_timer_and_not_at_all_with_work() {
+        let now = Instant::now();
+        let ms = |n| now + Duration::from_millis(n);
+        let renew = ms(1_000);
+        assert_eq!(
+            wait_for(now, true, renew, [Some(ms(5)), None, None]),
+            Duration::ZERO
+        );
+        assert_eq!(
+            wait_for(now, false, renew, [None, None, None]),
+            Duration::from_millis(1_000)
+        );
+        assert_eq!(
+            wait_for(
+                now,
+                false,
+                renew,
+                [Some(ms(300)), Some(ms(40)), Some(ms(50))]
+            ),
+            Duration::from_millis(40)
+        );
+        assert_eq!(
+            wait_for(ms(10), false, renew, [Some(now), None, None]),
+            Duration::ZERO,
+            "a timer in the past: at once"
+        );
+    }
 }

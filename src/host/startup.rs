@@ -67,7 +67,7 @@ impl Host {
         scratch_tenure(self, &scratch.0)
             .with_context(|| format!("a scratch space in {}", scratch.0.display()))?;
         drop(scratch);
-        super::release_freed_memory();
+        crate::allocator::release_freed_memory();
         Ok(())
     }
 }

@@ -1,6 +1,9 @@
 //! The waker: one host thread that sleeps until the earliest due wake in the
 //! host directory and dispatches due spaces to their space servers.
 //!
+//! The decisions of a pass are [`plan`], a pure function of what the pass
+//! read; `run` and `carry_out` are the shell around it.
+//!
 //! # Invariants
 //! - No polling: it sleeps until the earliest known wake, and is poked when
 //!   a commit moves a space's wake earlier, when a dispatched firing
@@ -19,6 +22,7 @@
 
 use super::{HostError, HostInner, Request, Trigger};
 use crate::metrics::Counter;
+use crate::store::UpcomingWake;
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -35,19 +39,103 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// due is left alone this long (the projection may be early, by design).
 const EARLY_HOLDOFF_MS: u64 = 1_000;
 
+/// What one pass of the waker knows: the time, the directory's window of
+/// upcoming wakes, and its own bookkeeping.
+pub(crate) struct PassInput<'a> {
+    pub now_ms: u64,
+    pub upcoming: &'a [UpcomingWake],
+    /// Scheduled activations dispatched and not yet finished.
+    pub in_flight: &'a HashSet<String>,
+    /// Spaces left alone until the given time (refused, or nothing was due).
+    pub deferred: &'a HashMap<String, u64>,
+    /// Spaces activated ahead, by the due time they wait for.
+    pub prepared: &'a HashMap<String, u64>,
+    /// When an activation refused by another holder's lease is next retried.
+    pub lease_retry_ms: Option<u64>,
+    pub lead_ms: u64,
+    /// Scheduled activations in flight at most.
+    pub cap: usize,
+    /// Prepared spaces waiting at most.
+    pub prepare_cap: usize,
+    /// Preparing skips the budget check, so it is allowed only without a
+    /// host budget, for spaces known to have no policy of their own.
+    pub host_budget: bool,
+}
+
+/// What one pass decides (see [`plan`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Parked spaces to activate ahead, with the due time of their wake.
+    pub prepare: Vec<(String, u64)>,
+    /// Due spaces to dispatch a firing to, in due order, each with its
+    /// budget policy as the directory knows it (the budget check comes
+    /// before the dispatch).
+    pub fire: Vec<(String, Option<bool>)>,
+    /// Spaces whose wake is due now although they were prepared for a later
+    /// one (their wake moved): no longer waiting for that.
+    pub unprepare: Vec<String>,
+    /// More due spaces than the cap allowed: if a planned firing does not
+    /// happen (skipped for budget, refused), plan again at once.
+    pub capped: bool,
+    /// When to look again unless poked: the earliest deferral's end, lease
+    /// retry, wake within the lead, or a later wake minus the lead.
+    pub wake_at_ms: Option<u64>,
+}
+
+/// The waker's decisions for one pass, from what it read; no I/O, no clock.
+pub(crate) fn plan(i: &PassInput<'_>) -> Plan {
+    let now = i.now_ms;
+    let mut p = Plan {
+        wake_at_ms: i.deferred.values().copied().chain(i.lease_retry_ms).min(),
+        ..Plan::default()
+    };
+    let soon = |at: u64, p: &mut Plan| {
+        p.wake_at_ms = Some(p.wake_at_ms.map_or(at, |n| n.min(at)));
+    };
+    let mut dispatched = i.in_flight.len();
+    let busy = |space: &str| i.in_flight.contains(space) || i.deferred.contains_key(space);
+    for wake in i.upcoming {
+        let (space, at) = (&wake.space, wake.at_ms);
+        if at > now + i.lead_ms {
+            // Woken `lead` early even where it cannot prepare: a pass costs little.
+            soon(at - i.lead_ms, &mut p);
+            break;
+        }
+        if at > now {
+            // Due within the lead: activate ahead, fire at `at`.
+            soon(at, &mut p);
+            let may_prepare = i.lead_ms > 0 && !i.host_budget && wake.budget_policy == Some(false);
+            if busy(space) || i.prepared.contains_key(space) || !may_prepare {
+                continue;
+            }
+            if dispatched >= i.cap || i.prepared.len() + p.prepare.len() >= i.prepare_cap {
+                continue;
+            }
+            dispatched += 1;
+            p.prepare.push((space.clone(), at));
+            continue;
+        }
+        if i.prepared.contains_key(space) {
+            p.unprepare.push(space.clone());
+        }
+        if busy(space) {
+            continue;
+        }
+        if dispatched >= i.cap {
+            p.capped = true;
+            break; // a finishing firing pokes the waker
+        }
+        dispatched += 1;
+        p.fire.push((space.clone(), wake.budget_policy));
+    }
+    p
+}
+
 pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
     let mut deferred: HashMap<String, u64> = HashMap::new();
     // Spaces prepared for a wake, by its due time.
     let mut prepared: HashMap<String, u64> = HashMap::new();
-    let lead = inner.cfg.schedule.lead_ms;
     let cap = inner.cfg.schedule.max_scheduled.max(1);
-    // Prepared spaces wait without using CPU; a few times the cap gives a
-    // steady stream of wakes enough lead without holding many runtimes.
-    let prepare_cap = 4 * cap;
-    // Preparing skips the budget check, so only where no budget can apply.
-    let may_prepare = |policy: Option<bool>| {
-        lead > 0 && inner.cfg.schedule.scheduled_budget_us.is_none() && policy == Some(false)
-    };
     loop {
         if inner.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return;
@@ -58,90 +146,43 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
         // fired itself, or fires as due below); one whose wake moved or
         // vanished is forgotten too, and the space parks after its hold.
         prepared.retain(|_, due| *due > now);
-        // In flight before reading the directory: a firing that finishes
-        // in between has already moved its space's wake there.
-        let in_flight: HashSet<String> = inner.scheduled_in_flight();
-        let upcoming = match inner.store.directory().upcoming_wakes(WINDOW) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::error!(error = %e, "waker cannot read the directory");
-                Vec::new()
-            }
-        };
         // Activations a live lease refused, retried once it can expire.
         inner.retry_after_leases(now);
-        let mut next: Option<u64> = deferred
-            .values()
-            .copied()
-            .chain(inner.next_lease_retry())
-            .min();
-        let mut dispatched = in_flight.len();
-        for wake in upcoming {
-            let (space, at) = (wake.space, wake.at_ms);
-            if at > now + lead {
-                // Woken `lead` early even where it cannot prepare: a pass costs little.
-                next = Some(next.map_or(at - lead, |n| n.min(at - lead)));
-                break;
-            }
-            if at > now {
-                // Due within the lead: activate ahead, fire at `at`.
-                next = Some(next.map_or(at, |n| n.min(at)));
-                let busy = in_flight.contains(&space) || deferred.contains_key(&space);
-                if busy || prepared.contains_key(&space) || !may_prepare(wake.budget_policy) {
-                    continue;
+        let wake_at = loop {
+            // In flight before reading the directory: a firing that finishes
+            // in between has already moved its space's wake there.
+            let in_flight: HashSet<String> = inner.scheduled_in_flight();
+            let upcoming = match inner.store.directory().upcoming_wakes(WINDOW) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::error!(error = %e, "waker cannot read the directory");
+                    Vec::new()
                 }
-                if dispatched >= cap || prepared.len() >= prepare_cap {
-                    continue;
-                }
-                if inner.begin_scheduled(&space) {
-                    let host = super::Host {
-                        inner: inner.clone(),
-                    };
-                    let req = Request::Prepare { due_ms: at };
-                    if host.notify(&space, Trigger::Schedule, req).is_ok() {
-                        dispatched += 1;
-                        prepared.insert(space, at);
-                    } else {
-                        // Left to the ordinary path at the due time.
-                        inner.end_scheduled(&space);
-                    }
-                }
-                continue;
+            };
+            let p = plan(&PassInput {
+                now_ms: now,
+                upcoming: &upcoming,
+                in_flight: &in_flight,
+                deferred: &deferred,
+                prepared: &prepared,
+                lease_retry_ms: inner.next_lease_retry(),
+                lead_ms: inner.cfg.schedule.lead_ms,
+                cap,
+                // Prepared spaces wait without using CPU; a few times the cap
+                // gives a steady stream of wakes enough lead without holding
+                // many runtimes.
+                prepare_cap: 4 * cap,
+                host_budget: inner.cfg.schedule.scheduled_budget_us.is_some(),
+            });
+            let short = carry_out(&inner, &p, now, &mut deferred, &mut prepared);
+            if !(p.capped && short) {
+                break p.wake_at_ms;
             }
-            prepared.remove(&space);
-            if in_flight.contains(&space) || deferred.contains_key(&space) {
-                continue;
-            }
-            if dispatched >= inner.cfg.schedule.max_scheduled.max(1) {
-                break; // a finishing firing pokes us
-            }
-            if inner.skip_for_budget(&space, wake.budget_policy) {
-                continue; // advanced and counted; never activated
-            }
-            if inner.begin_scheduled(&space) {
-                dispatched += 1;
-                let host = super::Host {
-                    inner: inner.clone(),
-                };
-                if let Err(e) = host.notify(&space, Trigger::Schedule, Request::FireDue) {
-                    tracing::warn!(space = %space, error = %e, "scheduled activation refused");
-                    inner.end_scheduled(&space);
-                    dispatched -= 1;
-                    // Until the refusal says it may work: when another
-                    // holder's lease can expire, or the back-off ends.
-                    let wait = match &e {
-                        HostError::HeldElsewhere { retry_in_ms, .. }
-                        | HostError::BackingOff { retry_in_ms, .. } => (*retry_in_ms).max(1),
-                        _ => inner.retry_delay_ms(EARLY_HOLDOFF_MS),
-                    };
-                    deferred.insert(space, now + wait);
-                }
-            }
-        }
+        };
         for space in inner.take_nothing_due() {
             deferred.insert(space, now + EARLY_HOLDOFF_MS);
         }
-        let sleep = match next {
+        let sleep = match wake_at {
             Some(t) if t > now => Duration::from_millis(t - now).min(MAX_SLEEP),
             Some(_) => Duration::from_millis(1),
             None => MAX_SLEEP,
@@ -151,5 +192,173 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
             Err(RecvTimeoutError::Disconnected) => return,
         }
         inner.counters.add_host(Counter::WakerPasses, 1);
+    }
+}
+
+/// The effects of a plan, in its order. True when a planned firing did not
+/// happen (skipped for budget, already in flight, refused), so its slot is
+/// free for another due space.
+fn carry_out(
+    inner: &Arc<HostInner>,
+    p: &Plan,
+    now: u64,
+    deferred: &mut HashMap<String, u64>,
+    prepared: &mut HashMap<String, u64>,
+) -> bool {
+    let host = super::Host {
+        inner: inner.clone(),
+    };
+    for space in &p.unprepare {
+        prepared.remove(space);
+    }
+    for (space, due_ms) in &p.prepare {
+        if inner.begin_scheduled(space) {
+            let req = Request::Prepare { due_ms: *due_ms };
+            if host.notify(space, Trigger::Schedule, req).is_ok() {
+                prepared.insert(space.clone(), *due_ms);
+            } else {
+                // Left to the ordinary path at the due time.
+                inner.end_scheduled(space);
+            }
+        }
+    }
+    let mut short = false;
+    for (space, policy) in &p.fire {
+        if inner.skip_for_budget(space, *policy) || !inner.begin_scheduled(space) {
+            // Skipped: advanced and counted, never activated.
+            short = true;
+            continue;
+        }
+        if let Err(e) = host.notify(space, Trigger::Schedule, Request::FireDue) {
+            tracing::warn!(space = %space, error = %e, "scheduled activation refused");
+            inner.end_scheduled(space);
+            short = true;
+            // Until the refusal says it may work: when another holder's
+            // lease can expire, or the back-off ends.
+            let wait = match &e {
+                HostError::HeldElsewhere { retry_in_ms, .. }
+                | HostError::BackingOff { retry_in_ms, .. } => (*retry_in_ms).max(1),
+                _ => inner.retry_delay_ms(EARLY_HOLDOFF_MS),
+            };
+            deferred.insert(space.clone(), now + wait);
+        }
+    }
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wake(space: &str, at_ms: u64, policy: Option<bool>) -> UpcomingWake {
+        UpcomingWake {
+            space: space.into(),
+            at_ms,
+            budget_policy: policy,
+        }
+    }
+
+    fn input<'a>(
+        upcoming: &'a [UpcomingWake],
+        in_flight: &'a HashSet<String>,
+        deferred: &'a HashMap<String, u64>,
+        prepared: &'a HashMap<String, u64>,
+    ) -> PassInput<'a> {
+        PassInput {
+            now_ms: 1_000,
+            upcoming,
+            in_flight,
+            deferred,
+            prepared,
+            lease_retry_ms: None,
+            lead_ms: 100,
+            cap: 2,
+            prepare_cap: 8,
+            host_budget: false,
+        }
+    }
+
+    fn names(v: &[(String, Option<bool>)]) -> Vec<&str> {
+        v.iter().map(|(s, _)| s.as_str()).collect()
+    }
+
+    #[test]
+    fn due_spaces_fire_in_due_order_up_to_the_cap_skipping_busy_ones() {
+        let up = [
+            wake("a", 900, None),
+            wake("b", 950, None),
+            wake("c", 960, None),
+            wake("d", 990, None),
+            wake("e", 1_000, None),
+        ];
+        let in_flight = HashSet::from(["a".to_string()]);
+        let deferred = HashMap::from([("b".to_string(), 2_000)]);
+        let p = plan(&input(&up, &in_flight, &deferred, &HashMap::new()));
+        assert_eq!(
+            names(&p.fire),
+            ["c"],
+            "one slot left beside the one in flight"
+        );
+        assert!(p.capped, "d and e wait for a slot");
+        assert_eq!(p.wake_at_ms, Some(2_000), "the deferral's end");
+        let none = HashSet::new();
+        let p = plan(&input(&up, &none, &HashMap::new(), &HashMap::new()));
+        assert_eq!(names(&p.fire), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_wake_within_the_lead_prepares_only_a_space_without_a_budget() {
+        let up = [
+            wake("a", 1_050, Some(false)),
+            wake("b", 1_060, None),
+            wake("c", 1_500, None),
+        ];
+        let none = HashSet::new();
+        let empty = HashMap::new();
+        let p = plan(&input(&up, &none, &empty, &empty));
+        assert_eq!(p.prepare, [("a".to_string(), 1_050)]);
+        assert!(p.fire.is_empty(), "nothing fires before its due time");
+        assert_eq!(p.wake_at_ms, Some(1_050), "at the first due time");
+        let mut i = input(&up, &none, &empty, &empty);
+        i.host_budget = true;
+        assert!(plan(&i).prepare.is_empty(), "a host budget needs the check");
+        i.host_budget = false;
+        i.lead_ms = 0;
+        let p = plan(&i);
+        assert!(p.prepare.is_empty());
+        assert_eq!(p.wake_at_ms, Some(1_050), "without a lead, at the due time");
+    }
+
+    #[test]
+    fn a_later_wake_is_looked_at_one_lead_early_and_ends_the_pass() {
+        let up = [wake("a", 5_000, Some(false)), wake("b", 900, None)];
+        let none = HashSet::new();
+        let empty = HashMap::new();
+        let mut i = input(&up, &none, &empty, &empty);
+        i.lease_retry_ms = Some(9_000);
+        let p = plan(&i);
+        assert_eq!(p.wake_at_ms, Some(4_900));
+        assert!(
+            p.fire.is_empty(),
+            "the window is in due order: nothing after a later wake"
+        );
+        assert!(!p.capped);
+    }
+
+    #[test]
+    fn a_prepared_space_whose_wake_came_due_earlier_is_unprepared_and_fired() {
+        let up = [wake("a", 990, Some(false))];
+        let none = HashSet::new();
+        let empty = HashMap::new();
+        let prepared = HashMap::from([("a".to_string(), 1_080)]);
+        let p = plan(&input(&up, &none, &empty, &prepared));
+        assert_eq!(p.unprepare, ["a"]);
+        assert_eq!(names(&p.fire), ["a"]);
+        // A prepared space is not prepared twice, and the cap on waiting
+        // preparations holds.
+        let up = [wake("a", 1_080, Some(false)), wake("b", 1_090, Some(false))];
+        let mut i = input(&up, &none, &empty, &prepared);
+        i.prepare_cap = 1;
+        assert!(plan(&i).prepare.is_empty());
     }
 }

@@ -94,7 +94,7 @@ pub fn after_wave(
         space,
         wave,
         now_ms,
-        &crate::accounting::backoff::BackoffPolicy::default(),
+        &crate::schedule::backoff::BackoffPolicy::default(),
     )
 }
 
@@ -104,7 +104,7 @@ pub fn after_wave_with(
     space: &mut Space,
     wave: &WaveReport,
     now_ms: u64,
-    backoff: &crate::accounting::backoff::BackoffPolicy,
+    backoff: &crate::schedule::backoff::BackoffPolicy,
 ) -> StoreResult<DeliveryReport> {
     space.plane(|p| settle_delivery(p, wave, now_ms, backoff))
 }
@@ -116,7 +116,7 @@ pub fn settle_delivery(
     plane: &mut PlaneTx<'_>,
     wave: &WaveReport,
     now_ms: u64,
-    backoff: &crate::accounting::backoff::BackoffPolicy,
+    backoff: &crate::schedule::backoff::BackoffPolicy,
 ) -> StoreResult<DeliveryReport> {
     let mut report = DeliveryReport::default();
     for id in &wave.delivered {
@@ -130,7 +130,7 @@ pub fn settle_delivery(
             row.inflight_event = None;
             row.attempts = 0;
         }
-        if crate::accounting::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
+        if crate::schedule::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
             report.backed_off += 1;
         }
         plane.upsert_schedule(&row)?;
@@ -190,7 +190,7 @@ pub fn run_wave(
         rt,
         now_ms,
         limit,
-        &crate::accounting::backoff::BackoffPolicy::default(),
+        &crate::schedule::backoff::BackoffPolicy::default(),
     )
 }
 
@@ -199,7 +199,7 @@ pub fn run_wave_with(
     rt: &mut SpaceRuntime,
     now_ms: u64,
     limit: usize,
-    backoff: &crate::accounting::backoff::BackoffPolicy,
+    backoff: &crate::schedule::backoff::BackoffPolicy,
 ) -> RuntimeResult<(WaveReport, DeliveryReport)> {
     let pending = before_wave(rt.space(), limit)?;
     if pending.marked > 0 {

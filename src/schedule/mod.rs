@@ -11,6 +11,8 @@
 //!   dead-lettering around each wave.
 //! - [`index`] — the index hook that keeps `schedule_index` in step with
 //!   declarations inside each commit's transaction.
+//! - [`backoff`] — schedule policy for unread output: an entry whose
+//!   output no session reads fires less often until one does.
 //!
 //! # Invariants
 //! - Nothing here reads a clock: the shell passes `now` and the commit's
@@ -20,6 +22,7 @@
 //! - Consecutive fires of one entry are never closer than
 //!   `interval − window` (see [`grid`]).
 
+pub mod backoff;
 pub mod delivery;
 pub mod fire;
 pub mod grid;
