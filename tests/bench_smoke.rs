@@ -58,8 +58,10 @@ fn bench_schedule_prints_its_side_by_side_figures() {
             "index hook, first declaration, piece created",
             "wake breakdown (one thread",
             "wakes: 100 parked spaces due at once",
-            "(max_scheduled 32;",
-            "(max_scheduled 8;",
+            "(max_scheduled 32, engine reuse on;",
+            "(max_scheduled 8, engine reuse off;",
+            "(max_scheduled 8, engine reuse on;",
+            "with the engine-image cache full",
             "lateness: 20 entries due within 1 s, 20 parked spaces: p50",
             "lateness: 20 entries due within 1 s, 5 active spaces x 4 entries: p50",
         ],
@@ -78,5 +80,30 @@ fn bench_serve_prints_its_side_by_side_figures() {
             "after an event activated each and all parked",
             "pairwise ratios",
         ],
+    );
+}
+
+/// The mode `bench/wake-instructions.sh` runs under callgrind: rounds of
+/// wakes one at a time through the real host, every wake delivered.
+#[test]
+fn bench_schedule_instructions_mode_wakes_every_space_each_round() {
+    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args([
+            "bench",
+            "schedule",
+            "--only",
+            "instructions",
+            "--scale",
+            "0.05",
+        ])
+        .args(["--wake-rounds", "2"])
+        .env("SPACEWAKE_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("instructions: 10 parked spaces woken 3 times one at a time"),
+        "{text}"
     );
 }

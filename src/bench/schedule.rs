@@ -29,9 +29,9 @@
 //! each new (parked) space in one commit, which the index hook indexes.
 
 use super::rss_kib;
+use crate::allocator::release_freed_memory;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::compiler::MemorySource;
-use crate::allocator::release_freed_memory;
 use crate::host::{Host, HostConfig, Request, Trigger};
 use crate::metrics::{Counter, Counters};
 use crate::runtime::{compile_cache, RuntimeConfig, SpaceRuntime, COMMONFABRIC_JS};
@@ -490,7 +490,12 @@ fn wakes(
             ..HostConfig::default()
         };
         c.schedule.max_scheduled = cap;
-        c.runtime.reuse_engines = reuse;
+        if !reuse {
+            c.runtime.engine_images = 0;
+        }
+        // Nobody reads the ticks: unread back-off would double the interval
+        // after three rounds and leave nothing due in the later ones.
+        c.schedule.backoff = crate::schedule::backoff::BackoffPolicy::disabled();
         c
     };
     let open = |run: (usize, bool)| -> anyhow::Result<Host> {
@@ -650,7 +655,7 @@ fn profile(
         drop(TenureSandbox::get(
             &rcfg.sandbox,
             COMMONFABRIC_JS,
-            rcfg.reuse_engines,
+            rcfg.engine_images,
         )?);
         sum[3] += lap(&mut at);
         let mut rt = SpaceRuntime::start(space, clock.clone(), ttl, rcfg.clone())?;
@@ -941,17 +946,52 @@ fn memory(dir: &Path, t: &Template, spaces: usize) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_millis(500));
     release_freed_memory();
     let after = rss_kib();
+    let (images, full) = with_engine_images_full()?;
     host.shutdown();
     println!(
-        "memory: {spaces} parked spaces x {entries} = {} indexed entries, RSS {:.1} MiB before creating them, {:.1} MiB after with the host and its waker running and idle ({:.0} bytes per space; {} per-space counter sets kept; created in {:.0} s; target < 100 MB)",
+        "memory: {spaces} parked spaces x {entries} = {} indexed entries, RSS {:.1} MiB before creating them, {:.1} MiB after with the host and its waker running and idle, {:.1} MiB with the engine-image cache full ({images} images kept by as many threads) ({:.0} bytes per space; {} per-space counter sets kept; created in {:.0} s; target < 100 MB)",
         spaces * entries,
         before as f64 / 1024.0,
         after as f64 / 1024.0,
+        full as f64 / 1024.0,
         (after as f64 - before as f64) * 1024.0 / spaces as f64,
         host.counters().space_count(),
         made
     );
     Ok(())
+}
+
+/// The process's RSS while the default number of threads each keep an
+/// engine image, as space-server threads do between tenures; the threads
+/// then exit (freeing theirs). Returns (images, RSS in KiB).
+fn with_engine_images_full() -> anyhow::Result<(usize, u64)> {
+    let cfg = RuntimeConfig::default();
+    let n = cfg.engine_images;
+    let kept = std::sync::Barrier::new(n + 1);
+    let measured = std::sync::Barrier::new(n + 1);
+    std::thread::scope(|scope| -> anyhow::Result<(usize, u64)> {
+        let threads: Vec<_> = (0..n)
+            .map(|_| {
+                let (cfg, kept, measured) = (&cfg, &kept, &measured);
+                scope.spawn(move || -> anyhow::Result<()> {
+                    let sb = TenureSandbox::get(&cfg.sandbox, COMMONFABRIC_JS, cfg.engine_images);
+                    // Dropped: restored and kept as this thread's spare.
+                    drop(sb?);
+                    kept.wait();
+                    measured.wait();
+                    Ok(())
+                })
+            })
+            .collect();
+        kept.wait();
+        release_freed_memory();
+        let rss = rss_kib();
+        measured.wait();
+        for t in threads {
+            t.join().expect("image thread panicked")?;
+        }
+        Ok((n, rss))
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

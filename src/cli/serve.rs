@@ -76,6 +76,10 @@ pub struct ServeArgs {
     /// Scheduled activations in flight at once (caps a herd of due spaces).
     #[arg(long, env = "SPACEWAKE_MAX_SCHEDULED", default_value_t = 8)]
     pub max_scheduled: usize,
+    /// Engine images kept for reuse across tenures, at most (one per
+    /// space-server thread, about 1 MiB each; 0: a new engine per tenure).
+    #[arg(long, env = "SPACEWAKE_ENGINE_IMAGES", default_value_t = crate::sandbox::DEFAULT_ENGINE_IMAGES)]
+    pub engine_images: usize,
     /// Milliseconds before a parked space's wake is due that the host
     /// activates it, so the wake fires on time (0: activate at the due time).
     #[arg(long, env = "SPACEWAKE_SCHEDULE_LEAD_MS", default_value_t = 100,
@@ -200,6 +204,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         runtime: crate::runtime::RuntimeConfig {
             ledger_window_ms: args.ledger_window_hours.max(1) * 3_600_000,
+            engine_images: args.engine_images,
             ..Default::default()
         },
         ..Default::default()

@@ -114,9 +114,11 @@ pub type RuntimeResult<T> = Result<T, RuntimeError>;
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub sandbox: SandboxConfig,
-    /// Reuse engine state across tenures by restoring a start-up heap image
-    /// (`sandbox/image.rs`); off builds a sandbox per tenure.
-    pub reuse_engines: bool,
+    /// Engine state is reused across tenures by restoring a start-up heap
+    /// image (`sandbox/image.rs`), with at most this many images alive in
+    /// the process (one per space-server thread); 0 builds a sandbox per
+    /// tenure.
+    pub engine_images: usize,
     /// Budget of one action (handler or derivation), in interrupt polls.
     pub action_budget: Option<u64>,
     /// At most this many events are consumed by one wave.
@@ -202,7 +204,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             sandbox: SandboxConfig::default(),
-            reuse_engines: true,
+            engine_images: crate::sandbox::DEFAULT_ENGINE_IMAGES,
             action_budget: None,
             wave_event_limit: 256,
             metering: true,
@@ -389,7 +391,7 @@ impl SpaceRuntime {
             Some(l) => l,
             None => return Err(lease_held(&mut space)),
         };
-        let sandbox = TenureSandbox::get(&cfg.sandbox, COMMONFABRIC_JS, cfg.reuse_engines)?;
+        let sandbox = TenureSandbox::get(&cfg.sandbox, COMMONFABRIC_JS, cfg.engine_images)?;
         space.counters().inc(if sandbox.reused() {
             Counter::EngineImagesReused
         } else {

@@ -293,10 +293,11 @@ impl Drop for Image {
 /// a thread keeps between tenures, or the one a tenure is using).
 static IMAGES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// At most this many imaged sandboxes exist at once; past it a tenure gets
-/// a sandbox built from scratch. Each holds its image twice (the region's
-/// resident pages and the copy), about 1.5 MiB in all.
-pub const MAX_IMAGES: usize = 64;
+/// How many imaged sandboxes may exist at once by default
+/// (`--engine-images`): as many as the host keeps idle threads at its
+/// default scheduled cap. Each holds its image twice (the region's resident
+/// pages and the copy), about 1 MiB.
+pub const DEFAULT_ENGINE_IMAGES: usize = 16;
 
 /// How far above the heap limit a region is mapped: room for the size
 /// classes' rounding and for blocks freed in one class and wanted in another.
@@ -1159,7 +1160,8 @@ thread_local! {
 /// the thread's spare imaged sandbox when there is one with the same limits
 /// and authoring API, restored to its start-up state, or a new imaged one;
 /// when dropped it is restored and kept as the thread's spare. With reuse
-/// off (or [`MAX_IMAGES`] reached) it is built from scratch and freed.
+/// off (`max_images` 0, or that many imaged sandboxes alive) it is built
+/// from scratch and freed.
 pub struct TenureSandbox {
     sandbox: Option<Sandbox>,
     reused: bool,
@@ -1171,9 +1173,9 @@ impl TenureSandbox {
     pub fn get(
         config: &SandboxConfig,
         commonfabric: &'static str,
-        reuse: bool,
+        max_images: usize,
     ) -> Result<TenureSandbox, SandboxError> {
-        if reuse {
+        if max_images > 0 {
             let spare = SPARE.with(|s| s.borrow_mut().take());
             if let Some(sb) = spare {
                 let fits = sb.config == *config
@@ -1187,7 +1189,7 @@ impl TenureSandbox {
                     });
                 }
             }
-            if IMAGES.load(Ordering::Relaxed) < MAX_IMAGES {
+            if IMAGES.load(Ordering::Relaxed) < max_images {
                 return Ok(TenureSandbox {
                     sandbox: Some(Sandbox::new_imaged(config.clone(), commonfabric)?),
                     reused: false,
