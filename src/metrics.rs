@@ -76,6 +76,7 @@ counters! {
     ScheduleDelivered => ("schedule", "delivered", Counter, "Wake events whose callback ran and committed"),
     ScheduledInFlight => ("schedule", "activationsInFlight", Gauge, "Scheduled activations dispatched and not yet done (fired and delivered, or prepared)"),
     SchedulePrepared => ("schedule", "prepared", Counter, "Spaces activated ahead of a wake's due time (the waker's lead), to fire on time"),
+    ScheduleLeaseWithFiring => ("schedule", "leaseWithFiring", Counter, "Scheduled tenures that took their lease in their first firing's transaction (one transaction fewer per wake)"),
     ScheduleSelfFired => ("schedule", "firedByPreparedSpace", Counter, "Firings a prepared space started itself at the due time (no waker round trip)"),
     ActivationsSchedule => ("activation", "bySchedule", Counter, "Activations triggered by a due schedule"),
     WakerPasses => ("schedule", "wakerPasses", Counter, "Times the waker looked at the directory (it sleeps between)"),

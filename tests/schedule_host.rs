@@ -163,6 +163,16 @@ fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
         "one ahead of the due time, one at it"
     );
     assert_eq!(
+        c(&h, "s", Counter::ScheduleLeaseWithFiring),
+        1,
+        "the wake's tenure took its lease in the firing's transaction"
+    );
+    assert_eq!(
+        c(&h, "s", Counter::LeaseAcquired),
+        3,
+        "the deploy's tenure, the prepared one, and the firing's own"
+    );
+    assert_eq!(
         c(&h, "s", Counter::ActivationsSession),
         1,
         "only the deploy"

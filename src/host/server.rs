@@ -16,6 +16,7 @@ use super::{Cmd, HostError, HostInner, Reply, Request, SessionId, Update, Update
 use crate::compiler::MemorySource;
 use crate::metrics::Counter;
 use crate::runtime::{RuntimeError, SpaceRuntime};
+use crate::schedule::fire::FireReport;
 use crate::store::{Author, FileAccess, PathSeg};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -97,9 +98,40 @@ pub(crate) fn run(
             }
         }
     }
-    let started = opened.and_then(|space| {
-        SpaceRuntime::start(
+    // A scheduled tenure that begins with a firing takes its lease in the
+    // firing's transaction (one transaction fewer per wake).
+    if scheduled && queued.is_empty() {
+        queued.extend(rx.try_recv().ok());
+    }
+    let fire_first = matches!(queued.first(), Some(c) if matches!(c.req, Request::FireDue));
+    let mut fired_first: Option<(Cmd, FireReport, u64)> = None;
+    let started = opened.and_then(|mut space| {
+        let mut lease = None;
+        if fire_first {
+            // As the tenure will run: the directory's "later" move waits for
+            // the turn's settle (see below).
+            space.defer_later_moves();
+            let now = inner.clock.now_ms();
+            let enabled = inner.cfg.schedule.enabled;
+            let fired = crate::schedule::fire::fire_due_taking_lease(
+                &mut space,
+                now,
+                &inner.jitter,
+                enabled,
+            )?;
+            // `None`: another holder's lease is live; starting says so.
+            if let Some(mut report) = fired {
+                after_fire_commit(&report);
+                lease = report.lease.take();
+                if lease.is_some() {
+                    counters.inc(Counter::ScheduleLeaseWithFiring);
+                }
+                fired_first = Some((queued.remove(0), report, now));
+            }
+        }
+        SpaceRuntime::start_leased(
             space,
+            lease,
             inner.clock.clone(),
             inner.store.config().lease_ttl_ms,
             inner.cfg.runtime.clone(),
@@ -118,7 +150,10 @@ pub(crate) fn run(
             } else {
                 inner.record_failure(&id, trigger, &e)
             };
-            for c in queued {
+            for c in queued.into_iter().chain(fired_first.map(|(c, _, _)| c)) {
+                if matches!(c.req, Request::FireDue | Request::Prepare { .. }) {
+                    inner.end_scheduled(&id);
+                }
                 if let Some(r) = c.reply {
                     let _ = r.send(Err(refusal.clone()));
                 }
@@ -160,6 +195,9 @@ pub(crate) fn run(
         next_renew: Instant::now() + renew,
     };
     s.life.become_(Phase::Serving);
+    if let Some((cmd, report, now)) = fired_first {
+        s.handle_fired(cmd, report, now);
+    }
     for cmd in queued {
         s.handle(cmd);
     }
@@ -348,6 +386,13 @@ fn wait_for(now: Instant, work: bool, renew: Instant, timers: [Option<Instant>; 
         .flatten()
         .fold(renew, Instant::min)
         .saturating_duration_since(now)
+}
+
+/// Right after a firing's commit: the crash tests' first firing step.
+fn after_fire_commit(report: &FireReport) {
+    if !report.fired.is_empty() {
+        crate::schedule::delivery::crash_point(crate::schedule::delivery::CrashPoint::AfterFire);
+    }
 }
 
 /// How an operator's tenure ended.
@@ -661,11 +706,25 @@ impl Server {
         let report =
             crate::schedule::fire::fire_due(self.rt.space(), now, &self.inner.jitter, enabled)
                 .map_err(|e| HostError::Internal(e.to_string()))?;
-        if !report.fired.is_empty() {
-            crate::schedule::delivery::crash_point(
-                crate::schedule::delivery::CrashPoint::AfterFire,
-            );
+        after_fire_commit(&report);
+        self.fired(report, now)
+    }
+
+    /// The first command of a tenure was a firing, done with the lease in
+    /// its transaction before the runtime started: account for it as
+    /// [`Server::handle`] would have.
+    fn handle_fired(&mut self, cmd: Cmd, report: FireReport, now: u64) {
+        self.last_activity = Instant::now();
+        self.life.command(true);
+        self.life.fire();
+        let result = self.fired(report, now);
+        if let Some(reply) = cmd.reply {
+            let _ = reply.send(result);
         }
+    }
+
+    /// Counts a firing's report and corrects an early directory.
+    fn fired(&mut self, report: FireReport, now: u64) -> Result<Reply, HostError> {
         let c = self.counters();
         c.add(Counter::ScheduleDue, report.due as i64);
         c.add(Counter::ScheduleSuppressed, report.suppressed as i64);

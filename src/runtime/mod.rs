@@ -382,14 +382,30 @@ fn lease_held(space: &mut Space) -> RuntimeError {
 impl SpaceRuntime {
     /// Takes the space's lease for a tenure and rebuilds every piece's graph.
     pub fn start(
-        mut space: Space,
+        space: Space,
         clock: Arc<dyn Clock>,
         lease_ttl_ms: u64,
         cfg: RuntimeConfig,
     ) -> RuntimeResult<SpaceRuntime> {
-        let lease = match space.acquire_lease()? {
+        SpaceRuntime::start_leased(space, None, clock, lease_ttl_ms, cfg)
+    }
+
+    /// [`SpaceRuntime::start`] for a tenure whose lease was already taken
+    /// (`lease`: in the firing's transaction, see `schedule::fire::
+    /// fire_due_taking_lease`); with `None` the lease is acquired here.
+    pub fn start_leased(
+        mut space: Space,
+        lease: Option<Lease>,
+        clock: Arc<dyn Clock>,
+        lease_ttl_ms: u64,
+        cfg: RuntimeConfig,
+    ) -> RuntimeResult<SpaceRuntime> {
+        let lease = match lease {
             Some(l) => l,
-            None => return Err(lease_held(&mut space)),
+            None => match space.acquire_lease()? {
+                Some(l) => l,
+                None => return Err(lease_held(&mut space)),
+            },
         };
         let sandbox = TenureSandbox::get(&cfg.sandbox, COMMONFABRIC_JS, cfg.engine_images)?;
         space.counters().inc(if sandbox.reused() {

@@ -38,6 +38,8 @@ pub struct FireReport {
     pub fired: Vec<Fired>,
     pub suppressed: usize,
     pub seq: Option<u64>,
+    /// The lease taken with the firing ([`fire_due_taking_lease`]).
+    pub lease: Option<crate::store::Lease>,
 }
 
 /// What a firing pass decides for one due row (pure).
@@ -193,7 +195,26 @@ pub fn fire_due(
     enabled: bool,
 ) -> StoreResult<FireReport> {
     let mode = if enabled { Mode::Fire } else { Mode::Suppress };
-    fire_due_as(space, now_ms, jitter, mode)
+    fire_due_as(space, now_ms, jitter, mode, false)
+}
+
+/// [`fire_due`] for the first wake of a scheduled tenure: the tenure's
+/// lease is taken in the firing's own transaction (one transaction fewer
+/// per wake; the crash argument is in `spec/scheduling.md`). `None`: another
+/// holder's lease is live, and nothing was fired or taken. A report with
+/// nothing due took no lease either (`lease` is `None`): the caller takes
+/// it as usual.
+pub fn fire_due_taking_lease(
+    space: &mut Space,
+    now_ms: u64,
+    jitter: &Jitter,
+    enabled: bool,
+) -> StoreResult<Option<FireReport>> {
+    let mode = if enabled { Mode::Fire } else { Mode::Suppress };
+    match fire_due_as(space, now_ms, jitter, mode, true) {
+        Err(crate::store::StoreError::NotLeaseHolder(_)) => Ok(None),
+        other => other.map(Some),
+    }
 }
 
 /// Declines a space's due wakes because its scheduled budget is spent: the
@@ -205,7 +226,7 @@ pub fn skip_due_for_budget(
     jitter: &Jitter,
     window_ms: u64,
 ) -> StoreResult<FireReport> {
-    let report = fire_due_as(space, now_ms, jitter, Mode::SkipBudget)?;
+    let report = fire_due_as(space, now_ms, jitter, Mode::SkipBudget, false)?;
     if report.suppressed > 0 {
         let window = crate::accounting::window_start_ms(now_ms, window_ms);
         let delta = crate::store::LedgerDelta {
@@ -229,6 +250,7 @@ fn fire_due_as(
     now_ms: u64,
     jitter: &Jitter,
     mode: Mode,
+    take_lease: bool,
 ) -> StoreResult<FireReport> {
     let enabled = mode == Mode::Fire;
     let id = space.id().to_string();
@@ -256,6 +278,7 @@ fn fire_due_as(
     }
     let mut req = CommitRequest::new(CommitClass::System, Author::server());
     req.events = decisions.iter().filter_map(|d| d.event.clone()).collect();
+    req.take_lease = take_lease;
     let outcome = space.commit_with(req, |_, plane| {
         for d in &decisions {
             plane.upsert_schedule(&d.row).map_err(|e| e.to_string())?;
@@ -278,6 +301,7 @@ fn fire_due_as(
         Ok(())
     })?;
     report.seq = outcome.seq;
+    report.lease = outcome.lease;
     for d in decisions {
         if enabled {
             report.fired.extend(d.fired);

@@ -137,6 +137,11 @@ pub struct CommitRequest {
     pub watermarks: Vec<(String, u64)>,
     /// Required for a derived commit.
     pub lease: Option<Lease>,
+    /// Take the space's lease for a new tenure in this commit's transaction
+    /// (as [`Space::acquire_lease`] would); a live lease of another holder
+    /// refuses the whole commit (`NotLeaseHolder`). The firing that begins
+    /// a scheduled tenure takes its lease this way (`spec/scheduling.md`).
+    pub take_lease: bool,
 }
 
 impl CommitRequest {
@@ -148,6 +153,7 @@ impl CommitRequest {
             events: Vec::new(),
             watermarks: Vec::new(),
             lease: None,
+            take_lease: false,
         }
     }
     pub fn op(mut self, op: DocOp) -> Self {
@@ -169,6 +175,8 @@ pub struct CommitOutcome {
     pub appended: Vec<String>,
     /// Event ids that were already stored, with the seq that stored them.
     pub duplicates: Vec<(String, u64)>,
+    /// The lease taken, for a request with `take_lease`.
+    pub lease: Option<Lease>,
 }
 
 /// A document head as read.
@@ -435,6 +443,18 @@ impl Space {
                 self.counters.inc(Counter::DerivedRefused);
             })?;
         }
+        let taken = if req.take_lease {
+            let taken =
+                Self::take_lease_with(&tx, &path, &space_id, &self.shared, &self.counters, now_ms)?;
+            if taken.is_none() {
+                return Err(StoreError::NotLeaseHolder(
+                    "another holder's lease is live".into(),
+                ));
+            }
+            taken
+        } else {
+            None
+        };
 
         // Split events into new ones and duplicates before assigning a seq.
         let mut fresh = Vec::with_capacity(req.events.len());
@@ -588,10 +608,14 @@ impl Space {
             .add(Counter::EventsAppended, records.len() as i64);
         self.counters
             .add(Counter::WatermarksAdvanced, req.watermarks.len() as i64);
+        if taken.is_some() {
+            self.counters.inc(Counter::LeaseAcquired);
+        }
         Ok(CommitOutcome {
             seq,
             appended: records.into_iter().map(|r| r.event_id).collect(),
             duplicates,
+            lease: taken,
         })
     }
 
@@ -1047,33 +1071,51 @@ impl Space {
 
     fn acquire_inner(&mut self) -> StoreResult<Option<Lease>> {
         let now = self.shared.clock.now_ms();
-        let holder = self.shared.holder.clone();
-        let ttl = self.shared.cfg.lease_ttl_ms;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(&self.path)?;
-        let current = lease_row(&tx, &self.path)?;
+        let lease =
+            Self::take_lease_with(&tx, &self.path, &self.id, &self.shared, &self.counters, now)?;
+        if lease.is_some() {
+            tx.commit().at(&self.path)?;
+            self.counters.inc(Counter::LeaseAcquired);
+        }
+        Ok(lease)
+    }
+
+    /// The lease for a new tenure, written inside `tx`; `None` when another
+    /// holder's lease is live (nothing written).
+    fn take_lease_with(
+        tx: &Transaction<'_>,
+        path: &Path,
+        id: &str,
+        shared: &StoreShared,
+        counters: &SpaceCounters,
+        now: u64,
+    ) -> StoreResult<Option<Lease>> {
+        let holder = shared.holder.clone();
+        let ttl = shared.cfg.lease_ttl_ms;
+        let current = lease_row(tx, path)?;
         let tenure = match &current {
             Some(l) if l.holder != holder && l.expires_at_ms > now => {
                 // A live lease of an earlier instance of this host: that
                 // process is dead if we hold the directory's lock.
-                if !(self.shared.cfg.owns_directory && same_host(&l.holder, &holder)) {
-                    self.counters.inc(Counter::LeaseRefused);
+                if !(shared.cfg.owns_directory && same_host(&l.holder, &holder)) {
+                    counters.inc(Counter::LeaseRefused);
                     return Ok(None);
                 }
-                self.counters
-                    .inc(Counter::LeaseTakenOverFromOwnDeadInstance);
+                counters.inc(Counter::LeaseTakenOverFromOwnDeadInstance);
                 l.tenure + 1
             }
             Some(l) => {
                 // A released lease (expiry 0) is free, not taken over.
                 if l.holder != holder && l.expires_at_ms != 0 {
-                    self.counters.inc(Counter::LeaseTakenOver);
+                    counters.inc(Counter::LeaseTakenOver);
                 }
                 l.tenure + 1
             }
-            None => max_tenure_hint(&tx, &self.path)? + 1,
+            None => max_tenure_hint(tx, path)? + 1,
         };
         let lease = Lease {
             holder,
@@ -1084,16 +1126,14 @@ impl Space {
             "INSERT OR REPLACE INTO execution_lease (space, holder, tenure, expires_at_ms) \
              VALUES (?1, ?2, ?3, ?4)",
         )
-        .at(&self.path)?
+        .at(path)?
         .execute(params![
-            self.id,
+            id,
             lease.holder,
             lease.tenure as i64,
             lease.expires_at_ms as i64
         ])
-        .at(&self.path)?;
-        tx.commit().at(&self.path)?;
-        self.counters.inc(Counter::LeaseAcquired);
+        .at(path)?;
         Ok(Some(lease))
     }
 
