@@ -601,10 +601,13 @@ fn instructions(dir: &Path, t: &Template, spaces: usize, rounds: u32) -> anyhow:
         "count {v} after {} rounds",
         rounds + 1
     );
+    let c = host.counters().host();
     println!(
-        "instructions: {spaces} parked spaces woken {} times one at a time in {:.1} s (instructions per wake: the difference between runs with --wake-rounds k+1 and k under callgrind, divided by {spaces}; see bench/wake-instructions.sh)",
+        "instructions: {spaces} parked spaces woken {} times one at a time in {:.1} s ({} engine images reused, {} leases taken with the firing; instructions per wake: the difference between runs with --wake-rounds k+1 and k under callgrind, divided by {spaces}; see bench/wake-instructions.sh)",
         rounds + 1,
-        began.elapsed().as_secs_f64()
+        began.elapsed().as_secs_f64(),
+        c.get(Counter::EngineImagesReused),
+        c.get(Counter::ScheduleLeaseWithFiring)
     );
     Ok(())
 }
