@@ -498,7 +498,8 @@ impl Server {
     /// active), otherwise after the configured idle time — and never
     /// before a prepared wake's due time.
     fn park_at(&self) -> Instant {
-        let idle = if self.brief() {
+        // A brief tenure (a scheduled wake nobody joined) parks at once.
+        let idle = if self.life.brief() {
             Duration::ZERO
         } else {
             Duration::from_millis(self.inner.cfg.idle_park_ms)
@@ -520,12 +521,6 @@ impl Server {
             return Some(self.last_activity);
         }
         Some(self.last_activity + CHECKPOINT_QUIET)
-    }
-
-    /// A scheduled tenure nobody attached to: it parks as soon as its work
-    /// is done, and may keep its file to itself meanwhile.
-    fn brief(&self) -> bool {
-        self.life.brief()
     }
 
     /// A tenure that opened its file exclusively shares it once it is no

@@ -35,8 +35,6 @@ use std::rc::Rc;
 
 use rquickjs::allocator::Allocator;
 
-use super::state::State;
-
 const HEADER: usize = 16;
 const SMALL_STEP: usize = 16;
 const SMALL_CLASSES: usize = 64;
@@ -218,22 +216,10 @@ fn page() -> usize {
     (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as usize
 }
 
-/// The engine's allocator for an imaged sandbox: blocks from its region,
-/// metered like [`super::meter::MeteredAllocator`].
+/// The engine's allocator for an imaged sandbox: blocks from its region
+/// (metered by wrapping it in [`super::meter::MeteredAllocator`]).
 pub(crate) struct RegionAllocator {
     pub region: Rc<Region>,
-    pub state: Rc<State>,
-}
-
-impl RegionAllocator {
-    #[inline]
-    fn track(&self, ptr: *mut u8, sign: i64) {
-        if !ptr.is_null() {
-            // SAFETY: `ptr` is a live block of the region.
-            let n = class_size(unsafe { class_at(ptr) }) as i64;
-            self.state.add_live(sign * n);
-        }
-    }
 }
 
 // SAFETY: blocks are 16-byte aligned (the region is page-aligned, the
@@ -241,19 +227,14 @@ impl RegionAllocator {
 // bytes long, and owned by one caller until freed; null means out of memory.
 unsafe impl Allocator for RegionAllocator {
     fn alloc(&mut self, size: usize) -> *mut u8 {
-        if !self.state.charge(size) {
-            return std::ptr::null_mut();
-        }
-        let p = self.region.alloc(size);
-        self.track(p, 1);
-        p
+        self.region.alloc(size)
     }
 
     fn calloc(&mut self, count: usize, size: usize) -> *mut u8 {
         let Some(total) = count.checked_mul(size) else {
             return std::ptr::null_mut();
         };
-        let p = self.alloc(total);
+        let p = self.region.alloc(total);
         if !p.is_null() {
             // SAFETY: the block holds at least `total` bytes.
             unsafe { std::ptr::write_bytes(p, 0, total) };
@@ -262,29 +243,27 @@ unsafe impl Allocator for RegionAllocator {
     }
 
     unsafe fn dealloc(&mut self, ptr: *mut u8) {
-        if ptr.is_null() {
-            return;
+        if !ptr.is_null() {
+            self.region.free(ptr);
         }
-        self.track(ptr, -1);
-        self.region.free(ptr);
     }
 
     unsafe fn realloc(&mut self, ptr: *mut u8, new_size: usize) -> *mut u8 {
         if ptr.is_null() {
-            return self.alloc(new_size);
+            return self.region.alloc(new_size);
         }
         if new_size == 0 {
-            self.dealloc(ptr);
+            self.region.free(ptr);
             return std::ptr::null_mut();
         }
         let old = class_size(class_at(ptr));
         if new_size <= old {
             return ptr;
         }
-        let p = self.alloc(new_size);
+        let p = self.region.alloc(new_size);
         if !p.is_null() {
             std::ptr::copy_nonoverlapping(ptr, p, old);
-            self.dealloc(ptr);
+            self.region.free(ptr);
         }
         p
     }

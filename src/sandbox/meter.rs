@@ -1,5 +1,6 @@
 //! The runtime's allocator: Rust's global allocator (through rquickjs's
-//! `RustAllocator`) plus a per-call allocation meter.
+//! `RustAllocator`) or an imaged sandbox's region, plus a per-call
+//! allocation meter.
 //!
 //! Why: QuickJS polls its interrupt handler every 10,000 ticks, and a tick
 //! can be an arbitrarily large native operation (`new Array(1e6).fill(1)`).
@@ -21,32 +22,35 @@ use rquickjs::allocator::{Allocator, RustAllocator};
 
 use super::state::State;
 
-pub(crate) struct MeteredAllocator {
+/// `inner` with the meter around it: the system allocator for a sandbox
+/// built per tenure, a region (`image.rs`) for an imaged one.
+pub(crate) struct MeteredAllocator<A: Allocator = RustAllocator> {
     pub state: Rc<State>,
+    pub inner: A,
 }
 
-impl MeteredAllocator {
+impl<A: Allocator> MeteredAllocator<A> {
     /// Adds the usable size of `ptr` (when non-null) times `sign` to the
     /// live-bytes gauge.
     #[inline]
     fn track(&self, ptr: *mut u8, sign: i64) {
         if !ptr.is_null() {
-            // SAFETY: `ptr` came from `RustAllocator` and is still live.
-            let n = unsafe { RustAllocator::usable_size(ptr) } as i64;
+            // SAFETY: `ptr` came from `inner` and is still live.
+            let n = unsafe { A::usable_size(ptr) } as i64;
             self.state.add_live(sign * n);
         }
     }
 }
 
-// SAFETY: every method delegates to `RustAllocator`, which upholds the
-// trait's contract; the meter only decides whether to return null first,
-// which the contract permits (QuickJS treats null as out of memory).
-unsafe impl Allocator for MeteredAllocator {
+// SAFETY: every method delegates to `inner`, which upholds the trait's
+// contract; the meter only decides whether to return null first, which the
+// contract permits (QuickJS treats null as out of memory).
+unsafe impl<A: Allocator> Allocator for MeteredAllocator<A> {
     fn alloc(&mut self, size: usize) -> *mut u8 {
         if !self.state.charge(size) {
             return std::ptr::null_mut();
         }
-        let p = RustAllocator.alloc(size);
+        let p = self.inner.alloc(size);
         self.track(p, 1);
         p
     }
@@ -58,14 +62,14 @@ unsafe impl Allocator for MeteredAllocator {
         if total == 0 || !self.state.charge(total) {
             return std::ptr::null_mut();
         }
-        let p = RustAllocator.calloc(count, size);
+        let p = self.inner.calloc(count, size);
         self.track(p, 1);
         p
     }
 
     unsafe fn dealloc(&mut self, ptr: *mut u8) {
         self.track(ptr, -1);
-        RustAllocator.dealloc(ptr)
+        self.inner.dealloc(ptr)
     }
 
     unsafe fn realloc(&mut self, ptr: *mut u8, new_size: usize) -> *mut u8 {
@@ -78,11 +82,11 @@ unsafe impl Allocator for MeteredAllocator {
             self.dealloc(ptr);
             return std::ptr::null_mut();
         }
-        let old = RustAllocator::usable_size(ptr);
+        let old = A::usable_size(ptr);
         if new_size > old && !self.state.charge(new_size - old) {
             return std::ptr::null_mut();
         }
-        let p = RustAllocator.realloc(ptr, new_size);
+        let p = self.inner.realloc(ptr, new_size);
         if !p.is_null() {
             self.state.add_live(-(old as i64));
             self.track(p, 1);
@@ -91,6 +95,6 @@ unsafe impl Allocator for MeteredAllocator {
     }
 
     unsafe fn usable_size(ptr: *mut u8) -> usize {
-        RustAllocator::usable_size(ptr)
+        A::usable_size(ptr)
     }
 }
