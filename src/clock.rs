@@ -1,16 +1,38 @@
 //! Time enters spacewake through one trait.
 //!
-//! Invariant: nothing else in the crate reads the wall clock. `serve` runs on
-//! [`SystemClock`]; tests, scenarios and benchmarks that need determinism run
-//! on [`ManualClock`], so a two-hour schedule is tested in microseconds.
-//! All times are milliseconds since the Unix epoch (`*_ms` in names).
+//! Invariant: nothing else in the crate reads `Instant` or `SystemTime`.
+//! `serve` runs on [`SystemClock`]; tests, scenarios and benchmarks that
+//! need determinism run on [`ManualClock`], so a two-hour schedule is tested
+//! in microseconds. All times are milliseconds since the Unix epoch (`*_ms`
+//! in names).
+//!
+//! Two kinds of time, kept apart:
+//! - **When something happens** (a wake falls due, a space parks, a lease is
+//!   renewed, a WAL is checkpointed): always on a [`Clock`], timers included.
+//!   A thread waiting for such a deadline asks [`Clock::real_wait_until`]
+//!   how long it may block, and a manual clock's jump wakes it (`on_jump`).
+//! - **How long real work took, or how long to wait for another thread or
+//!   a socket** (the compute a wave used, a safety net on a runaway
+//!   handler, a shutdown's drain, a client's timeout): a [`Stopwatch`].
+//!   That is real time by nature; a manual clock must not stretch it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A source of "now", in milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + 'static {
     fn now_ms(&self) -> u64;
+
+    /// How long, in real time, a thread may block before `deadline_ms` on
+    /// this clock can have come: zero once it has. `None` when the passing
+    /// of real time never brings it (a manual clock moves only when told,
+    /// and then calls its `on_jump` listeners, which is how such a waiter
+    /// learns to look again).
+    fn real_wait_until(&self, deadline_ms: u64) -> Option<Duration> {
+        Some(Duration::from_millis(
+            deadline_ms.saturating_sub(self.now_ms()),
+        ))
+    }
 
     /// Calls `f` whenever this clock jumps. Real time flows by itself, so
     /// the system clock never calls it; a manual clock calls it on every
@@ -99,6 +121,10 @@ impl Clock for ManualClock {
         self.now_ms.load(Ordering::SeqCst)
     }
 
+    fn real_wait_until(&self, deadline_ms: u64) -> Option<Duration> {
+        (self.now_ms() >= deadline_ms).then_some(Duration::ZERO)
+    }
+
     fn on_jump(&self, f: Box<dyn Fn() + Send + Sync>) {
         self.listeners
             .lock()
@@ -120,9 +146,88 @@ impl Clock for OffsetClock {
     }
 }
 
+/// Real elapsed time, for measuring work and bounding waits on threads and
+/// sockets (see the module documentation); never a space's timeline.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopwatch(Instant);
+
+impl Stopwatch {
+    pub fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.0.elapsed()
+    }
+
+    /// True once `limit` of real time has passed since the start.
+    pub fn passed(&self, limit: Duration) -> bool {
+        self.0.elapsed() >= limit
+    }
+
+    /// What is left of `limit` (zero once it has passed).
+    pub fn left_of(&self, limit: Duration) -> Duration {
+        limit.saturating_sub(self.0.elapsed())
+    }
+}
+
+/// A bound on real time: `limit` from when it was made.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeout {
+    started: Stopwatch,
+    limit: Duration,
+}
+
+impl Timeout {
+    pub fn after(limit: Duration) -> Self {
+        Self {
+            started: Stopwatch::start(),
+            limit,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.started.passed(self.limit)
+    }
+
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// Real time left before it passes (zero once it has).
+    pub fn left(&self) -> Duration {
+        self.started.left_of(self.limit)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manual_deadline_comes_only_by_a_jump_and_a_real_one_by_waiting() {
+        let c = ManualClock::new(1_000);
+        assert_eq!(c.real_wait_until(5_000), None, "real time never brings it");
+        assert_eq!(c.real_wait_until(1_000), Some(Duration::ZERO));
+        c.set_ms(5_000);
+        assert_eq!(c.real_wait_until(5_000), Some(Duration::ZERO));
+        let s = SystemClock;
+        let now = s.now_ms();
+        let wait = s.real_wait_until(now + 60_000).unwrap();
+        assert!(wait <= Duration::from_millis(60_000) && wait >= Duration::from_millis(59_000));
+        assert_eq!(s.real_wait_until(now - 1), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_stopwatch_counts_real_time() {
+        let w = Stopwatch::start();
+        assert!(!w.passed(Duration::from_secs(3600)));
+        assert!(w.passed(Duration::ZERO));
+        assert!(w.left_of(Duration::from_secs(3600)) > Duration::from_secs(3599));
+        let t = Timeout::after(Duration::ZERO);
+        assert!(t.passed() && t.left() == Duration::ZERO);
+        assert!(!Timeout::after(Duration::from_secs(3600)).passed());
+    }
 
     #[test]
     fn manual_clock_moves_only_when_told() {

@@ -79,7 +79,7 @@ counters! {
     ScheduleLeaseWithFiring => ("schedule", "leaseWithFiring", Counter, "Scheduled tenures that took their lease in their first firing's transaction (one transaction fewer per wake)"),
     ScheduleSelfFired => ("schedule", "firedByPreparedSpace", Counter, "Firings a prepared space started itself at the due time (no waker round trip)"),
     ActivationsSchedule => ("activation", "bySchedule", Counter, "Activations triggered by a due schedule"),
-    WakerPasses => ("schedule", "wakerPasses", Counter, "Times the waker looked at the directory (it sleeps between)"),
+    WakerPasses => ("schedule", "wakerPasses", Counter, "Passes the waker finished over the directory (it sleeps between)"),
     LatenessLe10Ms => ("schedule", "wakeLatenessLe10Ms", Counter, "Wakes fired within 10 ms of their due time (histogram bucket)"),
     LatenessLe100Ms => ("schedule", "wakeLatenessLe100Ms", Counter, "Wakes fired within 100 ms of their due time (histogram bucket)"),
     LatenessLe1000Ms => ("schedule", "wakeLatenessLe1000Ms", Counter, "Wakes fired within 1 s of their due time (histogram bucket)"),

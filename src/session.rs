@@ -72,14 +72,14 @@ pub async fn run(socket: WebSocket, host: Host) {
     // Any frame counts as a sign of life; after half the timeout of
     // silence the server pings (browsers and WebSocket libraries answer
     // on their own), and after the whole of it gives up.
-    let mut heard = tokio::time::Instant::now();
+    let mut heard = crate::clock::Stopwatch::start();
     let mut pinged = false;
     let mut grants = host.grant_changes();
     let mut shutdown = host.shutdown_signal();
     loop {
-        let silence_deadline = timeout.map(|t| heard + if pinged { t } else { t / 2 });
+        let silence_left = timeout.map(|t| heard.left_of(if pinged { t } else { t / 2 }));
         tokio::select! {
-            _ = sleep_until_or_never(silence_deadline) => {
+            _ = sleep_or_never(silence_left) => {
                 if !pinged {
                     pinged = true;
                     let ping = Message::Ping(Default::default());
@@ -109,7 +109,7 @@ pub async fn run(socket: WebSocket, host: Host) {
                     }
                     _ => break,
                 };
-                heard = tokio::time::Instant::now();
+                heard = crate::clock::Stopwatch::start();
                 pinged = false;
                 let frame = match &msg {
                     Message::Text(t) => Frame::Text(t.as_str()),
@@ -396,9 +396,9 @@ async fn end_connection(
     let _ = send_frame(tx, close, timeout).await;
 }
 
-async fn sleep_until_or_never(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
+async fn sleep_or_never(left: Option<std::time::Duration>) {
+    match left {
+        Some(d) => tokio::time::sleep(d).await,
         None => std::future::pending().await,
     }
 }

@@ -155,7 +155,7 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
     let c = |k: Counter| h.counters().space_value("s", k);
     let parked =
         || !h.active_spaces().iter().any(|s| s == "s") && c(Counter::ScheduledInFlight) == 0;
-    common::wait("park", parked);
+    common::park(&h, &clock, "s");
     // First wake runs and bills the scheduled bucket.
     clock.advance_ms(60 * 60_000);
     common::wait("first wake", || c(Counter::ScheduleDelivered) == 1);

@@ -30,7 +30,7 @@ fn unread_output_backs_the_entry_off_and_a_session_read_restores_it() {
     let piece = common::deploy_source(&h, "s", PATTERN);
     let c = |k: Counter| h.counters().space_value("s", k);
     let parked = || common::settled(&h, "s");
-    common::wait("park", parked);
+    common::park(&h, &clock, "s");
     let row = || h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
 
     let mut factors = Vec::new();

@@ -100,8 +100,11 @@ fn a_poison_event_is_retried_alone_then_dead_lettered_and_the_space_serves_again
     }
     clock.advance_ms(1_000);
     retries(2);
-    clock.advance_ms(1_999);
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    common::jump_and_let_the_waker_look(
+        &host,
+        &clock,
+        spacewake::clock::Clock::now_ms(&*clock) + 1_999,
+    );
     assert_eq!(
         c.space_value("s", Counter::TenureRetries),
         2,

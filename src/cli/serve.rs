@@ -210,7 +210,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let host = crate::host::Host::new(store.clone(), host_cfg);
-    let checked = std::time::Instant::now();
+    let checked = crate::clock::Stopwatch::start();
     host.check_start().context("the start-up check failed")?;
     tracing::info!(
         ms = checked.elapsed().as_millis() as u64,
@@ -307,21 +307,19 @@ async fn shut_down(
     stop_accepting: tokio::sync::oneshot::Sender<()>,
     http: tokio::task::JoinHandle<std::io::Result<()>>,
 ) {
-    let started = tokio::time::Instant::now();
-    let deadline = started + grace;
+    let started = crate::clock::Stopwatch::start();
     tracing::info!(signal, grace_ms = grace.as_millis() as u64, "shutting down");
     let counters = host.counters().clone();
     host.begin_shutdown();
     let _ = stop_accepting.send(());
     let spaces = {
         let host = host.clone();
-        let deadline = deadline.into_std();
-        tokio::task::spawn_blocking(move || host.stop_spaces(deadline))
+        tokio::task::spawn_blocking(move || host.stop_spaces(started, grace))
     };
     // Plain HTTP requests in flight finish; WebSocket sessions close on
     // the shutdown signal.
-    let _ = tokio::time::timeout_at(deadline, http).await;
-    while counters.host().get(Counter::SessionsOpen) > 0 && tokio::time::Instant::now() < deadline {
+    let _ = tokio::time::timeout(started.left_of(grace), http).await;
+    while counters.host().get(Counter::SessionsOpen) > 0 && !started.passed(grace) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let report = spaces.await.unwrap_or(crate::host::StopReport {

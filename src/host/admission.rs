@@ -212,9 +212,11 @@ impl HostInner {
     ) -> Option<Vec<Cmd>> {
         let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
         let mut leftover = Vec::new();
-        while let Ok(c) = rx.try_recv() {
-            leftover.push(c);
-        }
+        // A clock's jump asks for nothing: it never keeps a space active.
+        leftover.extend(
+            rx.try_iter()
+                .filter(|c| !matches!(c.req, Request::ClockMoved)),
+        );
         if !leftover.is_empty() {
             return Some(leftover);
         }

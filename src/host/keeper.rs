@@ -12,16 +12,18 @@
 //! exclusively cannot be opened by another connection: such a turn is
 //! left to the renewal of an expired lease nobody took.
 
+use crate::clock::Clock;
 use crate::metrics::Counter;
 use crate::store::{FileAccess, Lease, Store};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Watched {
     lease: Lease,
-    /// When the lease was last renewed (by the server or the keeper).
-    renewed: Instant,
+    /// When the lease was last renewed (by the server or the keeper), on
+    /// the store's clock: the one its expiry is judged by.
+    renewed_ms: u64,
 }
 
 #[derive(Default)]
@@ -35,6 +37,7 @@ pub(crate) struct Keeper {
     table: Mutex<Table>,
     wake: Condvar,
     every: Duration,
+    clock: Arc<dyn Clock>,
 }
 
 /// Unregisters a turn when dropped.
@@ -61,6 +64,7 @@ impl Keeper {
             table: Mutex::new(Table::default()),
             wake: Condvar::new(),
             every,
+            clock: store.clock().clone(),
         });
         let k = keeper.clone();
         let spawned = std::thread::Builder::new()
@@ -91,7 +95,7 @@ impl Keeper {
                 space.to_string(),
                 Watched {
                     lease: lease.clone(),
-                    renewed: Instant::now(),
+                    renewed_ms: self.clock.now_ms(),
                 },
             );
         Some(Watch {
@@ -107,6 +111,7 @@ impl Keeper {
 
     fn run(&self, store: &Store) {
         let tick = (self.every / 4).max(Duration::from_millis(10));
+        let every_ms = self.every.as_millis() as u64;
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if table.stopped {
@@ -115,7 +120,7 @@ impl Keeper {
             let due: Vec<(String, Lease)> = table
                 .watched
                 .iter()
-                .filter(|(_, w)| w.renewed.elapsed() >= self.every)
+                .filter(|(_, w)| self.clock.now_ms() >= w.renewed_ms + every_ms)
                 .map(|(s, w)| (s.clone(), w.lease.clone()))
                 .collect();
             drop(table);
@@ -132,7 +137,7 @@ impl Keeper {
                             .inc(Counter::LeaseRenewedByKeeper);
                         if let Some(w) = t.watched.get_mut(&space) {
                             w.lease = l;
-                            w.renewed = Instant::now();
+                            w.renewed_ms = self.clock.now_ms();
                         }
                     }
                     // Lost, or the file is busy: the wave's own commit says so.
@@ -142,7 +147,7 @@ impl Keeper {
                     Err(e) => {
                         tracing::warn!(space = %space, error = %e, "the lease keeper cannot renew");
                         if let Some(w) = t.watched.get_mut(&space) {
-                            w.renewed = Instant::now();
+                            w.renewed_ms = self.clock.now_ms();
                         }
                     }
                 }

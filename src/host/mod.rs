@@ -205,7 +205,7 @@ pub const GRANTS_RECHECK: std::time::Duration = std::time::Duration::from_millis
 /// lock is also the one every space thread writes through.
 struct GrantsWatch {
     version: std::sync::atomic::AtomicU64,
-    checked_at: Mutex<Option<std::time::Instant>>,
+    checked_at: Mutex<Option<crate::clock::Stopwatch>>,
     /// Publishes each new version, so a session that neither sends nor
     /// receives still learns of a revocation.
     changed: tokio::sync::watch::Sender<u64>,
@@ -255,7 +255,7 @@ impl Host {
             store.clone(),
             std::time::Duration::from_millis(store.config().lease_renew_ms),
         );
-        Host {
+        let host = Host {
             inner: Arc::new(HostInner {
                 store,
                 clock,
@@ -276,7 +276,16 @@ impl Host {
                 lease_retries: Mutex::new(HashMap::new()),
                 keeper,
             }),
-        }
+        };
+        // A manual clock's jump reaches every space server's timers. Weak:
+        // the clock outlives hosts in tests, and must not keep them alive.
+        let inner = Arc::downgrade(&host.inner);
+        host.inner.clock.on_jump(Box::new(move || {
+            if let Some(inner) = inner.upgrade() {
+                inner.clock_moved();
+            }
+        }));
+        host
     }
 
     /// Starts the waker thread (boot discovery's "a schedule is due" arm is
@@ -452,10 +461,14 @@ impl Host {
 
     /// Asks every active space server to stop (after the wave it is in,
     /// with its lease released and its file checkpointed) and waits for
-    /// them until `deadline`. Returns how many stopped and which spaces
+    /// them until `grace` has passed `since`. Returns how many stopped and which spaces
     /// were still active at the deadline (abandoned: their leases are
     /// left to expire, or to be taken over by this host's next process).
-    pub fn stop_spaces(&self, deadline: std::time::Instant) -> StopReport {
+    pub fn stop_spaces(
+        &self,
+        since: crate::clock::Stopwatch,
+        grace: std::time::Duration,
+    ) -> StopReport {
         let targets: Vec<mpsc::Sender<Cmd>> = self
             .inner
             .active
@@ -472,7 +485,7 @@ impl Host {
         }
         loop {
             let still = self.active_spaces();
-            if still.is_empty() || std::time::Instant::now() >= deadline {
+            if still.is_empty() || since.passed(grace) {
                 return StopReport {
                     stopped: targets.len().saturating_sub(still.len()),
                     abandoned: still,
@@ -490,13 +503,13 @@ impl Host {
         let g = &self.inner.grants;
         // One refresher at a time; the others use the value it last read.
         if let Ok(mut at) = g.checked_at.try_lock() {
-            if at.is_none_or(|t| t.elapsed() >= GRANTS_RECHECK) {
+            if at.is_none_or(|t| t.passed(GRANTS_RECHECK)) {
                 if let Ok(v) = self.inner.store.directory().grants_version() {
                     if g.version.swap(v, Relaxed) != v {
                         g.changed.send_replace(v);
                     }
                 }
-                *at = Some(std::time::Instant::now());
+                *at = Some(crate::clock::Stopwatch::start());
             }
         }
         g.version.load(Relaxed)
@@ -544,10 +557,11 @@ impl Host {
     /// Waits up to `timeout_ms` for every active space to park on its own;
     /// returns how many are still active.
     pub fn park_all_idle(&self, timeout_ms: u64) -> usize {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        let waiting = crate::clock::Stopwatch::start();
+        let timeout = std::time::Duration::from_millis(timeout_ms);
         loop {
             let n = self.active_spaces().len();
-            if n == 0 || std::time::Instant::now() >= deadline {
+            if n == 0 || waiting.passed(timeout) {
                 return n;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -605,6 +619,21 @@ impl HostInner {
             .as_ref()
         {
             let _ = tx.send(());
+        }
+    }
+
+    /// The host clock jumped: every active server looks at its timers.
+    fn clock_moved(&self) {
+        for a in self
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            let _ = a.tx.send(Cmd {
+                req: Request::ClockMoved,
+                reply: None,
+            });
         }
     }
 

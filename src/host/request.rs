@@ -138,6 +138,9 @@ pub enum Request {
     Prepare {
         due_ms: u64,
     },
+    /// The host clock jumped (a manual clock): look at the timers again.
+    /// Not activity: it postpones no park.
+    ClockMoved,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -13,6 +13,7 @@
 
 use super::tenure::{Lifecycle, Phase};
 use super::{Cmd, HostError, HostInner, Reply, Request, SessionId, Update, UpdateSink};
+use crate::clock::Stopwatch;
 use crate::compiler::MemorySource;
 use crate::metrics::Counter;
 use crate::runtime::{RuntimeError, SpaceRuntime};
@@ -22,7 +23,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What one session holds in a space.
 struct Session {
@@ -35,7 +36,7 @@ struct Session {
 /// WAL is checkpointed. Checkpointing at every idle moment (the instant a
 /// wave's acks went out) meant two fsyncs per wave: with 100 busy spaces
 /// the disk queue backed up and sends waited up to a second each.
-const CHECKPOINT_QUIET: Duration = Duration::from_millis(50);
+const CHECKPOINT_QUIET_MS: u64 = 50;
 
 /// A space that is never quiet for that long still checkpoints at its
 /// first idle moment after this many waves (a few hundred WAL pages),
@@ -57,8 +58,9 @@ struct Server {
     busy_turns: u32,
     /// Phase, purpose and the scheduled wake in hand (`tenure.rs`).
     life: Lifecycle,
-    last_activity: Instant,
-    next_renew: Instant,
+    /// On the host clock, as every timer of the loop.
+    last_activity_ms: u64,
+    next_renew_ms: u64,
 }
 
 /// `trigger`: why the space is activated. A tenure that begins with a
@@ -179,7 +181,8 @@ pub(crate) fn run(
     // One "later" move of the directory per turn (see `turn`), not one
     // transaction after each commit.
     rt.space().defer_later_moves();
-    let renew = Duration::from_millis(inner.store.config().lease_renew_ms);
+    let renew_ms = inner.store.config().lease_renew_ms;
+    let started_ms = inner.clock.now_ms();
     let mut s = Server {
         inner: inner.clone(),
         id: id.clone(),
@@ -191,8 +194,8 @@ pub(crate) fn run(
         waves_since_checkpoint: 0,
         busy_turns: 0,
         life: Lifecycle::new(),
-        last_activity: Instant::now(),
-        next_renew: Instant::now() + renew,
+        last_activity_ms: started_ms,
+        next_renew_ms: started_ms + renew_ms,
     };
     s.life.become_(Phase::Serving);
     if let Some((cmd, report, now)) = fired_first {
@@ -202,7 +205,7 @@ pub(crate) fn run(
         s.handle(cmd);
     }
     let ended = loop {
-        let now = Instant::now();
+        let now = inner.clock.now_ms();
         let park_at = s.park_at();
         if s.checkpoint_at().is_some_and(|at| now >= at) {
             // Idle: apply the log's retention rule first (a no-op until
@@ -218,14 +221,20 @@ pub(crate) fn run(
         }
         // Parking is a timer only when nothing holds the space.
         let park = s.sessions.is_empty().then_some(park_at);
-        let wait = wait_for(
+        let deadline = next_deadline(
             now,
             s.work,
-            s.next_renew,
+            s.next_renew_ms,
             [park, s.life.fire_at(), s.checkpoint_at()],
         );
         counters.inc(Counter::ServerWakeups);
-        match rx.recv_timeout(wait) {
+        // On a manual clock no deadline comes by itself: its jumps arrive
+        // as `ClockMoved` commands.
+        let received = match inner.clock.real_wait_until(deadline) {
+            Some(wait) => rx.recv_timeout(wait),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
             Ok(cmd) => s.handle(cmd),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break Ended::Parked,
@@ -247,7 +256,7 @@ pub(crate) fn run(
         // Before a firing counts as done, the directory must show the
         // space's next wake, or the waker would find it still due. A space
         // about to park does both at park, in the lease's release.
-        let parking_next = s.sessions.is_empty() && !s.work && Instant::now() >= s.park_at();
+        let parking_next = s.idle_past_park();
         if !parking_next {
             if let Err(e) = s.rt.space().settle_projection() {
                 break Ended::Failed(e.into());
@@ -256,7 +265,7 @@ pub(crate) fn run(
                 s.end_firing();
             }
         }
-        if Instant::now() >= s.next_renew {
+        if inner.clock.now_ms() >= s.next_renew_ms {
             if let Err(e) = s.rt.renew_lease() {
                 break Ended::Failed(e);
             }
@@ -267,10 +276,9 @@ pub(crate) fn run(
                     break Ended::Failed(e.into());
                 }
             }
-            s.next_renew = Instant::now() + renew;
+            s.next_renew_ms = inner.clock.now_ms() + renew_ms;
         }
-        let idle_now = s.sessions.is_empty() && !s.work && Instant::now() >= s.park_at();
-        if idle_now {
+        if s.idle_past_park() {
             match inner.try_retire(&id, generation, &rx) {
                 None => break Ended::Parked,
                 Some(leftover) => {
@@ -371,21 +379,18 @@ pub(crate) fn run(
     }
 }
 
-/// How long the loop may wait for its next command (pure): not at all
-/// while there is work, else until the earliest of the lease renewal and
-/// the `timers` that are set (the park, a prepared wake's own firing, the
-/// idle checkpoint). The park is passed only when no session holds the
-/// space: with one attached, a park time in the past made this a busy loop
-/// (until session 6, a session idle for the park time pinned a core).
-fn wait_for(now: Instant, work: bool, renew: Instant, timers: [Option<Instant>; 3]) -> Duration {
+/// Until when (on the host clock) the loop may wait for its next command
+/// (pure): `now` while there is work, else the earliest of the lease
+/// renewal and the `timers` that are set (the park, a prepared wake's own
+/// firing, the idle checkpoint). The park is passed only when no session
+/// holds the space: with one attached, a park time in the past made this a
+/// busy loop (until session 6, a session idle for the park time pinned a
+/// core).
+fn next_deadline(now_ms: u64, work: bool, renew_ms: u64, timers: [Option<u64>; 3]) -> u64 {
     if work {
-        return Duration::ZERO;
+        return now_ms;
     }
-    timers
-        .into_iter()
-        .flatten()
-        .fold(renew, Instant::min)
-        .saturating_duration_since(now)
+    timers.into_iter().flatten().fold(renew_ms, u64::min)
 }
 
 /// Right after a firing's commit: the crash tests' first firing step.
@@ -435,8 +440,9 @@ fn operate_parked(
                     let _ = r.send(Ok(Reply::Operated(result)));
                 }
             }
-            // Shutting down: there is nothing to stop but this.
-            Request::Stop => {}
+            // Shutting down: there is nothing to stop but this; and no
+            // timer runs here.
+            Request::Stop | Request::ClockMoved => {}
             req => {
                 let mut cmds = vec![Cmd {
                     req,
@@ -497,30 +503,35 @@ impl Server {
     /// attached to (a herd of wakes must not hold thousands of spaces
     /// active), otherwise after the configured idle time — and never
     /// before a prepared wake's due time.
-    fn park_at(&self) -> Instant {
+    fn park_at(&self) -> u64 {
         // A brief tenure (a scheduled wake nobody joined) parks at once.
         let idle = if self.life.brief() {
-            Duration::ZERO
+            0
         } else {
-            Duration::from_millis(self.inner.cfg.idle_park_ms)
+            self.inner.cfg.idle_park_ms
         };
-        let at = self.last_activity + idle;
+        let at = self.last_activity_ms + idle;
         self.life.hold_until().map_or(at, |h| at.max(h))
     }
 
+    /// Nothing holds the space and its park time has come.
+    fn idle_past_park(&self) -> bool {
+        self.sessions.is_empty() && !self.work && self.inner.clock.now_ms() >= self.park_at()
+    }
+
     /// When the WAL gets its checkpoint: once the space has been quiet for
-    /// [`CHECKPOINT_QUIET`] after a wave, or at the first idle moment after
+    /// [`CHECKPOINT_QUIET_MS`] after a wave, or at the first idle moment after
     /// [`CHECKPOINT_EVERY_WAVES`] waves. `None` with no session attached:
     /// the space is about to park, and closing the file checkpoints anyway
     /// (doing both doubled the cost of a scheduled wake).
-    fn checkpoint_at(&self) -> Option<Instant> {
+    fn checkpoint_at(&self) -> Option<u64> {
         if self.work || self.sessions.is_empty() || self.waves_since_checkpoint == 0 {
             return None;
         }
         if self.waves_since_checkpoint >= CHECKPOINT_EVERY_WAVES {
-            return Some(self.last_activity);
+            return Some(self.last_activity_ms);
         }
-        Some(self.last_activity + CHECKPOINT_QUIET)
+        Some(self.last_activity_ms + CHECKPOINT_QUIET_MS)
     }
 
     /// A tenure that opened its file exclusively shares it once it is no
@@ -541,7 +552,11 @@ impl Server {
     }
 
     fn handle(&mut self, cmd: Cmd) {
-        self.last_activity = Instant::now();
+        if matches!(cmd.req, Request::ClockMoved) {
+            // Not activity: the loop only looks at its timers again.
+            return;
+        }
+        self.last_activity_ms = self.inner.clock.now_ms();
         self.life.command(matches!(
             cmd.req,
             Request::FireDue | Request::Prepare { .. }
@@ -647,15 +662,10 @@ impl Server {
                 self.life.fire();
                 self.fire_due()
             }
+            Request::ClockMoved => Ok(Reply::Done),
             Request::Prepare { due_ms } => {
-                // Wall time until the due time, plus a margin for the
-                // waker's pass; a manual clock that never gets there lets
-                // the space park, and the wake then activates it anew.
-                let until_due =
-                    Duration::from_millis(due_ms.saturating_sub(self.inner.clock.now_ms()));
-                let at = Instant::now() + until_due;
-                self.life
-                    .prepare(at, due_ms, at + Duration::from_millis(50));
+                // Held until the due time plus a margin for the waker's pass.
+                self.life.prepare(due_ms, due_ms + PREPARED_HOLD_MS);
                 self.counters().inc(Counter::SchedulePrepared);
                 self.inner.end_scheduled(&self.id);
                 Ok(Reply::Done)
@@ -663,27 +673,15 @@ impl Server {
         }
     }
 
-    /// A prepared wake's time has come: fire it as the waker would, counted
-    /// in flight. If the waker got there first (the space is in flight) its
-    /// request is on the way; if the host clock is not there yet (a manual
-    /// clock, or wall time running ahead of it) wait a little more, within
-    /// the lead, and otherwise leave it to the waker.
+    /// A prepared wake's due time has come: fire it as the waker would,
+    /// counted in flight. If the waker got there first (the space is in
+    /// flight) its request is on the way.
     fn fire_if_prepared(&mut self) {
-        match self.life.fire_at() {
-            Some(at) if Instant::now() >= at => {}
-            _ => return,
-        }
-        let Some((_, due_ms)) = self.life.take_fire_at() else {
-            return;
-        };
         let now = self.inner.clock.now_ms();
-        if now < due_ms {
-            if due_ms - now <= self.inner.cfg.schedule.lead_ms {
-                self.life
-                    .fire_again_at(Instant::now() + Duration::from_millis(due_ms - now));
-            }
+        if self.life.fire_at().is_none_or(|due_ms| now < due_ms) {
             return;
         }
+        self.life.take_fire_at();
         if self.inner.begin_scheduled(&self.id) {
             self.counters().inc(Counter::ScheduleSelfFired);
             self.handle(Cmd {
@@ -709,7 +707,7 @@ impl Server {
     /// its transaction before the runtime started: account for it as
     /// [`Server::handle`] would have.
     fn handle_fired(&mut self, cmd: Cmd, report: FireReport, now: u64) {
-        self.last_activity = Instant::now();
+        self.last_activity_ms = self.inner.clock.now_ms();
         self.life.command(true);
         self.life.fire();
         let result = self.fired(report, now);
@@ -882,7 +880,9 @@ impl Server {
         if !self.work {
             return Ok(());
         }
-        let deadline = Instant::now() + Duration::from_millis(self.inner.cfg.flush_deadline_ms);
+        // Real time: how long waves may run before their updates go out.
+        let flush = Duration::from_millis(self.inner.cfg.flush_deadline_ms);
+        let running = Stopwatch::start();
         // Waves of a tenure started by a scheduled wake, with no session
         // attached, bill the scheduled bucket; everything else bills session.
         self.rt
@@ -906,9 +906,9 @@ impl Server {
             c.add(Counter::ScheduleBackedOff, delivery.backed_off as i64);
             tracing::debug!(events = report.events, seq = ?report.seq, handlers = report.handler_runs, derivations = report.derivation_runs, "wave committed");
             if report.events > 0 {
-                self.last_activity = Instant::now();
+                self.last_activity_ms = self.inner.clock.now_ms();
             }
-            if report.events == 0 || Instant::now() >= deadline {
+            if report.events == 0 || running.passed(flush) {
                 break;
             }
         }
@@ -1010,6 +1010,10 @@ impl Server {
     }
 }
 
+/// How long past its due time a prepared space stays active, for the
+/// waker's pass to reach it if it did not fire itself.
+const PREPARED_HOLD_MS: u64 = 50;
+
 /// Turns with work after which a tenure applies the log's retention rule at
 /// its park (tenures with sessions apply it at their idle checkpoints).
 const COMPACT_AFTER_TURNS: u32 = 256;
@@ -1044,29 +1048,25 @@ mod tests {
 
     #[test]
     fn the_loop_waits_for_its_earliest_timer_and_not_at_all_with_work() {
-        let now = Instant::now();
-        let ms = |n| now + Duration::from_millis(n);
-        let renew = ms(1_000);
+        let now = 10_000;
+        let renew = now + 1_000;
         assert_eq!(
-            wait_for(now, true, renew, [Some(ms(5)), None, None]),
-            Duration::ZERO
+            next_deadline(now, true, renew, [Some(now + 5), None, None]),
+            now
         );
+        assert_eq!(next_deadline(now, false, renew, [None, None, None]), renew);
         assert_eq!(
-            wait_for(now, false, renew, [None, None, None]),
-            Duration::from_millis(1_000)
-        );
-        assert_eq!(
-            wait_for(
+            next_deadline(
                 now,
                 false,
                 renew,
-                [Some(ms(300)), Some(ms(40)), Some(ms(50))]
+                [Some(now + 300), Some(now + 40), Some(now + 50)]
             ),
-            Duration::from_millis(40)
+            now + 40
         );
         assert_eq!(
-            wait_for(ms(10), false, renew, [Some(now), None, None]),
-            Duration::ZERO,
+            next_deadline(now, false, renew, [Some(now - 10), None, None]),
+            now - 10,
             "a timer in the past: at once"
         );
     }

@@ -18,13 +18,14 @@
 //! about code pages (`spec/performance.md`).
 
 use super::{Host, HostConfig, Reply, Request, Trigger};
+use crate::clock::Stopwatch;
 use crate::metrics::{Counter, Counters};
 use crate::store::path::parse_dotted;
 use crate::store::{Author, Store};
 use anyhow::{bail, Context};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The pattern the check deploys: one input and one handler.
 const CHECK_PATTERN: &str = r#"import { pattern, handler, Cell, Default } from "commonfabric";
@@ -123,9 +124,9 @@ fn scratch_tenure(host: &Host, dir: &Path) -> anyhow::Result<()> {
 }
 
 fn wait(mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
-    let start = Instant::now();
+    let start = Stopwatch::start();
     while !done() {
-        if start.elapsed() > TIMEOUT {
+        if start.passed(TIMEOUT) {
             bail!("timed out after {TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(1));

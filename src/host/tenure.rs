@@ -15,8 +15,6 @@
 //! and the scheduled *wake* it is handling (prepared ahead of its due time,
 //! or firing until its wave is done).
 
-use std::time::Instant;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
     /// Opening the file, taking the lease, rebuilding the graphs.
@@ -56,13 +54,12 @@ pub(crate) enum Purpose {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
     None,
-    /// Activated ahead of a wake due at `due_ms`: the server fires it itself
-    /// at `fire_at` (`None`: left to the waker) and does not park before
-    /// `hold_until`.
+    /// Activated ahead of a wake due at `due_ms` (host clock): the server
+    /// fires it itself then (`None` once taken: left to the waker) and does
+    /// not park before `hold_until_ms`.
     Prepared {
-        fire_at: Option<Instant>,
-        due_ms: u64,
-        hold_until: Instant,
+        due_ms: Option<u64>,
+        hold_until_ms: u64,
     },
     /// A firing was handled and its wave is not done yet: the waker counts
     /// the space in flight until then.
@@ -138,12 +135,11 @@ impl Lifecycle {
     }
 
     /// Activated ahead of a wake due at `due_ms`.
-    pub fn prepare(&mut self, fire_at: Instant, due_ms: u64, hold_until: Instant) {
+    pub fn prepare(&mut self, due_ms: u64, hold_until_ms: u64) {
         self.served_wake = true;
         self.wake = Wake::Prepared {
-            fire_at: Some(fire_at),
-            due_ms,
-            hold_until,
+            due_ms: Some(due_ms),
+            hold_until_ms,
         };
     }
 
@@ -157,37 +153,27 @@ impl Lifecycle {
     }
 
     /// Not before this, if prepared.
-    pub fn hold_until(&self) -> Option<Instant> {
+    pub fn hold_until(&self) -> Option<u64> {
         match self.wake {
-            Wake::Prepared { hold_until, .. } => Some(hold_until),
+            Wake::Prepared { hold_until_ms, .. } => Some(hold_until_ms),
             _ => None,
         }
     }
 
-    /// When a prepared wake fires itself.
-    pub fn fire_at(&self) -> Option<Instant> {
+    /// When a prepared wake fires itself: its due time.
+    pub fn fire_at(&self) -> Option<u64> {
         match self.wake {
-            Wake::Prepared { fire_at, .. } => fire_at,
+            Wake::Prepared { due_ms, .. } => due_ms,
             _ => None,
         }
     }
 
-    /// The prepared wake's time and due time, once: it is no longer
-    /// scheduled to fire itself (the hold stays).
-    pub fn take_fire_at(&mut self) -> Option<(Instant, u64)> {
+    /// The prepared wake's due time, once: it is no longer scheduled to
+    /// fire itself (the hold stays).
+    pub fn take_fire_at(&mut self) -> Option<u64> {
         match &mut self.wake {
-            Wake::Prepared {
-                fire_at, due_ms, ..
-            } => fire_at.take().map(|at| (at, *due_ms)),
+            Wake::Prepared { due_ms, .. } => due_ms.take(),
             _ => None,
-        }
-    }
-
-    /// Fires the prepared wake itself at `at` after all (the host clock was
-    /// not at its due time yet).
-    pub fn fire_again_at(&mut self, at: Instant) {
-        if let Wake::Prepared { fire_at, .. } = &mut self.wake {
-            *fire_at = Some(at);
         }
     }
 
@@ -200,7 +186,6 @@ impl Lifecycle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_first_command_decides_and_joining_holds_a_brief_tenure() {
@@ -218,20 +203,13 @@ mod tests {
 
     #[test]
     fn a_prepared_wake_holds_until_fired_and_a_firing_is_in_flight_until_done() {
-        let now = Instant::now();
         let mut l = Lifecycle::new();
         assert!(!l.firing_done());
-        l.prepare(now, 5, now + Duration::from_millis(50));
-        assert_eq!(l.fire_at(), Some(now));
-        assert_eq!(l.take_fire_at(), Some((now, 5)));
+        l.prepare(5_000, 5_050);
+        assert_eq!(l.fire_at(), Some(5_000));
+        assert_eq!(l.take_fire_at(), Some(5_000));
         assert_eq!(l.fire_at(), None);
-        assert_eq!(
-            l.hold_until(),
-            Some(now + Duration::from_millis(50)),
-            "the hold stays"
-        );
-        l.fire_again_at(now);
-        assert_eq!(l.fire_at(), Some(now));
+        assert_eq!(l.hold_until(), Some(5_050), "the hold stays");
         l.fire();
         assert_eq!(l.hold_until(), None, "a firing supersedes the preparation");
         assert!(l.bills_scheduled(false) && !l.bills_scheduled(true));

@@ -22,9 +22,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::clock::Timeout;
 use futures_util::{SinkExt as _, StreamExt as _};
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
@@ -154,9 +154,9 @@ impl Client {
         opts: OpenOptions,
     ) -> Result<(Client, Opened), ClientError> {
         let resume = opts.resume;
-        let deadline = Instant::now() + DEFAULT_TIMEOUT;
-        let (mut ws, _response) = tokio::time::timeout_at(
-            deadline,
+        let deadline = Timeout::after(DEFAULT_TIMEOUT);
+        let (mut ws, _response) = tokio::time::timeout(
+            deadline.left(),
             // Small request/reply frames: Nagle plus delayed ACKs would add 40 ms.
             tokio_tungstenite::connect_async_with_config(url, None, true),
         )
@@ -232,7 +232,7 @@ impl Client {
         let id = message.id().cloned().ok_or(ClientError::NoId)?;
         let text = serde_json::to_string(&message).expect("client messages serialize");
         self.ws.send(Message::text(text)).await?;
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Timeout::after(self.timeout);
         loop {
             let reply = match self.read(deadline, "reply").await? {
                 ServerMessage::Update(u) => {
@@ -266,7 +266,7 @@ impl Client {
     /// The next message from the socket, whatever it is (buffered updates are
     /// not returned here); `None` if nothing arrives within `timeout`.
     pub async fn recv(&mut self, timeout: Duration) -> Result<Option<ServerMessage>, ClientError> {
-        match self.read(Instant::now() + timeout, "message").await {
+        match self.read(Timeout::after(timeout), "message").await {
             Ok(m) => Ok(Some(m)),
             Err(ClientError::Timeout(..)) => Ok(None),
             Err(e) => Err(e),
@@ -280,7 +280,7 @@ impl Client {
         if let Some(u) = self.updates.pop_front() {
             return Ok(Some(u));
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = Timeout::after(timeout);
         loop {
             match self.read(deadline, "update").await {
                 Ok(ServerMessage::Update(u)) => return Ok(Some(u)),
@@ -299,7 +299,7 @@ impl Client {
 
     async fn read(
         &mut self,
-        deadline: Instant,
+        deadline: Timeout,
         waiting_for: &'static str,
     ) -> Result<ServerMessage, ClientError> {
         let message = read_message(&mut self.ws, deadline, waiting_for).await?;
@@ -314,18 +314,13 @@ impl Client {
 /// by tungstenite itself and skipped here.
 async fn read_message(
     ws: &mut WsStream,
-    deadline: Instant,
+    deadline: Timeout,
     waiting_for: &'static str,
 ) -> Result<ServerMessage, ClientError> {
     loop {
-        let frame = tokio::time::timeout_at(deadline, ws.next())
+        let frame = tokio::time::timeout(deadline.left(), ws.next())
             .await
-            .map_err(|_| {
-                ClientError::Timeout(
-                    waiting_for,
-                    deadline.saturating_duration_since(Instant::now()),
-                )
-            })?;
+            .map_err(|_| ClientError::Timeout(waiting_for, deadline.limit()))?;
         let frame = match frame {
             None => {
                 return Err(ClientError::Closed {
@@ -622,7 +617,7 @@ mod tests {
         let id = Identity::generate();
         for forged in ["another nonce", "another space", "another key", "garbage"] {
             let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-            let deadline = Instant::now() + Duration::from_secs(5);
+            let deadline = Timeout::after(Duration::from_secs(5));
             let ServerMessage::Challenge(c) =
                 read_message(&mut ws, deadline, "challenge").await.unwrap()
             else {
@@ -665,7 +660,7 @@ mod tests {
     async fn messages_before_open_are_refused() {
         let url = start_server().await;
         let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Timeout::after(Duration::from_secs(5));
         read_message(&mut ws, deadline, "challenge").await.unwrap();
         ws.send(Message::text(r#"{"type":"ping","id":"early"}"#))
             .await

@@ -93,7 +93,7 @@ impl SpaceRuntime {
         self.counters.inc(Counter::HandlerRuns);
         self.report.handler_runs += 1;
         self.meter_begin();
-        let started = std::time::Instant::now();
+        let started = crate::clock::Stopwatch::start();
         let ran = self.sandbox.call(self.entry.run_handler, &args, &opts);
         self.meter_action(&ev.stream, &binding_piece, "handler", started.elapsed());
         let action = format!("{}:{}", binding_piece, ev.stream);

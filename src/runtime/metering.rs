@@ -6,7 +6,7 @@ use super::*;
 /// The compute of the wave in progress, until it commits.
 pub(super) struct Meter {
     pub(super) cpu_start_us: u64,
-    pub(super) wall_start: std::time::Instant,
+    pub(super) wall_start: crate::clock::Stopwatch,
     /// action id -> (piece, kind, wall ns, runs)
     pub(super) actions: BTreeMap<String, (String, &'static str, u64, u64)>,
 }
@@ -26,7 +26,7 @@ impl SpaceRuntime {
         if self.cfg.metering && self.meter.is_none() {
             self.meter = Some(Meter {
                 cpu_start_us: crate::accounting::thread_cpu_us(),
-                wall_start: std::time::Instant::now(),
+                wall_start: crate::clock::Stopwatch::start(),
                 actions: BTreeMap::new(),
             });
         }

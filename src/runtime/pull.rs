@@ -126,7 +126,7 @@ impl SpaceRuntime {
             self.entry.run_node
         };
         self.meter_begin();
-        let started = std::time::Instant::now();
+        let started = crate::clock::Stopwatch::start();
         let ran = self
             .sandbox
             .call(entry, &call_args, &self.options_reactive());

@@ -17,8 +17,8 @@
 //! - The budget is deterministic: it counts interrupt-handler invocations
 //!   ("polls"; QuickJS polls once per 10,000 ticks, a tick being a call or a
 //!   backward jump, and regex engine steps poll too). An optional wall-time
-//!   deadline (monotonic `Instant`, never the system clock) is only a safety
-//!   net and is checked at the same polls.
+//!   deadline (real time, a `clock::Stopwatch`, never the host clock) is
+//!   only a safety net and is checked at the same polls.
 //! - JS values handed to the embedder are `JsHandle`s: indices into a table
 //!   the `Sandbox` owns, so no engine reference can outlive the engine.
 //! - `Sandbox` is `!Send`: create it on the thread that will run it.
@@ -41,7 +41,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rquickjs::context::intrinsic;
 use rquickjs::function::{Args, Rest};
@@ -714,7 +714,7 @@ impl Sandbox {
             ));
         }
         let budget = opts.budget.unwrap_or(self.config.default_budget);
-        let deadline = self.config.wall_limit.map(|d| Instant::now() + d);
+        let deadline = self.config.wall_limit.map(crate::clock::Timeout::after);
         self.state
             .begin(opts.mode, budget, self.config.alloc_budget_bytes, deadline);
 

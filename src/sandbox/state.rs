@@ -9,8 +9,8 @@
 //!   the next. Switching mode is a handful of `Cell` stores (the mode switch
 //!   happens per action and must be cheap).
 
+use crate::clock::Timeout;
 use std::cell::{Cell, RefCell};
-use std::time::Instant;
 
 use super::error::PreemptCause;
 
@@ -105,7 +105,7 @@ pub(crate) struct State {
     pub in_call: Cell<bool>,
     pub polls: Cell<u64>,
     pub budget: Cell<u64>,
-    pub deadline: Cell<Option<Instant>>,
+    pub deadline: Cell<Option<Timeout>>,
     /// Bytes allocated by the current call, and the most it may allocate.
     pub allocated: Cell<u64>,
     pub alloc_budget: Cell<u64>,
@@ -145,7 +145,7 @@ impl State {
         }
     }
 
-    pub fn begin(&self, mode: Mode, budget: u64, alloc_budget: u64, deadline: Option<Instant>) {
+    pub fn begin(&self, mode: Mode, budget: u64, alloc_budget: u64, deadline: Option<Timeout>) {
         self.mode.set(mode);
         if let Mode::Handler { entropy_seed, .. } = mode {
             self.rng.set(seed_state(entropy_seed));
@@ -186,7 +186,7 @@ impl State {
             return true;
         }
         if let Some(deadline) = self.deadline.get() {
-            if Instant::now() >= deadline {
+            if deadline.passed() {
                 if self.preempted.get().is_none() {
                     self.preempted.set(Some(PreemptCause::WallDeadline));
                 }

@@ -1,10 +1,10 @@
 //! Behavioural tests of the sandbox: limits, capability modes, lockdown,
 //! error classification, modules, host calls and the call rate.
 
+use crate::clock::Stopwatch;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -155,7 +155,7 @@ fn oom_caught_by_pattern_code_still_cannot_exceed_the_limit() {
     // Catching the OOM and retrying forever is ended by the allocation
     // budget (checked per allocation) rather than waiting ~10,000 big
     // allocations for the next interrupt poll.
-    let t = Instant::now();
+    let t = Stopwatch::start();
     let err = eval(&sb, "let a = []; while (true) { try { a.push(new Array(1e6).fill(1)); } catch (e) { a = []; } }")
         .unwrap_err();
     assert!(
@@ -221,7 +221,7 @@ fn infinite_loops_are_preempted_and_the_sandbox_keeps_serving() {
     let ok = sb.get(ns, "ok").unwrap();
     for name in ["spin", "sneaky", "regex", "recurse"] {
         let f = sb.get(ns, name).unwrap();
-        let t = Instant::now();
+        let t = Stopwatch::start();
         let err = sb.call(f, &[], &react().with_budget(20)).unwrap_err();
         match err {
             SandboxError::Preempted {
@@ -1016,7 +1016,7 @@ fn call_rate() {
     } else {
         300_000
     };
-    let t = Instant::now();
+    let t = Stopwatch::start();
     for _ in 0..n {
         let out = sb.call(f, &args, &opts).unwrap();
         debug_assert_eq!(out.value, json!(3));
@@ -1036,7 +1036,7 @@ fn call_rate() {
         "f",
     );
     let arg = [json!({"value": 1, "items": [1, 2, 3]})];
-    let t = Instant::now();
+    let t = Stopwatch::start();
     for _ in 0..n / 3 {
         sb.call(g, &arg, &opts).unwrap();
     }
@@ -1046,7 +1046,7 @@ fn call_rate() {
         (n / 3) as f64 / secs
     );
     // Polls per second of a tight loop: what one unit of budget is worth.
-    let t = Instant::now();
+    let t = Stopwatch::start();
     let err = sb
         .eval("while (true) {}", &react().with_budget(20_000))
         .unwrap_err();

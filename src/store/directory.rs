@@ -532,8 +532,8 @@ mod tests {
             )
             .unwrap();
         }
-        let t = std::time::Instant::now();
-        while d.checkpoints() < 1 && t.elapsed() < std::time::Duration::from_secs(10) {
+        let t = crate::clock::Stopwatch::start();
+        while d.checkpoints() < 1 && !t.passed(std::time::Duration::from_secs(10)) {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(

@@ -77,7 +77,7 @@ pub const HOST_MIGRATIONS: &[Migration] = &[
 /// handler when two processes open a new file at once, so retry briefly.
 pub fn enable_wal(conn: &Connection, path: &Path, synchronous: &str) -> StoreResult<()> {
     let mut delay_ms = 1;
-    let started = std::time::Instant::now();
+    let started = crate::clock::Stopwatch::start();
     loop {
         match conn.execute_batch(&format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
@@ -85,7 +85,7 @@ pub fn enable_wal(conn: &Connection, path: &Path, synchronous: &str) -> StoreRes
             Ok(()) => return Ok(()),
             Err(e)
                 if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
-                    && started.elapsed() < std::time::Duration::from_secs(10) =>
+                    && !started.passed(std::time::Duration::from_secs(10)) =>
             {
                 std::thread::sleep(std::time::Duration::from_millis(delay_ms));
                 delay_ms = (delay_ms * 2).min(50);

@@ -74,6 +74,39 @@ pub fn manual_host(
     host
 }
 
+/// Waits until `space` parks, moving the manual clock on by the idle
+/// time while its server is still there: park timers run on the host
+/// clock, so a tenure a session or deploy started never parks by itself.
+pub fn park(host: &spacewake::host::Host, clock: &ManualClock, space: &str) {
+    let idle = host.config().idle_park_ms.max(1);
+    let t = std::time::Instant::now();
+    while !settled(host, space) {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "timed out waiting for {space} to park"
+        );
+        clock.advance_ms(idle);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Sets the manual clock to `to_ms` and waits until a whole pass of the
+/// waker has seen it, so a test can show that nothing happened at that
+/// time without sleeping. (The first pass counted may have been under way
+/// at the jump; a second jump to the same time makes sure.)
+pub fn jump_and_let_the_waker_look(host: &spacewake::host::Host, clock: &ManualClock, to_ms: u64) {
+    let passes = || {
+        host.counters()
+            .host()
+            .get(spacewake::metrics::Counter::WakerPasses)
+    };
+    for _ in 0..2 {
+        let before = passes();
+        clock.set_ms(to_ms);
+        wait("a waker pass", || passes() > before);
+    }
+}
+
 /// Creates `space` and deploys `source` (one file, `p.tsx`) into it.
 pub fn deploy_source(host: &spacewake::host::Host, space: &str, source: &str) -> String {
     host.store().create_space(space, "did:key:owner").unwrap();
