@@ -479,3 +479,32 @@ fn an_activation_refused_by_a_foreign_lease_is_retried_at_its_expiry_on_the_host
     assert_eq!(c.space_value("s", Counter::LeaseTakenOver), 1);
     host.shutdown();
 }
+
+/// The park timer runs on the host clock: on a manual clock a space nobody
+/// holds stays active, however much real time passes, until the clock
+/// reaches its park time; each jump wakes the server to look (counted),
+/// without counting as activity that would postpone the park.
+#[test]
+fn on_a_manual_clock_a_space_parks_when_the_clock_reaches_its_idle_time() {
+    use spacewake::clock::Clock;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(spacewake::clock::ManualClock::default());
+    let host = common::manual_host(dir.path(), clock.clone(), |c| c.idle_park_ms = 30_000);
+    host.store().create_space("s", "did:key:owner").unwrap();
+    deploy(&host, "s");
+    let c = host.counters().clone();
+    let wakeups = || c.space_value("s", Counter::ServerWakeups);
+    let start = clock.now_ms();
+    for step in [10_000, 20_000, 29_000] {
+        let before = wakeups();
+        clock.set_ms(start + step);
+        wait_until("the server looked at its timers", || wakeups() > before);
+        assert_eq!(host.active_spaces(), vec!["s".to_string()], "+{step} ms");
+    }
+    assert_eq!(c.space_value("s", Counter::Parks), 0);
+    // The deploy's last activity was at `start` (or within the wave right
+    // after): its park time is 30 s on from there.
+    clock.set_ms(start + 30_000);
+    parked(&host, "s", 1);
+    assert!(host.active_spaces().is_empty());
+}
