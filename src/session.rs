@@ -5,7 +5,7 @@
 //! reply is awaited. Every malformed or refused frame is answered with an
 //! error frame and counted; only a failed `open` closes the connection.
 
-use crate::host::{Host, HostError, Reply, Request, SessionId, Trigger, GRANTS_RECHECK};
+use crate::host::{Host, HostError, Request, SessionId, Trigger, GRANTS_RECHECK};
 use crate::metrics::Counter;
 use crate::protocol::messages::{Ack, Deployed, Opened, Pong, Update as WireUpdate, ValueReply};
 use crate::protocol::{
@@ -471,18 +471,14 @@ async fn open_session(
             )
         })?;
     let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
-    let reply = host
-        .request(
+    let head_seq = host
+        .ask(
             &o.space,
             Trigger::Session,
-            Request::Attach { session: id, sink },
+            crate::host::Attach { session: id, sink },
         )
         .await
         .map_err(|e| host_error(None, e))?;
-    let head_seq = match reply {
-        Reply::Attached { head_seq } => head_seq,
-        _ => 0,
-    };
     let session = OpenSession {
         id,
         space: o.space.clone(),
@@ -506,61 +502,86 @@ async fn handle(
     m: ClientMessage,
 ) -> Result<ServerMessage, ProtocolError> {
     let id = m.id().cloned();
-    let req = match m {
-        ClientMessage::Ping(p) => return Ok(ServerMessage::Pong(Pong { id: p.id })),
-        ClientMessage::Track(t) => Request::Track {
-            session: s.id,
-            piece: t.piece,
-            path: to_path(t.path),
-            since: t.since.or(s.resume),
-        },
-        ClientMessage::Untrack(u) => Request::Untrack {
-            session: s.id,
-            piece: u.piece,
-            path: to_path(u.path),
-        },
-        ClientMessage::Send(e) => Request::Send {
-            author: Author {
-                principal: s.did.clone(),
-                session: Some(format!("s{}", s.id)),
-            },
-            piece: e.piece,
-            path: to_path(Some(e.stream)),
-            event_id: e.event_id,
-            payload: e.payload,
-        },
-        ClientMessage::Read(r) => Request::Read {
-            piece: r.piece,
-            doc: r.doc,
-            path: to_path(r.path),
-        },
-        ClientMessage::Deploy(d) => Request::Deploy {
-            entry: d.entry,
-            files: d.files,
-            export: d.export,
-            argument: d.argument.unwrap_or(json!({})),
-        },
-        ClientMessage::Open(_) => unreachable!("handled by the caller"),
+    let space = s.space.as_str();
+    let fail = |e| host_error(id.clone(), e);
+    let ack = |id, appended: Option<crate::host::Appended>| {
+        ServerMessage::Ack(Ack {
+            id,
+            seq: appended.map(|a| a.seq),
+            duplicate: appended.map(|a| a.duplicate),
+        })
     };
-    let reply = host
-        .request(&s.space, Trigger::Session, req)
-        .await
-        .map_err(|e| host_error(id.clone(), e))?;
-    let id = id.expect("every request but open carries an id");
-    Ok(match reply {
-        Reply::Value { value, seq } => ServerMessage::Value(ValueReply { id, value, seq }),
-        Reply::Deployed { piece } => ServerMessage::Deployed(Deployed { id, piece }),
-        Reply::Appended { seq, duplicate } => ServerMessage::Ack(Ack {
-            id,
-            seq: Some(seq),
-            duplicate: Some(duplicate),
-        }),
-        Reply::Done | Reply::Attached { .. } | Reply::Operated(_) => ServerMessage::Ack(Ack {
-            id,
-            seq: None,
-            duplicate: None,
-        }),
-    })
+    // Each request is asked with its own reply type.
+    let control = match m {
+        ClientMessage::Ping(p) => return Ok(ServerMessage::Pong(Pong { id: p.id })),
+        ClientMessage::Open(_) => unreachable!("handled by the caller"),
+        ClientMessage::Send(e) => {
+            let event = crate::host::SendEvent {
+                author: Author {
+                    principal: s.did.clone(),
+                    session: Some(format!("s{}", s.id)),
+                },
+                piece: e.piece,
+                path: to_path(Some(e.stream)),
+                event_id: e.event_id,
+                payload: e.payload,
+            };
+            let appended = host
+                .ask(space, Trigger::Session, event)
+                .await
+                .map_err(fail)?;
+            return Ok(ack(e.id, Some(appended)));
+        }
+        ClientMessage::Read(r) => {
+            let read = crate::host::Read {
+                piece: r.piece,
+                doc: r.doc,
+                path: to_path(r.path),
+            };
+            let v = host
+                .ask(space, Trigger::Session, read)
+                .await
+                .map_err(fail)?;
+            return Ok(ServerMessage::Value(ValueReply {
+                id: r.id,
+                value: v.value,
+                seq: v.seq,
+            }));
+        }
+        ClientMessage::Deploy(d) => {
+            let deploy = crate::host::Deploy {
+                entry: d.entry,
+                files: d.files,
+                export: d.export,
+                argument: d.argument.unwrap_or(json!({})),
+            };
+            let piece = host
+                .ask(space, Trigger::Session, deploy)
+                .await
+                .map_err(fail)?;
+            return Ok(ServerMessage::Deployed(Deployed { id: d.id, piece }));
+        }
+        ClientMessage::Track(t) => (
+            t.id,
+            Request::Track {
+                session: s.id,
+                piece: t.piece,
+                path: to_path(t.path),
+                since: t.since.or(s.resume),
+            },
+        ),
+        ClientMessage::Untrack(u) => (
+            u.id,
+            Request::Untrack {
+                session: s.id,
+                piece: u.piece,
+                path: to_path(u.path),
+            },
+        ),
+    };
+    let (id, req) = control;
+    host.ask(space, Trigger::Session, req).await.map_err(fail)?;
+    Ok(ack(id, None))
 }
 
 /// Maps a host error to the wire's error codes, with the details a client

@@ -7,7 +7,7 @@ mod common;
 
 use serde_json::json;
 use spacewake::clock::{Clock, ManualClock};
-use spacewake::host::{Reply, Request, Trigger};
+use spacewake::host::Trigger;
 use spacewake::metrics::{Counter, Counters};
 use spacewake::runtime::{RuntimeConfig, SpaceRuntime};
 use spacewake::store::path::parse_dotted;
@@ -184,10 +184,10 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
     assert_eq!(ledger.iter().map(|r| r.totals.budget_skips).sum::<u64>(), 1);
     // A session on the same space is served at full speed.
     for i in 0..20 {
-        h.request_blocking(
+        h.ask_blocking(
             "s",
             Trigger::Session,
-            Request::Send {
+            spacewake::host::SendEvent {
                 author: Author::principal("did:key:o"),
                 piece: piece.clone(),
                 path: parse_dotted("poke"),
@@ -199,8 +199,8 @@ fn a_space_over_its_scheduled_budget_is_not_woken_but_its_sessions_are_served() 
     }
     common::wait("session events", || {
         matches!(
-            h.request_blocking("s", Trigger::Session, Request::Read { piece: Some(piece.clone()), doc: None, path: parse_dotted("pokes") }),
-            Ok(Reply::Value { value, .. }) if value == json!(20)
+            h.ask_blocking("s", Trigger::Session, spacewake::host::Read { piece: Some(piece.clone()), doc: None, path: parse_dotted("pokes") }),
+            Ok(v) if v.value == json!(20)
         )
     });
     assert!(

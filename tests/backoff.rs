@@ -6,7 +6,7 @@ mod common;
 
 use serde_json::json;
 use spacewake::clock::ManualClock;
-use spacewake::host::{Reply, Request, Trigger};
+use spacewake::host::Trigger;
 use spacewake::metrics::Counter;
 use spacewake::store::path::parse_dotted;
 use std::sync::Arc;
@@ -55,26 +55,17 @@ fn unread_output_backs_the_entry_off_and_a_session_read_restores_it() {
 
     // A session reads the output: back to the declared interval at once.
     let read = h
-        .request_blocking(
+        .ask_blocking(
             "s",
             Trigger::Session,
-            Request::Read {
+            spacewake::host::Read {
                 piece: Some(piece),
                 doc: None,
                 path: parse_dotted("count"),
             },
         )
         .unwrap();
-    assert_eq!(
-        read,
-        Reply::Value {
-            value: json!(15),
-            seq: match &read {
-                Reply::Value { seq, .. } => *seq,
-                _ => 0,
-            }
-        }
-    );
+    assert_eq!(read.value, json!(15));
     let r = row();
     assert_eq!(
         (r.backoff_factor, r.unread_fires, r.output_read),

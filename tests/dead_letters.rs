@@ -7,7 +7,7 @@ mod common;
 
 use serde_json::{json, Value};
 use spacewake::clock::ManualClock;
-use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
+use spacewake::host::{Host, HostConfig, Trigger};
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::path::parse_dotted;
 use spacewake::store::{Author, Store, StoreConfig};
@@ -39,11 +39,15 @@ fn host_refusing(dir: &std::path::Path, clock: Arc<ManualClock>, poison: &str) -
     host
 }
 
-fn send(host: &Host, piece: &str, id: &str) -> Result<Reply, spacewake::host::HostError> {
-    host.request_blocking(
+fn send(
+    host: &Host,
+    piece: &str,
+    id: &str,
+) -> Result<spacewake::host::Appended, spacewake::host::HostError> {
+    host.ask_blocking(
         "s",
         Trigger::Session,
-        Request::Send {
+        spacewake::host::SendEvent {
             author: Author::principal("did:key:owner"),
             piece: piece.to_string(),
             path: parse_dotted("add"),
@@ -54,21 +58,17 @@ fn send(host: &Host, piece: &str, id: &str) -> Result<Reply, spacewake::host::Ho
 }
 
 fn count(host: &Host, piece: &str) -> Value {
-    match host
-        .request_blocking(
-            "s",
-            Trigger::Session,
-            Request::Read {
-                piece: Some(piece.to_string()),
-                doc: None,
-                path: parse_dotted("count"),
-            },
-        )
-        .unwrap()
-    {
-        Reply::Value { value, .. } => value,
-        other => panic!("{other:?}"),
-    }
+    host.ask_blocking(
+        "s",
+        Trigger::Session,
+        spacewake::host::Read {
+            piece: Some(piece.to_string()),
+            doc: None,
+            path: parse_dotted("count"),
+        },
+    )
+    .unwrap()
+    .value
 }
 
 #[test]
@@ -348,7 +348,7 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
     host.notify(
         "s",
         Trigger::Session,
-        Request::Send {
+        spacewake::host::SendEvent {
             author: Author::principal("did:key:owner"),
             piece: piece.clone(),
             path: parse_dotted("crunch"),

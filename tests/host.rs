@@ -5,7 +5,7 @@ mod common;
 
 use serde_json::json;
 use spacewake::clock::SystemClock;
-use spacewake::host::{Host, HostConfig, Reply, Request, Trigger, Update};
+use spacewake::host::{Host, HostConfig, Request, Trigger, Update};
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::path::parse_dotted;
 use spacewake::store::{Author, Store, StoreConfig};
@@ -77,7 +77,7 @@ fn accept_while_down(dir: &std::path::Path, space: &str, piece: &str, event_id: 
 
 /// Session `session` tracks `path` of `piece` in `space`.
 fn track(host: &Host, space: &str, session: u64, piece: &str, path: &str) {
-    host.request_blocking(
+    host.ask_blocking(
         space,
         Trigger::Session,
         Request::Track {
@@ -91,11 +91,11 @@ fn track(host: &Host, space: &str, session: u64, piece: &str, path: &str) {
 }
 
 /// Sends `{}` to the piece's `bump` stream as its owner, from a session.
-fn bump(host: &Host, space: &str, piece: &str, event_id: String) -> Reply {
-    host.request_blocking(
+fn bump(host: &Host, space: &str, piece: &str, event_id: String) -> spacewake::host::Appended {
+    host.ask_blocking(
         space,
         Trigger::Session,
-        Request::Send {
+        spacewake::host::SendEvent {
             author: Author::principal("did:key:owner"),
             piece: piece.to_string(),
             path: parse_dotted("bump"),
@@ -119,13 +119,7 @@ fn tracked_values_are_pushed_in_seq_order_and_the_space_parks_when_left() {
     let mut last_seq = first.seq;
     for i in 0..5 {
         let r = bump(&host, "s", &piece, format!("e{i}"));
-        assert!(matches!(
-            r,
-            Reply::Appended {
-                duplicate: false,
-                ..
-            }
-        ));
+        assert!(!r.duplicate);
         let u = recv(&mut rx);
         assert!(u.seq > last_seq, "updates in seq order");
         last_seq = u.seq;
@@ -137,7 +131,7 @@ fn tracked_values_are_pushed_in_seq_order_and_the_space_parks_when_left() {
     assert_eq!(c.space_value("s", Counter::DerivationRuns), 6);
     assert_eq!(c.space_value("s", Counter::DemandedInstances), 1);
 
-    host.request_blocking("s", Trigger::Session, Request::Detach { session: 1 })
+    host.ask_blocking("s", Trigger::Session, Request::Detach { session: 1 })
         .unwrap();
     wait_until("park", || c.space_value("s", Counter::Parks) == 1);
     assert!(host.active_spaces().is_empty());
@@ -160,10 +154,10 @@ fn an_event_for_a_parked_space_activates_it_and_is_processed() {
     host.store().create_space("s", "did:key:owner").unwrap();
     let piece = deploy(&host, "s");
     parked(&host, "s", 1);
-    host.request_blocking(
+    host.ask_blocking(
         "s",
         Trigger::Events,
-        Request::Send {
+        spacewake::host::SendEvent {
             author: Author::principal("did:key:webhook"),
             piece: piece.clone(),
             path: parse_dotted("bump"),
@@ -176,21 +170,18 @@ fn an_event_for_a_parked_space_activates_it_and_is_processed() {
     let c = host.counters();
     assert_eq!(c.space_value("s", Counter::ActivationsEvents), 1);
     assert_eq!(c.space_value("s", Counter::EventsProcessed), 1);
-    match host
-        .request_blocking(
+    let read = host
+        .ask_blocking(
             "s",
             Trigger::Session,
-            Request::Read {
+            spacewake::host::Read {
                 piece: Some(piece),
                 doc: None,
                 path: parse_dotted("value"),
             },
         )
-        .unwrap()
-    {
-        Reply::Value { value, .. } => assert_eq!(value, json!(11)),
-        other => panic!("{other:?}"),
-    }
+        .unwrap();
+    assert_eq!(read.value, json!(11));
 }
 
 #[test]
@@ -203,7 +194,7 @@ fn a_warm_request_runs_only_the_warmed_instance_and_not_its_display() {
     parked(&host, "s", 1);
     let c = host.counters();
     assert_eq!(c.space_value("s", Counter::DerivationRuns), 0);
-    host.request_blocking("s", Trigger::Warm, Request::Warm { pieces: vec![a] })
+    host.ask_blocking("s", Trigger::Warm, Request::Warm { pieces: vec![a] })
         .unwrap();
     parked(&host, "s", 2);
     assert_eq!(c.space_value("s", Counter::ActivationsWarm), 1);
@@ -383,10 +374,10 @@ fn past_its_limit_of_active_spaces_the_host_refuses_requests_and_queues_boot_wak
     // A session holds the only slot.
     let _rx = common::attach(&host, "s0", 1);
     let refused = host
-        .request_blocking(
+        .ask_blocking(
             "s1",
             Trigger::Session,
-            Request::Attach {
+            spacewake::host::Attach {
                 session: 2,
                 sink: tokio::sync::mpsc::unbounded_channel().0,
             },
@@ -418,7 +409,7 @@ fn past_its_limit_of_active_spaces_the_host_refuses_requests_and_queues_boot_wak
     assert_eq!(host.active_spaces(), vec!["s0".to_string()]);
     assert_eq!(c.host().get(Counter::ActivationsQueued), 3);
     // The session leaves: each parked space frees the slot for the next.
-    host.request_blocking("s0", Trigger::Session, Request::Detach { session: 1 })
+    host.ask_blocking("s0", Trigger::Session, Request::Detach { session: 1 })
         .unwrap();
     for s in spaces {
         wait_until("every event delivered", || {

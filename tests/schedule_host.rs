@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use spacewake::clock::{Clock, ManualClock};
-use spacewake::host::{Host, HostConfig, Reply, Request, Trigger};
+use spacewake::host::{Host, HostConfig, Request, Trigger};
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::path::parse_dotted;
 use spacewake::store::{Store, StoreConfig};
@@ -59,21 +59,17 @@ fn c(h: &Host, space: &str, counter: Counter) -> i64 {
 }
 
 fn read(h: &Host, space: &str, piece: &str, path: &str) -> serde_json::Value {
-    match h
-        .request_blocking(
-            space,
-            Trigger::Session,
-            Request::Read {
-                piece: Some(piece.into()),
-                doc: None,
-                path: parse_dotted(path),
-            },
-        )
-        .unwrap()
-    {
-        Reply::Value { value, .. } => value,
-        other => panic!("{other:?}"),
-    }
+    h.ask_blocking(
+        space,
+        Trigger::Session,
+        spacewake::host::Read {
+            piece: Some(piece.into()),
+            doc: None,
+            path: parse_dotted(path),
+        },
+    )
+    .unwrap()
+    .value
 }
 
 /// The space's next wake as the host directory has it.

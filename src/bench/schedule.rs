@@ -899,7 +899,7 @@ fn lateness_active(dir: &Path, t: &Template, entries: usize) -> anyhow::Result<(
     let ids = names("warm", spaces);
     provision(host.store(), &ids, t)?;
     for id in &ids {
-        host.request_blocking(id, Trigger::Warm, Request::Wake)
+        host.ask_blocking(id, Trigger::Warm, Request::Wake)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     // Entry k of space s falls due at (k * spaces + s) ms-steps of 1 s / entries.

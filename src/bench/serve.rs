@@ -8,7 +8,7 @@
 
 use super::{rss_kib, status_kib};
 use crate::clock::SystemClock;
-use crate::host::{Host, HostConfig, Request, Trigger};
+use crate::host::{Host, HostConfig, Trigger};
 use crate::metrics::{Counter, Counters};
 use crate::protocol::client::Client;
 use crate::protocol::messages::{Deploy, SendEvent, Track};
@@ -350,7 +350,7 @@ fn memory_template() -> anyhow::Result<(std::path::PathBuf, String)> {
     let piece = host
         .deploy_file_blocking("template", "counter.tsx", COUNTER, json!({}))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    host.request_blocking("template", Trigger::Events, increment(&piece, "template"))
+    host.ask_blocking("template", Trigger::Events, increment(&piece, "template"))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     wait_for_parks(&host, 1, Duration::from_secs(30))?;
     while !host.active_spaces().is_empty() {
@@ -365,8 +365,8 @@ fn memory_template() -> anyhow::Result<(std::path::PathBuf, String)> {
 
 const OWNER: &str = "did:key:bench";
 
-fn increment(piece: &str, event_id: &str) -> Request {
-    Request::Send {
+fn increment(piece: &str, event_id: &str) -> crate::host::SendEvent {
+    crate::host::SendEvent {
         author: Author::principal(OWNER),
         piece: piece.to_string(),
         path: vec![PathSeg::Key("increment".into())],

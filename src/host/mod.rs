@@ -51,7 +51,8 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) use request::{shutting_down, stopped_before_reply, Cmd};
 pub use request::{
-    Access, HostError, Operation, Reply, Request, Responder, SessionId, Trigger, Update, UpdateSink,
+    Access, Appended, Ask, Attach, Deploy, HostError, Operation, Read, Reply, Request, Responder,
+    SendEvent, SessionId, Trigger, Update, UpdateSink, ValueAt,
 };
 
 /// The arms of boot discovery: each names a reason a parked space needs its
@@ -341,28 +342,33 @@ impl Host {
     }
 
     /// Sends a request to the space's server, activating it if parked, and
-    /// waits for the reply without blocking the calling thread's executor.
-    pub async fn request(
+    /// waits for its reply (of the request's own type) without blocking the
+    /// calling thread's executor.
+    pub async fn ask<A: Ask>(
         &self,
         space: &str,
         trigger: Trigger,
-        req: Request,
-    ) -> Result<Reply, HostError> {
-        let rx = self.send_for_reply(space, trigger, req)?;
-        rx.await
-            .unwrap_or_else(|_| Err(stopped_before_reply(space)))
+        req: A,
+    ) -> Result<A::Reply, HostError> {
+        let rx = self.send_for_reply(space, trigger, req.into())?;
+        let reply = rx
+            .await
+            .unwrap_or_else(|_| Err(stopped_before_reply(space)))?;
+        unpack::<A>(reply)
     }
 
-    /// Blocking form of [`Host::request`], for CLI tools and tests.
-    pub fn request_blocking(
+    /// Blocking form of [`Host::ask`], for CLI tools and tests.
+    pub fn ask_blocking<A: Ask>(
         &self,
         space: &str,
         trigger: Trigger,
-        req: Request,
-    ) -> Result<Reply, HostError> {
-        let rx = self.send_for_reply(space, trigger, req)?;
-        rx.blocking_recv()
-            .unwrap_or_else(|_| Err(stopped_before_reply(space)))
+        req: A,
+    ) -> Result<A::Reply, HostError> {
+        let rx = self.send_for_reply(space, trigger, req.into())?;
+        let reply = rx
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(stopped_before_reply(space)))?;
+        unpack::<A>(reply)
     }
 
     /// Deploys a one-file pattern (its default export, with `argument`) as
@@ -375,16 +381,13 @@ impl Host {
         source: &str,
         argument: Value,
     ) -> Result<String, HostError> {
-        let deploy = Request::Deploy {
+        let deploy = Deploy {
             entry: file.to_string(),
             files: BTreeMap::from([(file.to_string(), source.to_string())]),
             export: None,
             argument,
         };
-        match self.request_blocking(space, Trigger::Session, deploy)? {
-            Reply::Deployed { piece } => Ok(piece),
-            other => Err(HostError::Internal(format!("a deploy answered {other:?}"))),
-        }
+        self.ask_blocking(space, Trigger::Session, deploy)
     }
 
     fn send_for_reply(
@@ -416,19 +419,17 @@ impl Host {
         space: &str,
         op: Operation,
     ) -> Result<crate::operator::OpResult<Value>, HostError> {
-        match self
-            .request(space, Trigger::Operator, Request::Operate(op))
-            .await?
-        {
-            Reply::Operated(r) => Ok(r),
-            other => Err(HostError::Internal(format!(
-                "an operation answered {other:?}"
-            ))),
-        }
+        self.ask(space, Trigger::Operator, op).await
     }
 
     /// Sends a request without waiting for a reply.
-    pub fn notify(&self, space: &str, trigger: Trigger, req: Request) -> Result<(), HostError> {
+    pub fn notify(
+        &self,
+        space: &str,
+        trigger: Trigger,
+        req: impl Into<Request>,
+    ) -> Result<(), HostError> {
+        let req = req.into();
         self.dispatch(space, trigger, Cmd { req, reply: None })
     }
 
@@ -601,6 +602,21 @@ fn jitter_secret(store: &Store) -> [u8; 32] {
     out
 }
 
+/// A reply of another kind than the request's is a bug in the space
+/// server, answered as an internal error rather than a panic.
+fn unpack<A: Ask>(reply: Reply) -> Result<A::Reply, HostError> {
+    let shown = format!("{reply:?}");
+    A::unpack(reply).ok_or_else(|| {
+        HostError::Internal(format!(
+            "a {} was answered with {shown}",
+            std::any::type_name::<A>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("request")
+        ))
+    })
+}
+
 impl HostInner {
     pub(crate) fn is_shutting_down(&self) -> bool {
         *self.shutting_down.borrow()
@@ -640,5 +656,35 @@ impl HostInner {
     /// How long until a backed-off space may be tried again.
     pub(crate) fn retry_delay_ms(&self, at_least: u64) -> u64 {
         at_least.max(self.cfg.failure_backoff_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_request_unpacks_only_its_own_kind_of_reply() {
+        let value = Reply::Value(ValueAt {
+            value: serde_json::json!(3),
+            seq: 7,
+        });
+        assert_eq!(
+            unpack::<Read>(value.clone()).unwrap(),
+            ValueAt {
+                value: serde_json::json!(3),
+                seq: 7
+            }
+        );
+        let wrong = unpack::<Deploy>(value).unwrap_err();
+        assert!(
+            matches!(&wrong, HostError::Internal(m) if m.starts_with("a Deploy was answered with Value")),
+            "{wrong}"
+        );
+        assert_eq!(
+            unpack::<Attach>(Reply::Attached { head_seq: 4 }).unwrap(),
+            4
+        );
+        assert_eq!(unpack::<Request>(Reply::Done).unwrap(), Reply::Done);
     }
 }

@@ -80,13 +80,46 @@ pub struct Update {
 /// Where a space server sends a session's updates.
 pub type UpdateSink = tokio::sync::mpsc::UnboundedSender<Update>;
 
-/// A request to a space server.
+/// A session joins the space; answered with the space's head seq.
+#[derive(Debug)]
+pub struct Attach {
+    pub session: SessionId,
+    pub sink: UpdateSink,
+}
+
+/// Appends an event to a piece's stream; answered with its seq.
+#[derive(Debug)]
+pub struct SendEvent {
+    pub author: Author,
+    pub piece: String,
+    pub path: Vec<PathSeg>,
+    pub event_id: Option<String>,
+    pub payload: Value,
+}
+
+/// Reads a piece's result (pulling what it needs) or a document.
+#[derive(Debug)]
+pub struct Read {
+    pub piece: Option<String>,
+    pub doc: Option<String>,
+    pub path: Vec<PathSeg>,
+}
+
+/// Compiles a pattern and instantiates it as a new piece; answered with
+/// the piece's id.
+#[derive(Debug)]
+pub struct Deploy {
+    pub entry: String,
+    pub files: BTreeMap<String, String>,
+    pub export: Option<String>,
+    pub argument: Value,
+}
+
+/// A request to a space server. The four that answer with data are their
+/// own types ([`Ask`] gives each its reply type); the rest answer `Done`.
 #[derive(Debug)]
 pub enum Request {
-    Attach {
-        session: SessionId,
-        sink: UpdateSink,
-    },
+    Attach(Attach),
     Detach {
         session: SessionId,
     },
@@ -101,24 +134,9 @@ pub enum Request {
         piece: String,
         path: Vec<PathSeg>,
     },
-    Send {
-        author: Author,
-        piece: String,
-        path: Vec<PathSeg>,
-        event_id: Option<String>,
-        payload: Value,
-    },
-    Read {
-        piece: Option<String>,
-        doc: Option<String>,
-        path: Vec<PathSeg>,
-    },
-    Deploy {
-        entry: String,
-        files: BTreeMap<String, String>,
-        export: Option<String>,
-        argument: Value,
-    },
+    Send(SendEvent),
+    Read(Read),
+    Deploy(Deploy),
     /// Identity-less warm demand for these pieces, for this tenure.
     Warm {
         pieces: Vec<String>,
@@ -143,6 +161,8 @@ pub enum Request {
     ClockMoved,
 }
 
+/// What a space server answers; [`Ask`] unpacks it into the reply type of
+/// the request that was asked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     /// What an [`Operation`] returned (its own errors included).
@@ -151,17 +171,127 @@ pub enum Reply {
     Attached {
         head_seq: u64,
     },
-    Appended {
-        seq: u64,
-        duplicate: bool,
-    },
-    Value {
-        value: Value,
-        seq: u64,
-    },
+    Appended(Appended),
+    Value(ValueAt),
     Deployed {
         piece: String,
     },
+}
+
+/// An appended event's place in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    /// The event id was seen before: `seq` is the commit that first
+    /// appended it, and nothing was appended now.
+    pub duplicate: bool,
+}
+
+/// A value read, with the seq of the commit it reflects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueAt {
+    pub value: Value,
+    pub seq: u64,
+}
+
+/// A request with a reply type of its own: what [`Host::ask`] returns.
+///
+/// [`Host::ask`]: super::Host::ask
+pub trait Ask: Into<Request> {
+    type Reply;
+    /// The reply, if `reply` is this request's kind of answer.
+    fn unpack(reply: Reply) -> Option<Self::Reply>;
+}
+
+impl From<Attach> for Request {
+    fn from(a: Attach) -> Request {
+        Request::Attach(a)
+    }
+}
+
+impl Ask for Attach {
+    /// The space's head seq when the session joined.
+    type Reply = u64;
+    fn unpack(reply: Reply) -> Option<u64> {
+        match reply {
+            Reply::Attached { head_seq } => Some(head_seq),
+            _ => None,
+        }
+    }
+}
+
+impl From<SendEvent> for Request {
+    fn from(e: SendEvent) -> Request {
+        Request::Send(e)
+    }
+}
+
+impl Ask for SendEvent {
+    type Reply = Appended;
+    fn unpack(reply: Reply) -> Option<Appended> {
+        match reply {
+            Reply::Appended(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+impl From<Read> for Request {
+    fn from(r: Read) -> Request {
+        Request::Read(r)
+    }
+}
+
+impl Ask for Read {
+    type Reply = ValueAt;
+    fn unpack(reply: Reply) -> Option<ValueAt> {
+        match reply {
+            Reply::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl From<Deploy> for Request {
+    fn from(d: Deploy) -> Request {
+        Request::Deploy(d)
+    }
+}
+
+impl Ask for Deploy {
+    /// The new piece's id.
+    type Reply = String;
+    fn unpack(reply: Reply) -> Option<String> {
+        match reply {
+            Reply::Deployed { piece } => Some(piece),
+            _ => None,
+        }
+    }
+}
+
+impl From<Operation> for Request {
+    fn from(o: Operation) -> Request {
+        Request::Operate(o)
+    }
+}
+
+impl Ask for Operation {
+    type Reply = crate::operator::OpResult<Value>;
+    fn unpack(reply: Reply) -> Option<Self::Reply> {
+        match reply {
+            Reply::Operated(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// Any request, answered with whatever the server replied (the requests
+/// that answer `Done`, and code that forwards replies as they come).
+impl Ask for Request {
+    type Reply = Reply;
+    fn unpack(reply: Reply) -> Option<Reply> {
+        Some(reply)
+    }
 }
 
 /// Errors a request can end in; mapped to wire codes at the edge. The

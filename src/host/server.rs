@@ -18,7 +18,7 @@ use crate::compiler::MemorySource;
 use crate::metrics::Counter;
 use crate::runtime::{RuntimeError, SpaceRuntime};
 use crate::schedule::fire::FireReport;
-use crate::store::{Author, FileAccess, PathSeg};
+use crate::store::{FileAccess, PathSeg};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -569,7 +569,7 @@ impl Server {
 
     fn handle_request(&mut self, req: Request) -> Result<Reply, HostError> {
         match req {
-            Request::Attach { session, sink } => {
+            Request::Attach(super::Attach { session, sink }) => {
                 self.sessions.insert(
                     session,
                     Session {
@@ -622,20 +622,9 @@ impl Server {
                 self.demand_dirty = true;
                 Ok(Reply::Done)
             }
-            Request::Send {
-                author,
-                piece,
-                path,
-                event_id,
-                payload,
-            } => self.send(author, piece, path, event_id, payload),
-            Request::Read { piece, doc, path } => self.read(piece, doc, path),
-            Request::Deploy {
-                entry,
-                files,
-                export,
-                argument,
-            } => self.deploy(entry, files, export, argument),
+            Request::Send(e) => self.send(e),
+            Request::Read(super::Read { piece, doc, path }) => self.read(piece, doc, path),
+            Request::Deploy(d) => self.deploy(d),
             Request::Warm { pieces } => {
                 for p in &pieces {
                     if !self.rt.has_piece(p) {
@@ -757,14 +746,14 @@ impl Server {
         self.inner.counters.space(&self.id)
     }
 
-    fn send(
-        &mut self,
-        author: Author,
-        piece: String,
-        path: Vec<PathSeg>,
-        event_id: Option<String>,
-        payload: Value,
-    ) -> Result<Reply, HostError> {
+    fn send(&mut self, e: super::SendEvent) -> Result<Reply, HostError> {
+        let super::SendEvent {
+            author,
+            piece,
+            path,
+            event_id,
+            payload,
+        } = e;
         if !self.rt.has_piece(&piece) {
             return Err(HostError::UnknownPiece(piece));
         }
@@ -782,10 +771,10 @@ impl Server {
             })?;
         self.work = true;
         if seq != 0 {
-            return Ok(Reply::Appended {
+            return Ok(Reply::Appended(super::Appended {
                 seq,
                 duplicate: false,
-            });
+            }));
         }
         // A duplicate: answer with the commit that first appended it.
         let first = self
@@ -794,10 +783,10 @@ impl Server {
             .event(&event_id)
             .map_err(|e| HostError::Internal(e.to_string()))?
             .map_or(0, |e| e.seq);
-        Ok(Reply::Appended {
+        Ok(Reply::Appended(super::Appended {
             seq: first,
             duplicate: true,
-        })
+        }))
     }
 
     fn read(
@@ -828,16 +817,16 @@ impl Server {
         // A read may have pulled derivations: keep what they computed.
         self.rt.flush().map_err(internal)?;
         self.note_session_reads();
-        Ok(Reply::Value { value, seq })
+        Ok(Reply::Value(super::ValueAt { value, seq }))
     }
 
-    fn deploy(
-        &mut self,
-        entry: String,
-        files: BTreeMap<String, String>,
-        export: Option<String>,
-        argument: Value,
-    ) -> Result<Reply, HostError> {
+    fn deploy(&mut self, d: super::Deploy) -> Result<Reply, HostError> {
+        let super::Deploy {
+            entry,
+            files,
+            export,
+            argument,
+        } = d;
         let mut src = MemorySource::new();
         for (name, text) in &files {
             src.insert(name, text);

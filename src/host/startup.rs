@@ -17,7 +17,7 @@
 //! "parked vs never opened" memory comparisons about spaces rather than
 //! about code pages (`spec/performance.md`).
 
-use super::{Host, HostConfig, Reply, Request, Trigger};
+use super::{Host, HostConfig, Trigger};
 use crate::clock::Stopwatch;
 use crate::metrics::{Counter, Counters};
 use crate::store::path::parse_dotted;
@@ -93,25 +93,25 @@ fn scratch_tenure(host: &Host, dir: &Path) -> anyhow::Result<()> {
     );
     let result = (|| {
         let piece = scratch.deploy_file_blocking(SPACE, "check.tsx", CHECK_PATTERN, json!({}))?;
-        let send = Request::Send {
+        let send = super::SendEvent {
             author: Author::principal(OWNER),
             piece: piece.clone(),
             path: parse_dotted("bump"),
             event_id: Some("startup-check".into()),
             payload: json!({"by": 2}),
         };
-        scratch.request_blocking(SPACE, Trigger::Events, send)?;
+        scratch.ask_blocking(SPACE, Trigger::Events, send)?;
         let counters = scratch.counters().clone();
         wait(|| counters.space_value(SPACE, Counter::EventsProcessed) >= 1)
             .context("the check event was not processed")?;
-        let read = Request::Read {
+        let read = super::Read {
             piece: Some(piece),
             doc: None,
             path: parse_dotted("value"),
         };
-        match scratch.request_blocking(SPACE, Trigger::Session, read)? {
-            Reply::Value { value, .. } if value == json!(2) => {}
-            other => bail!("reading the check piece answered {other:?}, not 2"),
+        let read = scratch.ask_blocking(SPACE, Trigger::Session, read)?;
+        if read.value != json!(2) {
+            bail!("reading the check piece answered {}, not 2", read.value);
         }
         // Its last tenure parked (nothing else would activate it again).
         wait(|| {

@@ -12,7 +12,7 @@
 //!
 //! Every error of every route has one JSON shape ([`http_error`]).
 
-use crate::host::{Host, Reply, Request, Trigger};
+use crate::host::{Host, Request, Trigger};
 use crate::metrics::Counter;
 use crate::protocol::messages::check_send;
 use crate::protocol::{
@@ -266,7 +266,7 @@ async fn warm(State(s): State<HttpState>, w: Writer) -> Response {
     }
     match s
         .host
-        .request(
+        .ask(
             &space,
             Trigger::Warm,
             Request::Warm {
@@ -292,7 +292,7 @@ async fn ingest(State(s): State<HttpState>, w: Writer) -> Response {
     if let Err(v) = check_send(&parsed.piece, &parsed.stream, Some(&parsed.event_id)) {
         return protocol_error(StatusCode::BAD_REQUEST, v.into());
     }
-    let req = Request::Send {
+    let req = crate::host::SendEvent {
         author: Author::principal(&did),
         piece: parsed.piece,
         path: parsed
@@ -306,17 +306,12 @@ async fn ingest(State(s): State<HttpState>, w: Writer) -> Response {
         event_id: Some(parsed.event_id),
         payload: parsed.payload,
     };
-    match s.host.request(&space, Trigger::Events, req).await {
-        Ok(Reply::Appended { seq, duplicate }) => (
+    match s.host.ask(&space, Trigger::Events, req).await {
+        Ok(a) => (
             StatusCode::OK,
-            Json(json!({"seq": seq, "duplicate": duplicate})),
+            Json(json!({"seq": a.seq, "duplicate": a.duplicate})),
         )
             .into_response(),
-        Ok(other) => http_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            format!("{other:?}"),
-        ),
         Err(e) => host_error_response(e),
     }
 }

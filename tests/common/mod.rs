@@ -156,12 +156,12 @@ pub fn attach(
     space: &str,
     session: spacewake::host::SessionId,
 ) -> tokio::sync::mpsc::UnboundedReceiver<spacewake::host::Update> {
-    use spacewake::host::{Request, Trigger};
+    use spacewake::host::Trigger;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    host.request_blocking(
+    host.ask_blocking(
         space,
         Trigger::Session,
-        Request::Attach { session, sink: tx },
+        spacewake::host::Attach { session, sink: tx },
     )
     .unwrap();
     rx
