@@ -5,7 +5,7 @@
 
 use super::error::{SqlContext, StoreResult};
 use super::plane::PlaneTx;
-use super::space::EventRecord;
+use super::records::EventRecord;
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

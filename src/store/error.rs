@@ -111,3 +111,18 @@ impl<T> SqlContext<T> for Result<T, rusqlite::Error> {
         })
     }
 }
+
+/// Classifies an error from opening a file: corruption vs anything else.
+pub(crate) fn open_error(path: &std::path::Path, e: rusqlite::Error) -> StoreError {
+    if is_corruption_code(&e) {
+        StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    } else {
+        StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        }
+    }
+}

@@ -90,7 +90,7 @@ pub fn enable_wal(conn: &Connection, path: &Path, synchronous: &str) -> StoreRes
                 std::thread::sleep(std::time::Duration::from_millis(delay_ms));
                 delay_ms = (delay_ms * 2).min(50);
             }
-            Err(e) => return Err(super::space::open_error(path, e)),
+            Err(e) => return Err(super::error::open_error(path, e)),
         }
     }
 }

@@ -26,10 +26,13 @@
 mod dead_letters;
 mod directory;
 mod error;
+mod lease;
 pub mod lock;
+mod log;
 mod migrate;
 pub mod path;
 mod plane;
+mod records;
 mod space;
 
 pub use dead_letters::{DeadLetter, EventFailure};
@@ -41,10 +44,11 @@ pub use plane::{
     ActionCost, Bucket, CommitView, DeclaredRow, FireRecord, IndexHook, LedgerDelta, LedgerRow,
     PlaneTx, ScheduleRow, ScheduleStatus, PRUNE_EVERY_PERIODS,
 };
-pub use space::{
-    AppliedOp, Author, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord,
-    Lease, LoggedOp, NewEvent, Space, StreamState, CLOSE_CHECKPOINT_BYTES,
+pub use records::{
+    AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
+    EventRecord, Lease, LoggedOp, NewEvent, StreamState,
 };
+pub use space::{Space, CLOSE_CHECKPOINT_BYTES};
 
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
@@ -60,28 +64,6 @@ use std::sync::{Arc, RwLock};
 pub struct WindowSpend {
     pub scheduled_cpu_us: u64,
     pub session_cpu_us: u64,
-}
-
-/// The three classes of commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CommitClass {
-    /// Written on behalf of a principal: client writes, event appends.
-    Authored,
-    /// Written by the space's executor (the lease holder) from a wave.
-    Derived,
-    /// Written by the host itself (provisioning, migrations of data).
-    System,
-}
-
-impl CommitClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CommitClass::Authored => "authored",
-            CommitClass::Derived => "derived",
-            CommitClass::System => "system",
-        }
-    }
 }
 
 /// How hard SQLite syncs on commit.
@@ -350,7 +332,7 @@ impl Store {
             &path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|e| space::open_error(&path, e))?;
+        .map_err(|e| error::open_error(&path, e))?;
         conn.busy_timeout(std::time::Duration::from_millis(50))
             .at(&path)?;
         let mut spend = WindowSpend::default();
@@ -444,7 +426,7 @@ impl Store {
     ) -> StoreResult<Connection> {
         let mut conn = self.shared.connect(path, in_wal_mode, access)?;
         migrate::migrate(&mut conn, path, SPACE_MIGRATIONS, None).map_err(|e| match e {
-            StoreError::Sqlite { path, source } => space::open_error(&path, source),
+            StoreError::Sqlite { path, source } => error::open_error(&path, source),
             other => other,
         })?;
         if access == FileAccess::Exclusive {
@@ -477,7 +459,7 @@ impl StoreShared {
                 | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
                 | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|e| space::open_error(path, e))?;
+        .map_err(|e| error::open_error(path, e))?;
         conn.busy_timeout(match access {
             FileAccess::Shared => BUSY_TIMEOUT,
             FileAccess::Exclusive => EXCLUSIVE_OPEN_WAIT,

@@ -8,8 +8,7 @@
 //! and an error from any hook rolls the whole transaction back.
 
 use super::error::{SqlContext, StoreResult};
-use super::space::{AppliedOp, EventRecord};
-use super::CommitClass;
+use super::records::{AppliedOp, CommitClass, EventRecord};
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 use serde_json::Value;

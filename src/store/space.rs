@@ -1,5 +1,6 @@
 //! One space's SQLite file: commits, document reads, stream events and
-//! watermarks, the execution lease, and plane-only bookkeeping.
+//! watermarks, and plane-only bookkeeping. The execution lease is in
+//! `lease.rs`, the record types in `records.rs`.
 //!
 //! # Invariants
 //! - A commit is one `BEGIN IMMEDIATE` transaction: its seq, its operations,
@@ -13,202 +14,24 @@
 //!   (see `directory.rs`).
 
 use super::directory::Projection;
-use super::error::{is_corruption_code, SqlContext, StoreError, StoreResult};
-use super::path::{display_path, get_at, set_at, PathSeg};
+use super::error::{SqlContext, StoreError, StoreResult};
+use super::lease::{self, check_lease};
+use super::log::{
+    advance_watermark, append_event, apply_op, commits_since, delivers, event_from_row,
+    has_undelivered, read_doc, undelivered_events, validate_name,
+};
+use super::path::{get_at, PathSeg};
 use super::plane::{self, CommitView, LedgerRow, PlaneTx, ScheduleRow};
-use super::{CommitClass, FaultPoint, FileAccess, StoreShared};
+use super::records::{
+    AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocRead,
+    EventRecord, Lease, NewEvent, StreamState,
+};
+use super::{FaultPoint, FileAccess, StoreShared};
 use crate::metrics::{Counter, SpaceCounters};
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
-use serde::Serialize;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Who authored a commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Author {
-    /// A `did:key`, or `"server"` for the host itself.
-    pub principal: String,
-    pub session: Option<String>,
-}
-
-impl Author {
-    pub fn server() -> Self {
-        Author {
-            principal: "server".into(),
-            session: None,
-        }
-    }
-    pub fn principal(p: impl Into<String>) -> Self {
-        Author {
-            principal: p.into(),
-            session: None,
-        }
-    }
-}
-
-/// One document operation of a commit.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DocOp {
-    /// Replace the whole document.
-    Set { id: String, value: Value },
-    /// Write `value` at `path` inside the document (see `path::set_at`).
-    Patch {
-        id: String,
-        path: Vec<PathSeg>,
-        value: Value,
-    },
-    /// Remove the document.
-    Delete { id: String },
-}
-
-impl DocOp {
-    pub fn doc_id(&self) -> &str {
-        match self {
-            DocOp::Set { id, .. } | DocOp::Patch { id, .. } | DocOp::Delete { id } => id,
-        }
-    }
-    fn kind(&self) -> &'static str {
-        match self {
-            DocOp::Set { .. } => "set",
-            DocOp::Patch { .. } => "patch",
-            DocOp::Delete { .. } => "delete",
-        }
-    }
-}
-
-/// An operation as written: the document's value after it (None = deleted).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AppliedOp {
-    pub doc_id: String,
-    pub op: &'static str,
-    pub path: Option<Vec<PathSeg>>,
-    pub doc_after: Option<Value>,
-}
-
-/// An event to append.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewEvent {
-    pub event_id: String,
-    pub stream: String,
-    pub payload: Value,
-    /// The principal that fired it, or `"server"`.
-    pub fired_by: String,
-}
-
-/// A stored event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EventRecord {
-    pub event_id: String,
-    pub stream: String,
-    pub seq: u64,
-    pub payload: Value,
-    pub fired_by: String,
-    pub fired_at_ms: u64,
-}
-
-/// A stream's head and watermark.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StreamState {
-    pub stream: String,
-    pub head_seq: u64,
-    pub watermark_seq: u64,
-}
-
-/// Proof of holding the space's lease for one tenure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Lease {
-    pub holder: String,
-    pub tenure: u64,
-    pub expires_at_ms: u64,
-}
-
-/// Everything one commit writes.
-#[derive(Debug, Clone)]
-pub struct CommitRequest {
-    pub class: CommitClass,
-    pub author: Author,
-    pub ops: Vec<DocOp>,
-    pub events: Vec<NewEvent>,
-    /// Streams whose watermark this commit advances, to the given seq.
-    pub watermarks: Vec<(String, u64)>,
-    /// Required for a derived commit.
-    pub lease: Option<Lease>,
-    /// Take the space's lease for a new tenure in this commit's transaction
-    /// (as [`Space::acquire_lease`] would); a live lease of another holder
-    /// refuses the whole commit (`NotLeaseHolder`). The firing that begins
-    /// a scheduled tenure takes its lease this way (`spec/scheduling.md`).
-    pub take_lease: bool,
-}
-
-impl CommitRequest {
-    pub fn new(class: CommitClass, author: Author) -> Self {
-        CommitRequest {
-            class,
-            author,
-            ops: Vec::new(),
-            events: Vec::new(),
-            watermarks: Vec::new(),
-            lease: None,
-            take_lease: false,
-        }
-    }
-    pub fn op(mut self, op: DocOp) -> Self {
-        self.ops.push(op);
-        self
-    }
-    pub fn event(mut self, e: NewEvent) -> Self {
-        self.events.push(e);
-        self
-    }
-}
-
-/// What a commit did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CommitOutcome {
-    /// The commit's seq; `None` when there was nothing to commit (every
-    /// event was a duplicate and there were no operations or watermarks).
-    pub seq: Option<u64>,
-    pub appended: Vec<String>,
-    /// Event ids that were already stored, with the seq that stored them.
-    pub duplicates: Vec<(String, u64)>,
-    /// The lease taken, for a request with `take_lease`.
-    pub lease: Option<Lease>,
-}
-
-/// A document head as read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DocRead {
-    pub value: Value,
-    /// The seq of the commit that last wrote the document.
-    pub seq: u64,
-    pub rev: u64,
-}
-
-/// A commit as recorded in the log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommitRecord {
-    pub seq: u64,
-    pub class: String,
-    pub principal: String,
-    pub session: Option<String>,
-    pub at_ms: u64,
-    pub ops: Vec<LoggedOp>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LoggedOp {
-    pub doc_id: String,
-    pub op: String,
-    pub path: Option<Value>,
-    pub value: Option<Value>,
-}
 
 /// An open space file. Not `Sync`: a space has one writer thread at a time.
 pub struct Space {
@@ -444,8 +267,7 @@ impl Space {
             })?;
         }
         let taken = if req.take_lease {
-            let taken =
-                Self::take_lease_with(&tx, &path, &space_id, &self.shared, &self.counters, now_ms)?;
+            let taken = lease::take(&tx, &path, &space_id, &self.shared, &self.counters, now_ms)?;
             if taken.is_none() {
                 return Err(StoreError::NotLeaseHolder(
                     "another holder's lease is live".into(),
@@ -770,6 +592,49 @@ impl Space {
         Ok(out)
     }
 
+    // ----- the execution lease (SQL in `lease.rs`) ---------------------------
+
+    /// Takes the space's lease for a new tenure if it is free, expired, or
+    /// already ours; `None` when another holder's lease is live.
+    pub fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
+        self.check_open()?;
+        let r = lease::acquire(
+            &mut self.conn,
+            &self.path,
+            &self.id,
+            &self.shared,
+            &self.counters,
+        );
+        self.guard(r)
+    }
+
+    /// Extends a live lease; `None` when it expired or was taken (the tenure
+    /// is over and nothing more from it may commit).
+    pub fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
+        self.check_open()?;
+        let r = lease::renew(&self.conn, &self.path, &self.shared, &self.counters, held);
+        self.guard(r)
+    }
+
+    /// Gives the lease up. Releasing a lease we no longer hold is a no-op.
+    /// Any "later" move of the directory still owed is made in the same
+    /// transaction, so a parking space server writes its file once at the
+    /// end.
+    pub fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
+        self.check_open()?;
+        let r = self.write_settling(|tx, path| lease::release(tx, path, held));
+        if self.guard(r)? == 1 {
+            self.counters.inc(Counter::LeaseReleased);
+        }
+        Ok(())
+    }
+
+    pub fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
+        self.check_open()?;
+        let r = lease::lease_row(&self.conn, &self.path);
+        self.guard(r)
+    }
+
     // ----- WAL checkpoints -------------------------------------------------
 
     /// Moves checkpointing off the commit path: SQLite then checkpoints only
@@ -1057,515 +922,5 @@ impl Space {
         self.check_open()?;
         let r = plane::list_ledger(&self.conn, &self.path);
         self.guard(r)
-    }
-
-    // ----- the execution lease ------------------------------------------
-
-    /// Takes the space's lease for a new tenure if it is free, expired, or
-    /// already ours; `None` when another holder's lease is live.
-    pub fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
-        self.check_open()?;
-        let r = self.acquire_inner();
-        self.guard(r)
-    }
-
-    fn acquire_inner(&mut self) -> StoreResult<Option<Lease>> {
-        let now = self.shared.clock.now_ms();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&self.path)?;
-        let lease =
-            Self::take_lease_with(&tx, &self.path, &self.id, &self.shared, &self.counters, now)?;
-        if lease.is_some() {
-            tx.commit().at(&self.path)?;
-            self.counters.inc(Counter::LeaseAcquired);
-        }
-        Ok(lease)
-    }
-
-    /// The lease for a new tenure, written inside `tx`; `None` when another
-    /// holder's lease is live (nothing written).
-    fn take_lease_with(
-        tx: &Transaction<'_>,
-        path: &Path,
-        id: &str,
-        shared: &StoreShared,
-        counters: &SpaceCounters,
-        now: u64,
-    ) -> StoreResult<Option<Lease>> {
-        let holder = shared.holder.clone();
-        let ttl = shared.cfg.lease_ttl_ms;
-        let current = lease_row(tx, path)?;
-        let tenure = match &current {
-            Some(l) if l.holder != holder && l.expires_at_ms > now => {
-                // A live lease of an earlier instance of this host: that
-                // process is dead if we hold the directory's lock.
-                if !(shared.cfg.owns_directory && same_host(&l.holder, &holder)) {
-                    counters.inc(Counter::LeaseRefused);
-                    return Ok(None);
-                }
-                counters.inc(Counter::LeaseTakenOverFromOwnDeadInstance);
-                l.tenure + 1
-            }
-            Some(l) => {
-                // A released lease (expiry 0) is free, not taken over.
-                if l.holder != holder && l.expires_at_ms != 0 {
-                    counters.inc(Counter::LeaseTakenOver);
-                }
-                l.tenure + 1
-            }
-            None => max_tenure_hint(tx, path)? + 1,
-        };
-        let lease = Lease {
-            holder,
-            tenure,
-            expires_at_ms: now + ttl,
-        };
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO execution_lease (space, holder, tenure, expires_at_ms) \
-             VALUES (?1, ?2, ?3, ?4)",
-        )
-        .at(path)?
-        .execute(params![
-            id,
-            lease.holder,
-            lease.tenure as i64,
-            lease.expires_at_ms as i64
-        ])
-        .at(path)?;
-        Ok(Some(lease))
-    }
-
-    /// Extends a live lease; `None` when it expired or was taken (the tenure
-    /// is over and nothing more from it may commit).
-    pub fn renew_lease(&mut self, lease: &Lease) -> StoreResult<Option<Lease>> {
-        self.check_open()?;
-        let now = self.shared.clock.now_ms();
-        let expires = now + self.shared.cfg.lease_ttl_ms;
-        // A lease that expired but that nobody took is still this tenure's
-        // row: renewing it is as safe as acquiring it afresh (anyone who
-        // took it over changed the holder and tenure, and the update below
-        // then matches nothing). So a wave that outlived the TTL — a long
-        // handler, a stalled machine — still commits when no other host
-        // wanted the space meanwhile.
-        let was = lease_row(&self.conn, &self.path);
-        let was = self.guard(was)?;
-        let r = self
-            .conn
-            .prepare_cached(
-                "UPDATE execution_lease SET expires_at_ms = ?1 WHERE holder = ?2 AND tenure = ?3",
-            )
-            .and_then(|mut s| s.execute(params![expires as i64, lease.holder, lease.tenure as i64]))
-            .at(&self.path);
-        let n = self.guard(r)?;
-        if n == 1 {
-            if was.is_some_and(|l| l.expires_at_ms <= now) {
-                self.counters.inc(Counter::LeaseRenewedAfterExpiry);
-            }
-            self.counters.inc(Counter::LeaseRenewed);
-            Ok(Some(Lease {
-                expires_at_ms: expires,
-                ..lease.clone()
-            }))
-        } else {
-            self.counters.inc(Counter::LeaseLost);
-            Ok(None)
-        }
-    }
-
-    /// Gives the lease up. Releasing a lease we no longer hold is a no-op.
-    /// The row is kept with an expiry of 0 so tenures keep increasing. Any
-    /// "later" move of the directory still owed is made in the same
-    /// transaction, so a parking space server writes its file once at the
-    /// end.
-    pub fn release_lease(&mut self, lease: &Lease) -> StoreResult<()> {
-        self.check_open()?;
-        let r = self.release_lease_inner(lease);
-        if self.guard(r)? == 1 {
-            self.counters.inc(Counter::LeaseReleased);
-        }
-        Ok(())
-    }
-
-    fn release_lease_inner(&mut self, lease: &Lease) -> StoreResult<usize> {
-        self.write_settling(|tx, path| {
-            tx.prepare_cached(
-                "UPDATE execution_lease SET expires_at_ms = 0 WHERE holder = ?1 AND tenure = ?2",
-            )
-            .and_then(|mut s| s.execute(params![lease.holder, lease.tenure as i64]))
-            .at(path)
-        })
-    }
-
-    pub fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
-        self.check_open()?;
-        let r = lease_row(&self.conn, &self.path);
-        self.guard(r)
-    }
-}
-
-// ----- SQL helpers, all over a plain connection or transaction -------------
-
-fn validate_name(what: &str, s: &str) -> StoreResult<()> {
-    if s.is_empty() || s.chars().count() > 512 {
-        return Err(StoreError::InvalidCommit(format!(
-            "{what} must be 1 to 512 characters (got {})",
-            s.chars().count()
-        )));
-    }
-    Ok(())
-}
-
-fn check_lease(
-    tx: &Transaction<'_>,
-    path: &Path,
-    lease: Option<&Lease>,
-    now_ms: u64,
-) -> StoreResult<()> {
-    let Some(claim) = lease else {
-        return Err(StoreError::NotLeaseHolder(
-            "a derived commit must carry the writer's lease".into(),
-        ));
-    };
-    match lease_row(tx, path)? {
-        Some(l)
-            if l.holder == claim.holder && l.tenure == claim.tenure && l.expires_at_ms > now_ms =>
-        {
-            Ok(())
-        }
-        Some(l) if l.holder == claim.holder && l.tenure == claim.tenure => {
-            Err(StoreError::NotLeaseHolder(format!(
-                "the lease of tenure {} expired at {} (now {now_ms})",
-                l.tenure, l.expires_at_ms
-            )))
-        }
-        Some(l) => Err(StoreError::NotLeaseHolder(format!(
-            "{} (tenure {}) does not hold the lease; {} holds tenure {}",
-            claim.holder, claim.tenure, l.holder, l.tenure
-        ))),
-        None => Err(StoreError::NotLeaseHolder(format!(
-            "{} does not hold the lease; nobody does",
-            claim.holder
-        ))),
-    }
-}
-
-/// Whether two lease holders (`host-id/instance-id`) are instances of the
-/// same host.
-fn same_host(a: &str, b: &str) -> bool {
-    match (a.split_once('/'), b.split_once('/')) {
-        (Some((ha, _)), Some((hb, _))) => ha == hb,
-        _ => false,
-    }
-}
-
-fn lease_row(conn: &Connection, path: &Path) -> StoreResult<Option<Lease>> {
-    conn.prepare_cached("SELECT holder, tenure, expires_at_ms FROM execution_lease LIMIT 1")
-        .at(path)?
-        .query_row([], |r| {
-            Ok(Lease {
-                holder: r.get(0)?,
-                tenure: r.get::<_, i64>(1)? as u64,
-                expires_at_ms: r.get::<_, i64>(2)? as u64,
-            })
-        })
-        .optional()
-        .at(path)
-}
-
-/// Without a lease row, tenures restart above anything seen; the row is
-/// never deleted by us, so this is 0 on a fresh space.
-fn max_tenure_hint(conn: &Connection, path: &Path) -> StoreResult<u64> {
-    conn.query_row(
-        "SELECT COALESCE(MAX(tenure), 0) FROM execution_lease",
-        [],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|v| v as u64)
-    .at(path)
-}
-
-fn apply_op(
-    tx: &Transaction<'_>,
-    path: &Path,
-    seq: u64,
-    idx: usize,
-    op: DocOp,
-) -> StoreResult<AppliedOp> {
-    let kind = op.kind();
-    let (doc_id, op_path, new_value) = match op {
-        DocOp::Set { id, value } => (id, None, Some(value)),
-        DocOp::Delete { id } => (id, None, None),
-        DocOp::Patch { id, path: p, value } => {
-            let current = read_doc(tx, path, &id)?.map(|d| d.value);
-            let patched =
-                set_at(current.as_ref(), &p, value).map_err(|reason| StoreError::BadPath {
-                    index: idx,
-                    doc: id.clone(),
-                    reason: format!("path {}: {reason}", display_path(&p)),
-                })?;
-            (id, Some(p), Some(patched))
-        }
-    };
-    if doc_id.is_empty() {
-        return Err(StoreError::InvalidCommit(format!(
-            "operation {idx}: document id is empty"
-        )));
-    }
-    let text = new_value.as_ref().map(|v| v.to_string());
-    let path_text = op_path
-        .as_ref()
-        .map(|p| serde_json::to_string(p).unwrap_or_default());
-    // The log records what was written: the patch's own value is implied by
-    // the document after it, so the log keeps the full new value.
-    tx.prepare_cached(
-        "INSERT INTO commit_ops (seq, idx, doc_id, op, path, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .at(path)?
-    .execute(params![seq as i64, idx as i64, doc_id, kind, path_text, text])
-    .at(path)?;
-    tx.prepare_cached(
-        "INSERT INTO docs (id, value, seq, rev) VALUES (?1, ?2, ?3, 1) \
-         ON CONFLICT (id) DO UPDATE SET value = excluded.value, seq = excluded.seq, rev = rev + 1",
-    )
-    .at(path)?
-    .execute(params![doc_id, text, seq as i64])
-    .at(path)?;
-    Ok(AppliedOp {
-        doc_id,
-        op: kind,
-        path: op_path,
-        doc_after: new_value,
-    })
-}
-
-fn append_event(
-    tx: &Transaction<'_>,
-    path: &Path,
-    seq: u64,
-    now_ms: u64,
-    e: NewEvent,
-) -> StoreResult<EventRecord> {
-    tx.prepare_cached(
-        "INSERT INTO events (event_id, stream, seq, payload, fired_by, fired_at_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .at(path)?
-    .execute(params![
-        e.event_id,
-        e.stream,
-        seq as i64,
-        e.payload.to_string(),
-        e.fired_by,
-        now_ms as i64
-    ])
-    .at(path)?;
-    tx.prepare_cached(
-        "INSERT INTO streams (stream, head_seq, watermark_seq) VALUES (?1, ?2, 0) \
-         ON CONFLICT (stream) DO UPDATE SET head_seq = excluded.head_seq",
-    )
-    .at(path)?
-    .execute(params![e.stream, seq as i64])
-    .at(path)?;
-    Ok(EventRecord {
-        event_id: e.event_id,
-        stream: e.stream,
-        seq,
-        payload: e.payload,
-        fired_by: e.fired_by,
-        fired_at_ms: now_ms,
-    })
-}
-
-/// Test injection (`StoreConfig::refuse_delivering`): whether this
-/// transaction, with its watermarks already moved, consumes `event_id`
-/// without dead-lettering it.
-fn delivers(tx: &Transaction<'_>, path: &Path, event_id: &str) -> StoreResult<bool> {
-    tx.prepare_cached(
-        "SELECT EXISTS (SELECT 1 FROM events e JOIN streams s ON s.stream = e.stream \
-         WHERE e.event_id = ?1 AND s.watermark_seq >= e.seq \
-         AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.event_id = e.event_id))",
-    )
-    .at(path)?
-    .query_row([event_id], |r| r.get(0))
-    .at(path)
-}
-
-fn advance_watermark(
-    tx: &Transaction<'_>,
-    path: &Path,
-    stream: &str,
-    to_seq: u64,
-) -> StoreResult<()> {
-    let row: Option<(i64, i64)> = tx
-        .prepare_cached("SELECT head_seq, watermark_seq FROM streams WHERE stream = ?1")
-        .at(path)?
-        .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()
-        .at(path)?;
-    let Some((head, wm)) = row else {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?}: the stream has no events"
-        )));
-    };
-    let (head, wm) = (head as u64, wm as u64);
-    if to_seq > head {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?} cannot pass its head ({to_seq} > {head})"
-        )));
-    }
-    if to_seq < wm {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?} cannot move backwards ({to_seq} < {wm})"
-        )));
-    }
-    tx.prepare_cached("UPDATE streams SET watermark_seq = ?2 WHERE stream = ?1")
-        .at(path)?
-        .execute(params![stream, to_seq as i64])
-        .at(path)?;
-    Ok(())
-}
-
-/// The oldest `limit` undelivered events, in (seq, eventId) order: per
-/// stream past its watermark, merged. Two single-table queries instead of
-/// a join: a space file is opened for every wake, so every statement is
-/// compiled afresh, and the join's planning cost more than running both.
-fn undelivered_events(
-    conn: &Connection,
-    path: &Path,
-    limit: usize,
-) -> StoreResult<Vec<EventRecord>> {
-    let behind: Vec<(String, i64)> = conn
-        .prepare_cached("SELECT stream, watermark_seq FROM streams WHERE head_seq > watermark_seq")
-        .at(path)?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .at(path)?
-        .collect::<Result<_, _>>()
-        .at(path)?;
-    let mut out = Vec::new();
-    for (stream, watermark) in behind {
-        let mut st = conn
-            .prepare_cached(
-                "SELECT event_id, stream, seq, payload, fired_by, fired_at_ms FROM events \
-                 WHERE stream = ?1 AND seq > ?2 ORDER BY seq, event_id LIMIT ?3",
-            )
-            .at(path)?;
-        let rows = st
-            .query_map(params![stream, watermark, limit as i64], event_from_row)
-            .at(path)?;
-        for row in rows {
-            out.push(row.at(path)?);
-        }
-    }
-    out.sort_by(|a, b| (a.seq, &a.event_id).cmp(&(b.seq, &b.event_id)));
-    out.truncate(limit);
-    Ok(out)
-}
-
-fn has_undelivered(conn: &Connection, path: &Path) -> StoreResult<bool> {
-    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM streams WHERE head_seq > watermark_seq)")
-        .at(path)?
-        .query_row([], |r| r.get::<_, bool>(0))
-        .at(path)
-}
-
-fn read_doc(conn: &Connection, path: &Path, id: &str) -> StoreResult<Option<DocRead>> {
-    let row: Option<(Option<String>, i64, i64)> = conn
-        .prepare_cached("SELECT value, seq, rev FROM docs WHERE id = ?1")
-        .at(path)?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()
-        .at(path)?;
-    match row {
-        Some((Some(text), seq, rev)) => {
-            let value = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                path: path.to_path_buf(),
-                reason: format!("document {id:?} holds invalid JSON: {e}"),
-            })?;
-            Ok(Some(DocRead {
-                value,
-                seq: seq as u64,
-                rev: rev as u64,
-            }))
-        }
-        _ => Ok(None),
-    }
-}
-
-fn event_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRecord> {
-    let payload: String = r.get(3)?;
-    Ok(EventRecord {
-        event_id: r.get(0)?,
-        stream: r.get(1)?,
-        seq: r.get::<_, i64>(2)? as u64,
-        payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
-        fired_by: r.get(4)?,
-        fired_at_ms: r.get::<_, i64>(5)? as u64,
-    })
-}
-
-fn commits_since(
-    conn: &Connection,
-    path: &Path,
-    after_seq: u64,
-    limit: usize,
-) -> StoreResult<Vec<CommitRecord>> {
-    let mut st = conn
-        .prepare_cached(
-            "SELECT seq, class, principal, session, at_ms FROM commits WHERE seq > ?1 \
-             ORDER BY seq LIMIT ?2",
-        )
-        .at(path)?;
-    let mut commits = st
-        .query_map(params![after_seq as i64, limit as i64], |r| {
-            Ok(CommitRecord {
-                seq: r.get::<_, i64>(0)? as u64,
-                class: r.get(1)?,
-                principal: r.get(2)?,
-                session: r.get(3)?,
-                at_ms: r.get::<_, i64>(4)? as u64,
-                ops: Vec::new(),
-            })
-        })
-        .at(path)?
-        .collect::<Result<Vec<_>, _>>()
-        .at(path)?;
-    let mut ops = conn
-        .prepare_cached(
-            "SELECT doc_id, op, path, value FROM commit_ops WHERE seq = ?1 ORDER BY idx",
-        )
-        .at(path)?;
-    for c in &mut commits {
-        c.ops = ops
-            .query_map([c.seq as i64], |r| {
-                let p: Option<String> = r.get(2)?;
-                let v: Option<String> = r.get(3)?;
-                Ok(LoggedOp {
-                    doc_id: r.get(0)?,
-                    op: r.get(1)?,
-                    path: p.and_then(|s| serde_json::from_str(&s).ok()),
-                    value: v.and_then(|s| serde_json::from_str(&s).ok()),
-                })
-            })
-            .at(path)?
-            .collect::<Result<Vec<_>, _>>()
-            .at(path)?;
-    }
-    Ok(commits)
-}
-
-/// Classifies an error from opening a file: corruption vs anything else.
-pub(crate) fn open_error(path: &Path, e: rusqlite::Error) -> StoreError {
-    if is_corruption_code(&e) {
-        StoreError::Corrupt {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        }
-    } else {
-        StoreError::Sqlite {
-            path: path.to_path_buf(),
-            source: e,
-        }
     }
 }

@@ -1,0 +1,217 @@
+//! The store's shared record types: what a commit carries (author, class,
+//! document operations, new events) and what reads and commits return
+//! (records, events, streams, the lease). A leaf: it imports no other file
+//! of the store but `path`, so the store's files no longer import each
+//! other in a circle.
+
+use super::path::PathSeg;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The three classes of commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitClass {
+    /// Written on behalf of a principal: client writes, event appends.
+    Authored,
+    /// Written by the space's executor (the lease holder) from a wave.
+    Derived,
+    /// Written by the host itself (provisioning, migrations of data).
+    System,
+}
+
+impl CommitClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitClass::Authored => "authored",
+            CommitClass::Derived => "derived",
+            CommitClass::System => "system",
+        }
+    }
+}
+
+/// Who authored a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Author {
+    /// A `did:key`, or `"server"` for the host itself.
+    pub principal: String,
+    pub session: Option<String>,
+}
+
+impl Author {
+    pub fn server() -> Self {
+        Author {
+            principal: "server".into(),
+            session: None,
+        }
+    }
+    pub fn principal(p: impl Into<String>) -> Self {
+        Author {
+            principal: p.into(),
+            session: None,
+        }
+    }
+}
+
+/// One document operation of a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocOp {
+    /// Replace the whole document.
+    Set { id: String, value: Value },
+    /// Write `value` at `path` inside the document (see `path::set_at`).
+    Patch {
+        id: String,
+        path: Vec<PathSeg>,
+        value: Value,
+    },
+    /// Remove the document.
+    Delete { id: String },
+}
+
+impl DocOp {
+    pub fn doc_id(&self) -> &str {
+        match self {
+            DocOp::Set { id, .. } | DocOp::Patch { id, .. } | DocOp::Delete { id } => id,
+        }
+    }
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            DocOp::Set { .. } => "set",
+            DocOp::Patch { .. } => "patch",
+            DocOp::Delete { .. } => "delete",
+        }
+    }
+}
+
+/// An operation as written: the document's value after it (None = deleted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppliedOp {
+    pub doc_id: String,
+    pub op: &'static str,
+    pub path: Option<Vec<PathSeg>>,
+    pub doc_after: Option<Value>,
+}
+
+/// An event to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub event_id: String,
+    pub stream: String,
+    pub payload: Value,
+    /// The principal that fired it, or `"server"`.
+    pub fired_by: String,
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRecord {
+    pub event_id: String,
+    pub stream: String,
+    pub seq: u64,
+    pub payload: Value,
+    pub fired_by: String,
+    pub fired_at_ms: u64,
+}
+
+/// A stream's head and watermark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamState {
+    pub stream: String,
+    pub head_seq: u64,
+    pub watermark_seq: u64,
+}
+
+/// Proof of holding the space's lease for one tenure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    pub holder: String,
+    pub tenure: u64,
+    pub expires_at_ms: u64,
+}
+
+/// Everything one commit writes.
+#[derive(Debug, Clone)]
+pub struct CommitRequest {
+    pub class: CommitClass,
+    pub author: Author,
+    pub ops: Vec<DocOp>,
+    pub events: Vec<NewEvent>,
+    /// Streams whose watermark this commit advances, to the given seq.
+    pub watermarks: Vec<(String, u64)>,
+    /// Required for a derived commit.
+    pub lease: Option<Lease>,
+    /// Take the space's lease for a new tenure in this commit's transaction
+    /// (as [`Space::acquire_lease`] would); a live lease of another holder
+    /// refuses the whole commit (`NotLeaseHolder`). The firing that begins
+    /// a scheduled tenure takes its lease this way (`spec/scheduling.md`).
+    pub take_lease: bool,
+}
+
+impl CommitRequest {
+    pub fn new(class: CommitClass, author: Author) -> Self {
+        CommitRequest {
+            class,
+            author,
+            ops: Vec::new(),
+            events: Vec::new(),
+            watermarks: Vec::new(),
+            lease: None,
+            take_lease: false,
+        }
+    }
+    pub fn op(mut self, op: DocOp) -> Self {
+        self.ops.push(op);
+        self
+    }
+    pub fn event(mut self, e: NewEvent) -> Self {
+        self.events.push(e);
+        self
+    }
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommitOutcome {
+    /// The commit's seq; `None` when there was nothing to commit (every
+    /// event was a duplicate and there were no operations or watermarks).
+    pub seq: Option<u64>,
+    pub appended: Vec<String>,
+    /// Event ids that were already stored, with the seq that stored them.
+    pub duplicates: Vec<(String, u64)>,
+    /// The lease taken, for a request with `take_lease`.
+    pub lease: Option<Lease>,
+}
+
+/// A document head as read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocRead {
+    pub value: Value,
+    /// The seq of the commit that last wrote the document.
+    pub seq: u64,
+    pub rev: u64,
+}
+
+/// A commit as recorded in the log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitRecord {
+    pub seq: u64,
+    pub class: String,
+    pub principal: String,
+    pub session: Option<String>,
+    pub at_ms: u64,
+    pub ops: Vec<LoggedOp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoggedOp {
+    pub doc_id: String,
+    pub op: String,
+    pub path: Option<Value>,
+    pub value: Option<Value>,
+}
