@@ -501,9 +501,10 @@ async fn handle(
     s: &OpenSession,
     m: ClientMessage,
 ) -> Result<ServerMessage, ProtocolError> {
-    let id = m.id().cloned();
+    // A refusal names the request it answers.
+    let asked = m.id().cloned();
     let space = s.space.as_str();
-    let fail = |e| host_error(id.clone(), e);
+    let fail = |e| host_error(asked.clone(), e);
     let ack = |id, appended: Option<crate::host::Appended>| {
         ServerMessage::Ack(Ack {
             id,
@@ -512,7 +513,7 @@ async fn handle(
         })
     };
     // Each request is asked with its own reply type.
-    let control = match m {
+    let (id, req) = match m {
         ClientMessage::Ping(p) => return Ok(ServerMessage::Pong(Pong { id: p.id })),
         ClientMessage::Open(_) => unreachable!("handled by the caller"),
         ClientMessage::Send(e) => {
@@ -579,7 +580,6 @@ async fn handle(
             },
         ),
     };
-    let (id, req) = control;
     host.ask(space, Trigger::Session, req).await.map_err(fail)?;
     Ok(ack(id, None))
 }

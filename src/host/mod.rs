@@ -26,7 +26,7 @@
 //!   channel empty, so a command sent to a server is either handled by it or
 //!   finds it gone and activates a new one — never lost.
 //! - Pattern code runs only on space-server threads, never on the network
-//!   threads that call [`Host::request`].
+//!   threads that call [`Host::ask`].
 
 mod admission;
 mod failures;
@@ -462,8 +462,8 @@ impl Host {
 
     /// Asks every active space server to stop (after the wave it is in,
     /// with its lease released and its file checkpointed) and waits for
-    /// them until `grace` has passed `since`. Returns how many stopped and which spaces
-    /// were still active at the deadline (abandoned: their leases are
+    /// them until `grace` has passed `since`. Returns how many stopped and
+    /// which spaces were still active then (abandoned: their leases are
     /// left to expire, or to be taken over by this host's next process).
     pub fn stop_spaces(
         &self,
@@ -605,14 +605,11 @@ fn jitter_secret(store: &Store) -> [u8; 32] {
 /// A reply of another kind than the request's is a bug in the space
 /// server, answered as an internal error rather than a panic.
 fn unpack<A: Ask>(reply: Reply) -> Result<A::Reply, HostError> {
-    let shown = format!("{reply:?}");
-    A::unpack(reply).ok_or_else(|| {
+    A::unpack(reply).map_err(|other| {
+        let asked = std::any::type_name::<A>().rsplit("::").next();
         HostError::Internal(format!(
-            "a {} was answered with {shown}",
-            std::any::type_name::<A>()
-                .rsplit("::")
-                .next()
-                .unwrap_or("request")
+            "a {} was answered with {other:?}",
+            asked.unwrap_or("request")
         ))
     })
 }

@@ -199,8 +199,9 @@ pub struct ValueAt {
 /// [`Host::ask`]: super::Host::ask
 pub trait Ask: Into<Request> {
     type Reply;
-    /// The reply, if `reply` is this request's kind of answer.
-    fn unpack(reply: Reply) -> Option<Self::Reply>;
+    /// The reply, if `reply` is this request's kind of answer; otherwise
+    /// `reply` back (formatted only then, for the error).
+    fn unpack(reply: Reply) -> Result<Self::Reply, Reply>;
 }
 
 impl From<Attach> for Request {
@@ -212,10 +213,10 @@ impl From<Attach> for Request {
 impl Ask for Attach {
     /// The space's head seq when the session joined.
     type Reply = u64;
-    fn unpack(reply: Reply) -> Option<u64> {
+    fn unpack(reply: Reply) -> Result<u64, Reply> {
         match reply {
-            Reply::Attached { head_seq } => Some(head_seq),
-            _ => None,
+            Reply::Attached { head_seq } => Ok(head_seq),
+            other => Err(other),
         }
     }
 }
@@ -228,10 +229,10 @@ impl From<SendEvent> for Request {
 
 impl Ask for SendEvent {
     type Reply = Appended;
-    fn unpack(reply: Reply) -> Option<Appended> {
+    fn unpack(reply: Reply) -> Result<Appended, Reply> {
         match reply {
-            Reply::Appended(a) => Some(a),
-            _ => None,
+            Reply::Appended(a) => Ok(a),
+            other => Err(other),
         }
     }
 }
@@ -244,10 +245,10 @@ impl From<Read> for Request {
 
 impl Ask for Read {
     type Reply = ValueAt;
-    fn unpack(reply: Reply) -> Option<ValueAt> {
+    fn unpack(reply: Reply) -> Result<ValueAt, Reply> {
         match reply {
-            Reply::Value(v) => Some(v),
-            _ => None,
+            Reply::Value(v) => Ok(v),
+            other => Err(other),
         }
     }
 }
@@ -261,10 +262,10 @@ impl From<Deploy> for Request {
 impl Ask for Deploy {
     /// The new piece's id.
     type Reply = String;
-    fn unpack(reply: Reply) -> Option<String> {
+    fn unpack(reply: Reply) -> Result<String, Reply> {
         match reply {
-            Reply::Deployed { piece } => Some(piece),
-            _ => None,
+            Reply::Deployed { piece } => Ok(piece),
+            other => Err(other),
         }
     }
 }
@@ -277,10 +278,10 @@ impl From<Operation> for Request {
 
 impl Ask for Operation {
     type Reply = crate::operator::OpResult<Value>;
-    fn unpack(reply: Reply) -> Option<Self::Reply> {
+    fn unpack(reply: Reply) -> Result<Self::Reply, Reply> {
         match reply {
-            Reply::Operated(r) => Some(r),
-            _ => None,
+            Reply::Operated(r) => Ok(r),
+            other => Err(other),
         }
     }
 }
@@ -289,8 +290,8 @@ impl Ask for Operation {
 /// that answer `Done`, and code that forwards replies as they come).
 impl Ask for Request {
     type Reply = Reply;
-    fn unpack(reply: Reply) -> Option<Reply> {
-        Some(reply)
+    fn unpack(reply: Reply) -> Result<Reply, Reply> {
+        Ok(reply)
     }
 }
 

@@ -40,7 +40,8 @@ impl HostInner {
         fresh
     }
 
-    /// A dispatched firing finished (`fired_any` false: nothing was due).
+    /// A dispatched scheduled activation is done (its wave finished, or it
+    /// ended without one): the waker may dispatch another.
     pub(crate) fn end_scheduled(&self, space: &str) {
         if self
             .scheduled

@@ -203,11 +203,12 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
         // Counted when a pass is done (before its sleep): a test that sees
         // the count rise after a clock jump knows a whole pass saw it.
         inner.counters.add_host(Counter::WakerPasses, 1);
-        let sleep = match wake_at {
-            Some(t) if t > now => Duration::from_millis(t - now).min(MAX_SLEEP),
-            Some(_) => Duration::from_millis(1),
-            None => MAX_SLEEP,
-        };
+        // On the host clock like every timer: a manual clock's time never
+        // comes by waiting (its jumps poke this thread); at least 1 ms, so
+        // a time already here cannot spin the thread.
+        let sleep = wake_at
+            .and_then(|t| inner.clock.real_wait_until(t))
+            .map_or(MAX_SLEEP, |d| d.clamp(Duration::from_millis(1), MAX_SLEEP));
         match rx.recv_timeout(sleep) {
             Ok(()) | Err(RecvTimeoutError::Timeout) => while rx.try_recv().is_ok() {},
             Err(RecvTimeoutError::Disconnected) => return,
