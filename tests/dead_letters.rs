@@ -353,7 +353,7 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
             piece: piece.clone(),
             path: parse_dotted("crunch"),
             event_id: Some("long".into()),
-            payload: json!({"n": 40_000_000}),
+            payload: json!({"n": 120_000_000}),
         },
     )
     .unwrap();

@@ -193,6 +193,55 @@ fn a_piece_sees_and_changes_nothing_of_another_piece() {
     );
 }
 
+#[test]
+fn pieces_of_one_program_share_no_module_state() {
+    let t = common::store();
+    let mut rt = t.runtime("neighbours");
+    let alice = rt
+        .create_piece(&program("neighbour.tsx"), None, &json!({}))
+        .unwrap();
+    let mallory = rt
+        .create_piece(&program("neighbour.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    let found =
+        |rt: &mut SpaceRuntime, piece: &str| rt.read(piece, &parse_dotted("found")).unwrap();
+    fire(
+        &mut rt,
+        &alice,
+        "note",
+        "a1",
+        json!({"value": "alice-secret"}),
+    );
+    assert_eq!(found(&mut rt, &alice), json!(["notes:1"]));
+    // Mallory's piece runs the same code: it finds neither alice's counter
+    // nor her entry in the imported module's memo table.
+    fire(&mut rt, &mallory, "note", "m1", json!({"value": "poison"}));
+    assert_eq!(found(&mut rt, &mallory), json!(["notes:1"]));
+    // And alice's state is hers, untouched by mallory's.
+    fire(&mut rt, &alice, "note", "a2", json!({"value": "again"}));
+    assert_eq!(
+        found(&mut rt, &alice),
+        json!(["notes:2", "last=alice-secret"])
+    );
+    rt.flush().unwrap();
+    rt.stop().unwrap();
+    // Next tenure: module state lived for the tenure only, and each piece
+    // is instantiated apart again.
+    let mut rt = t.runtime("neighbours");
+    fire(
+        &mut rt,
+        &mallory,
+        "note",
+        "m2",
+        json!({"value": "poison-2"}),
+    );
+    fire(&mut rt, &alice, "note", "a3", json!({"value": "third"}));
+    assert_eq!(found(&mut rt, &alice), json!(["notes:1"]));
+    assert_eq!(found(&mut rt, &mallory), json!(["notes:1"]));
+    assert_eq!(t.counters.host().get(Counter::ActionsFailed), 0);
+}
+
 fn roll(t: &common::TestStore, space: &str, key: [u8; 32], event_id: &str) -> f64 {
     let cfg = RuntimeConfig {
         entropy_key: EntropyKey(key),

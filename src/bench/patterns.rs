@@ -71,14 +71,19 @@ pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
         RuntimeConfig::default(),
     )?;
     let count = n(500);
+    let heap_before = rt.memory_used_bytes();
     let t = Instant::now();
     for i in 0..count {
         rt.create_piece(&counter, None, &json!({"value": i}))?;
         rt.flush()?;
     }
     let per_s = count as f64 / t.elapsed().as_secs_f64();
+    let heap = rt.memory_used_bytes();
     println!(
-        "instantiation: {per_s:.0} pieces/s ({count} counter pieces in one space, each committed)"
+        "instantiation: {per_s:.0} pieces/s ({count} counter pieces in one space, each committed); \
+         engine heap {:.1} MiB, {:.1} KiB a piece (each its own module instance)",
+        heap as f64 / (1 << 20) as f64,
+        heap.saturating_sub(heap_before) as f64 / count as f64 / 1024.0
     );
     rt.stop()?;
 

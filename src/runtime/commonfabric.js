@@ -22,16 +22,19 @@ const STREAM = Symbol("commonfabric.stream");
 // ---- registries ------------------------------------------------------------
 
 const fns = [];          // function index -> JS function (this sandbox only)
-const programs = new Map(); // program hash -> module namespace
+// A program is evaluated once per piece (its own module-level state): each
+// evaluation is an instance, keyed `hash/k` in registration order.
+const programs = new Map(); // instance key -> module namespace
+const instanceCount = new Map(); // program hash -> instances registered
 // Every pattern of a program, in creation order (deterministic: module
 // evaluation order), so one a handler spawns is named by `#ordinal`.
 let pendingPatterns = [];
-const programPatterns = new Map(); // program hash -> [pattern]
+const programPatterns = new Map(); // instance key -> [pattern]
 const patternInfo = new WeakMap(); // pattern -> {hash, ordinal}
 // Handler factories likewise (`h#ordinal`): one a handler binds becomes a
 // piece of its own whose result is the bound stream.
 let pendingHandlers = [];
-const programHandlers = new Map(); // program hash -> [factory]
+const programHandlers = new Map(); // instance key -> [factory]
 const handlerInfo = new WeakMap(); // factory -> {hash, ordinal}
 
 // Module evaluation: not recording a body, not running anything.
@@ -416,11 +419,14 @@ function flatten(children) {
 // ---- host entry points (called by the Rust runtime) ------------------------------
 
 export function __registerProgram(hash, ns) {
-  programs.set(hash, ns);
-  programPatterns.set(hash, pendingPatterns);
+  const k = instanceCount.get(hash) || 0;
+  instanceCount.set(hash, k + 1);
+  const key = hash + "/" + k;
+  programs.set(key, ns);
+  programPatterns.set(key, pendingPatterns);
   pendingPatterns.forEach((p, ordinal) => patternInfo.set(p, { hash, ordinal }));
   pendingPatterns = [];
-  programHandlers.set(hash, pendingHandlers);
+  programHandlers.set(key, pendingHandlers);
   pendingHandlers.forEach((h, ordinal) => handlerInfo.set(h, { hash, ordinal }));
   pendingHandlers = [];
 }
@@ -428,12 +434,12 @@ export function __registerProgram(hash, ns) {
 // Records the graph of one piece. Deterministic: the same pattern and piece id
 // give the same node, stream and cell ids, so a re-activated space rebuilds
 // its graph without rewriting anything.
-export function __instantiate(hash, exportName, pieceId) {
-  const ns = programs.get(hash);
-  if (!ns) throw new Error("commonfabric: program " + hash + " is not loaded");
+export function __instantiate(instance, exportName, pieceId) {
+  const ns = programs.get(instance);
+  if (!ns) throw new Error("commonfabric: program instance " + instance + " is not loaded");
   const name = exportName || "default";
-  if (name.startsWith("h#")) return instantiateBinding(hash, name, pieceId);
-  const p = name.startsWith("#") ? (programPatterns.get(hash) || [])[Number(name.slice(1))] : ns[name];
+  if (name.startsWith("h#")) return instantiateBinding(instance, name, pieceId);
+  const p = name.startsWith("#") ? (programPatterns.get(instance) || [])[Number(name.slice(1))] : ns[name];
   if (typeof p !== "function" || !p.__pattern) {
     throw new Error("commonfabric: export '" + (exportName || "default") + "' is not a pattern");
   }
@@ -455,10 +461,10 @@ export function __instantiate(hash, exportName, pieceId) {
 }
 
 // `h#K:a,b`: the piece a handler made by binding handler K to fields a, b.
-function instantiateBinding(hash, name, pieceId) {
+function instantiateBinding(instance, name, pieceId) {
   const [ordinal, fields] = name.slice(2).split(":");
-  const factory = (programHandlers.get(hash) || [])[Number(ordinal)];
-  if (typeof factory !== "function") throw new Error("commonfabric: handler " + name + " is not in program " + hash);
+  const factory = (programHandlers.get(instance) || [])[Number(ordinal)];
+  if (typeof factory !== "function") throw new Error("commonfabric: handler " + name + " is not in program " + instance);
   builder = { pieceId, prefix: "", counter: 0, nodes: [], streams: [], cells: [] };
   try {
     const ctx = {};

@@ -18,6 +18,9 @@
 //!   checked against what it was given ([`capability::Reach`]) before any
 //!   of it applies; one refusal refuses the action. Writes are applied in
 //!   time linear in what is written, within [`WriteLimits`].
+//! - Pieces share no mutable JavaScript state: each runs in its own
+//!   instance of its program's modules ([`SpaceRuntime::load_instance`]),
+//!   over a realm whose globals and intrinsics are frozen.
 //! - Frames: what a derivation builds while it runs is registered under its
 //!   node's id and replaced by the node's next run; a framed node runs once
 //!   per tenure before anything inside its frame is read or sent to. What a
@@ -287,7 +290,8 @@ pub struct SpaceRuntime {
     cfg: RuntimeConfig,
     sandbox: TenureSandbox,
     entry: EntryPoints,
-    loaded: HashSet<String>,
+    /// Program hash -> module instances loaded this tenure (one per piece).
+    instances: HashMap<String, u32>,
     pieces: BTreeMap<String, (String, String)>,
     nodes: HashMap<String, Node>,
     streams: HashMap<String, Binding>,
@@ -447,7 +451,7 @@ impl SpaceRuntime {
             cfg,
             sandbox,
             entry,
-            loaded: HashSet::new(),
+            instances: HashMap::new(),
             pieces: BTreeMap::new(),
             nodes: HashMap::new(),
             streams: HashMap::new(),

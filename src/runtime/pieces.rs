@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Module instances of one program per tenure: six hex digits in a name.
+const MAX_INSTANCE: u32 = 0xff_ffff;
+
 impl SpaceRuntime {
     // ----- programs and pieces -------------------------------------------
 
@@ -89,11 +92,25 @@ impl SpaceRuntime {
             .map_err(|d| RuntimeError::Compile(crate::compiler::render(&d)))
     }
 
-    pub(super) fn ensure_loaded(&mut self, program: &CompiledProgram) -> RuntimeResult<()> {
+    /// Loads a fresh instance of `program`'s modules, evaluated apart from
+    /// every other instance (its own module-level state), and returns the
+    /// key the authoring API knows it by. Each piece gets one, so two pieces
+    /// of the same program share no mutable JavaScript state.
+    ///
+    /// The first instance of a program in a tenure is registered under the
+    /// template root `p<hash>/i000000/`; the k-th is the same modules under
+    /// `p<hash>/i<k>/`, compiled once (the sandbox renames the bytecode).
+    /// The boot module is the same for every instance, so the authoring API
+    /// numbers a program's registrations as this counts them.
+    pub(super) fn load_instance(&mut self, program: &CompiledProgram) -> RuntimeResult<String> {
         let hash = program.hash_hex();
-        if self.loaded.contains(&hash) {
-            return Ok(());
+        let k = self.instances.get(&hash).copied().unwrap_or(0);
+        if k > MAX_INSTANCE {
+            return Err(RuntimeError::Invalid(format!(
+                "program {hash} is instantiated more than {MAX_INSTANCE} times in one tenure"
+            )));
         }
+        let root = |k: u32| format!("p{}/i{k:06x}/", &hash[..16]);
         // Module names are relative to the entry's directory and may climb
         // above it (`../lib.ts`): the entry sits that many directories deep
         // under the program's root, so every name is a plain path there and
@@ -104,40 +121,47 @@ impl SpaceRuntime {
             .map(|m| m.name.matches("../").count())
             .max()
             .unwrap_or(0);
-        let root = format!("p{}/r/", &hash[..16]);
-        let prefix = format!("{root}{}", "d/".repeat(climbs));
-        let names: Vec<(String, String)> = program
-            .modules
-            .iter()
-            .map(|m| {
-                (
-                    normalize_module_path(&format!("{prefix}{}", m.name.trim_start_matches("./"))),
-                    m.js.clone(),
-                )
-            })
-            .collect();
-        let entry_name = program.entry().name.trim_start_matches("./").to_string();
-        // A boot module per program hands its entry namespace to
-        // commonfabric's registry (namespaces cannot cross into Rust).
-        let boot = format!(
-            "import * as m from \"./{entry_name}\";\n\
-             import {{ __registerProgram }} from \"commonfabric\";\n\
-             __registerProgram(\"{hash}\", m);\n"
-        );
-        let mut mods: Vec<(&str, &str)> = names
-            .iter()
-            .map(|(n, s)| (n.as_str(), s.as_str()))
-            .collect();
-        let boot_name = format!("{prefix}__boot.js");
-        mods.push((&boot_name, &boot));
-        self.sandbox.add_modules(&mods)?;
+        let prefix = format!("{}r/{}", root(k), "d/".repeat(climbs));
+        if k == 0 {
+            let template = format!("{}r/{}", root(0), "d/".repeat(climbs));
+            let names: Vec<(String, String)> = program
+                .modules
+                .iter()
+                .map(|m| {
+                    (
+                        normalize_module_path(&format!(
+                            "{template}{}",
+                            m.name.trim_start_matches("./")
+                        )),
+                        m.js.clone(),
+                    )
+                })
+                .collect();
+            let entry_name = program.entry().name.trim_start_matches("./").to_string();
+            // A boot module hands its entry namespace to commonfabric's
+            // registry (namespaces cannot cross into Rust).
+            let boot = format!(
+                "import * as m from \"./{entry_name}\";\n\
+                 import {{ __registerProgram }} from \"commonfabric\";\n\
+                 __registerProgram(\"{hash}\", m);\n"
+            );
+            let mut mods: Vec<(&str, &str)> = names
+                .iter()
+                .map(|(n, s)| (n.as_str(), s.as_str()))
+                .collect();
+            let boot_name = format!("{template}__boot.js");
+            mods.push((&boot_name, &boot));
+            self.sandbox.add_modules(&mods)?;
+        } else {
+            self.sandbox.add_instance(&root(0), &root(k))?;
+        }
         let ns = self
             .sandbox
-            .import(&boot_name, &self.options_reactive())?
+            .import(&format!("{prefix}__boot.js"), &self.options_reactive())?
             .value;
         self.sandbox.release(ns);
-        self.loaded.insert(hash);
-        Ok(())
+        self.instances.insert(hash.clone(), k + 1);
+        Ok(format!("{hash}/{k}"))
     }
 
     /// Runs the pattern body and records the piece's graph. On first
@@ -150,10 +174,10 @@ impl SpaceRuntime {
         export: &str,
         argument: Option<(&Value, ArgumentCheck)>,
     ) -> RuntimeResult<()> {
-        self.ensure_loaded(program)?;
+        let instance = self.load_instance(program)?;
         let out = self.sandbox.call(
             self.entry.instantiate,
-            &[json!(program.hash_hex()), json!(export), json!(piece)],
+            &[json!(instance), json!(export), json!(piece)],
             &self.options_reactive(),
         )?;
         let mut rec: Recorded = serde_json::from_value(out.value)

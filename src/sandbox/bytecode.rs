@@ -42,6 +42,86 @@ pub(crate) fn declare<'js>(
     Ok(module)
 }
 
+/// Declares module `name` as an instance of `template`: the same source,
+/// instantiated apart from it (its own module record and top-level state).
+/// The bytecode is cached under `template` and renamed to `name` on load,
+/// so a program instantiated once per piece is still compiled once. The two
+/// names must have the same length (a rename never moves a byte).
+pub(crate) fn declare_as<'js>(
+    ctx: &Ctx<'js>,
+    template: &str,
+    name: &str,
+    source: &str,
+) -> rquickjs::Result<Module<'js, Declared>> {
+    if template == name || template.len() != name.len() {
+        return declare(ctx, name, source);
+    }
+    let key = key(template, source);
+    if let Some(code) = get(&key).and_then(|c| rename(&c, template, name)) {
+        // SAFETY: written by `Module::write` in this process from this
+        // source under `template`; the rename replaced the bytes of atom
+        // strings equal to `template` with as many bytes of `name`.
+        if let Ok(m) = unsafe { Module::load(ctx.clone(), &code) } {
+            return Ok(m);
+        }
+    }
+    let module = Module::declare(ctx.clone(), name, source.as_bytes())?;
+    if let Some(code) = module
+        .write(WriteOptions::default())
+        .ok()
+        .and_then(|c| rename(&c, name, template))
+    {
+        put(key, code);
+    }
+    Ok(module)
+}
+
+/// `code` with every atom of its atom table that reads exactly `from`
+/// rewritten as `to` (a module's name is one atom, shared by its functions'
+/// debug file names). The table leads the bytecode: a version byte, a
+/// LEB128 count, then per atom a type byte and either a 4-byte constant
+/// index (type 0) or a string (LEB128 `len << 1 | wide`, then its bytes).
+/// `None` when the table cannot be read or no atom matched.
+fn rename(code: &[u8], from: &str, to: &str) -> Option<Vec<u8>> {
+    if from.len() != to.len() || !from.is_ascii() || !to.is_ascii() {
+        return None;
+    }
+    fn leb128(code: &[u8], at: &mut usize) -> Option<u32> {
+        let mut v: u32 = 0;
+        for i in 0..5 {
+            let b = *code.get(*at)?;
+            *at += 1;
+            v |= u32::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let mut out = code.to_vec();
+    let mut at = 1; // the version byte
+    let count = leb128(code, &mut at)?;
+    let mut renamed = false;
+    for _ in 0..count {
+        let kind = *code.get(at)?;
+        at += 1;
+        if kind == 0 {
+            at += 4;
+            continue;
+        }
+        let header = leb128(code, &mut at)?;
+        let wide = header & 1 == 1;
+        let len = (header >> 1) as usize * if wide { 2 } else { 1 };
+        let bytes = code.get(at..at + len)?;
+        if !wide && bytes == from.as_bytes() {
+            out[at..at + len].copy_from_slice(to.as_bytes());
+            renamed = true;
+        }
+        at += len;
+    }
+    renamed.then_some(out)
+}
+
 #[derive(Default)]
 struct Cache {
     map: HashMap<Key, Arc<[u8]>>,
@@ -116,6 +196,42 @@ mod tests {
         assert_eq!(run(), 42);
         // Same name, other source: another key, never the stale code.
         assert_ne!(key(name, src), key(name, "export const answer = 0;"));
+    }
+
+    #[test]
+    fn instances_of_a_template_share_its_bytecode_and_not_its_state() {
+        let src = "let n = 0; export function bump() { return ++n; }";
+        let (template, a, b) = (
+            "inst-test/000/m.js",
+            "inst-test/001/m.js",
+            "inst-test/002/m.js",
+        );
+        let rt = rquickjs::Runtime::new().unwrap();
+        let ctx = rquickjs::Context::full(&rt).unwrap();
+        fn bump<'js>(m: Module<'js, Declared>) -> (i32, rquickjs::Function<'js>) {
+            let (m, done) = m.eval().unwrap();
+            done.finish::<()>().unwrap();
+            let f: rquickjs::Function = m.namespace().unwrap().get("bump").unwrap();
+            (f.call::<_, i32>(()).unwrap(), f)
+        }
+        ctx.with(|ctx| {
+            // The first instance compiles and keeps the bytecode under the
+            // template's name; the second loads it renamed.
+            let (first, fa) = bump(declare_as(&ctx, template, a, src).unwrap());
+            assert!(
+                get(&key(template, src)).is_some(),
+                "kept under the template"
+            );
+            let (second, fb) = bump(declare_as(&ctx, template, b, src).unwrap());
+            assert_eq!((first, second), (1, 1), "each instance has its own `n`");
+            assert_eq!(fa.call::<_, i32>(()).unwrap(), 2);
+            assert_eq!(fb.call::<_, i32>(()).unwrap(), 2);
+        });
+        // The kept bytecode names the template, never an instance.
+        let code = get(&key(template, src)).unwrap();
+        assert!(rename(&code, template, a).is_some());
+        assert!(rename(&code, a, template).is_none());
+        assert!(rename(&code, template, "short").is_none());
     }
 
     #[test]

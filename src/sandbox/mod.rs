@@ -38,7 +38,6 @@ mod state;
 mod tests;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -56,7 +55,7 @@ pub use state::Mode;
 
 use crate::human::truncate_message;
 use convert::{js_to_json, json_to_js, ToJsonError};
-use modules::{HostObject, Registry, SandboxLoader, SandboxResolver};
+use modules::{HostObject, Registered, Registry, SandboxLoader, SandboxResolver};
 use state::State;
 
 /// Limits for one sandbox. See README.md for how the defaults were chosen.
@@ -359,7 +358,7 @@ impl Sandbox {
         state: Rc<State>,
     ) -> Result<Sandbox, SandboxError> {
         let registry = Rc::new(Registry {
-            modules: RefCell::new(HashMap::new()),
+            modules: RefCell::new(Default::default()),
             commonfabric: Rc::from(commonfabric_source),
         });
         runtime.set_memory_limit(config.memory_limit_bytes);
@@ -426,7 +425,7 @@ impl Sandbox {
                 });
             }
             if let Some(existing) = map.get(*name) {
-                if &**existing != *source {
+                if &*existing.source != *source {
                     return Err(SandboxError::Module {
                         specifier: name.to_string(),
                         importer: String::new(),
@@ -438,10 +437,54 @@ impl Sandbox {
             }
         }
         for (name, source) in modules {
-            map.entry(name.to_string())
-                .or_insert_with(|| Rc::from(*source));
+            map.entry(name.to_string()).or_insert_with(|| Registered {
+                source: Rc::from(*source),
+                template: None,
+            });
         }
         Ok(())
+    }
+
+    /// Registers a second instance of every module registered under
+    /// `template_prefix`: the same name with `instance_prefix` in its place
+    /// (the two of the same length), the same source, evaluated apart on
+    /// import (its own module records and top-level state; relative imports
+    /// stay within the instance). Compiled once for all instances: the
+    /// bytecode is renamed on load. Returns how many modules it registered.
+    pub fn add_instance(
+        &self,
+        template_prefix: &str,
+        instance_prefix: &str,
+    ) -> Result<usize, SandboxError> {
+        if template_prefix.len() != instance_prefix.len() || template_prefix == instance_prefix {
+            return Err(SandboxError::Module {
+                specifier: instance_prefix.to_string(),
+                importer: String::new(),
+                message: "an instance prefix must differ from its template's and be as long".into(),
+            });
+        }
+        let mut map = self.registry.modules.borrow_mut();
+        let instances: Vec<(String, Registered)> = map
+            .range::<str, _>((
+                std::ops::Bound::Included(template_prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(name, _)| name.starts_with(template_prefix))
+            .filter(|(_, r)| r.template.is_none())
+            .map(|(name, r)| {
+                let instance = format!("{instance_prefix}{}", &name[template_prefix.len()..]);
+                let registered = Registered {
+                    source: r.source.clone(),
+                    template: Some(Rc::from(name.as_str())),
+                };
+                (instance, registered)
+            })
+            .collect();
+        let added = instances.len();
+        for (name, registered) in instances {
+            map.entry(name).or_insert(registered);
+        }
+        Ok(added)
     }
 
     /// Import `specifier` (evaluating it and its imports, module top-level

@@ -13,9 +13,12 @@
 //! - A registered name maps to one source forever (QuickJS caches modules by
 //!   name per context); re-registering a name with different source is
 //!   rejected. Embedders should use content-addressed names.
+//! - A module may be registered as an *instance* of a template name of the
+//!   same length (`Sandbox::add_instance`): the same source instantiated
+//!   apart, its bytecode compiled once and renamed on load.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use rquickjs::loader::{Loader, Resolver};
@@ -31,8 +34,18 @@ pub const HOST_MODULE: &str = "spacewake:host";
 
 /// Module sources shared by the resolver, the loader and the `Sandbox`.
 pub(crate) struct Registry {
-    pub modules: RefCell<HashMap<String, Rc<str>>>,
+    /// Ordered, so the modules under a prefix are one range.
+    pub modules: RefCell<BTreeMap<String, Registered>>,
     pub commonfabric: Rc<str>,
+}
+
+/// One registered module.
+#[derive(Clone)]
+pub(crate) struct Registered {
+    pub source: Rc<str>,
+    /// For an instance of another module: that module's name, which the
+    /// cached bytecode carries (same length as this module's name).
+    pub template: Option<Rc<str>>,
 }
 
 pub(crate) struct SandboxResolver {
@@ -108,15 +121,18 @@ impl Loader for SandboxLoader {
         if name == HOST_MODULE {
             return Module::declare_def::<HostModule, _>(ctx.clone(), name);
         }
-        let source = if name == COMMONFABRIC {
-            self.registry.commonfabric.clone()
-        } else {
-            match self.registry.modules.borrow().get(name) {
-                Some(s) => s.clone(),
-                None => return Err(Error::new_loading_message(name, "not registered")),
-            }
+        if name == COMMONFABRIC {
+            let source = self.registry.commonfabric.clone();
+            return super::bytecode::declare(ctx, name, &source);
+        }
+        let registered = match self.registry.modules.borrow().get(name) {
+            Some(r) => r.clone(),
+            None => return Err(Error::new_loading_message(name, "not registered")),
         };
-        super::bytecode::declare(ctx, name, &source)
+        match &registered.template {
+            Some(template) => super::bytecode::declare_as(ctx, template, name, &registered.source),
+            None => super::bytecode::declare(ctx, name, &registered.source),
+        }
     }
 }
 

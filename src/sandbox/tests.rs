@@ -1129,3 +1129,50 @@ fn an_imaged_sandbox_runs_out_of_memory_like_a_plain_one_and_restores() {
         assert_eq!(sb.memory_used_bytes(), start, "round {round}");
     }
 }
+
+/// `add_instance`: the same modules evaluated apart, each instance's
+/// relative imports resolved among its own modules; an instance of an
+/// instance, or a prefix of another length, is refused.
+#[test]
+fn module_instances_share_code_but_no_state() {
+    let sb = sandbox();
+    sb.add_modules(&[
+        (
+            "inst/00/main.js",
+            "import { inc } from './lib/n.js'; export const bump = () => inc();",
+        ),
+        (
+            "inst/00/lib/n.js",
+            "let n = 0; export function inc() { return ++n; }",
+        ),
+        ("other/x.js", "export const x = 1;"),
+    ])
+    .unwrap();
+    assert_eq!(sb.add_instance("inst/00/", "inst/01/").unwrap(), 2);
+    assert_eq!(sb.add_instance("inst/00/", "inst/02/").unwrap(), 2);
+    assert_eq!(
+        sb.add_instance("inst/01/", "inst/03/").unwrap(),
+        0,
+        "instances are not templates"
+    );
+    assert!(sb.add_instance("inst/00/", "inst/1/").is_err());
+    let opts = CallOptions::reactive();
+    let bump = |name: &str| {
+        let ns = sb.import(name, &opts).unwrap().value;
+        sb.get(ns, "bump").unwrap()
+    };
+    let (b0, b1, b2) = (
+        bump("inst/00/main.js"),
+        bump("inst/01/main.js"),
+        bump("inst/02/main.js"),
+    );
+    assert_eq!(sb.call(b0, &[], &opts).unwrap().value, json!(1));
+    assert_eq!(sb.call(b0, &[], &opts).unwrap().value, json!(2));
+    assert_eq!(
+        sb.call(b1, &[], &opts).unwrap().value,
+        json!(1),
+        "its own lib/n.js"
+    );
+    assert_eq!(sb.call(b2, &[], &opts).unwrap().value, json!(1));
+    assert_eq!(sb.call(b1, &[], &opts).unwrap().value, json!(2));
+}
