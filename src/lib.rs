@@ -11,6 +11,7 @@ pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod compiler;
+pub mod console;
 pub mod debug;
 pub mod host;
 pub mod http;

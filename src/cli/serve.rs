@@ -221,7 +221,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let state = crate::http::HttpState::new(host.clone(), operators);
+        // The console's sign-in token: new each start, in the data
+        // directory for whoever may read it, and printed below.
+        let (console_auth, console_token, token_path) =
+            crate::console::auth::ConsoleAuth::create(&args.data)?;
+        let state =
+            crate::http::HttpState::new(host.clone(), operators).with_console_auth(console_auth);
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -246,6 +251,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
         // Tests read this line to learn the port when listening on :0.
         println!("listening on {local}");
+        println!(
+            "console: http://{local}/console (sign-in token {console_token}, also in {})",
+            token_path.display()
+        );
+        tokio::spawn(crate::http::console::sample_throughput(state.clone()));
         let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = tokio::spawn(
             axum::serve(crate::http::nodelay(listener), crate::http::router(state))

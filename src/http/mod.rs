@@ -9,6 +9,8 @@
 //!   pieces (identity-less warm demand), signed the same way.
 //! - `/api/operator/…`: the signed operator API (`operator.rs`,
 //!   `spec/operators.md`).
+//! - `/console…` (and `/`): the operator console's pages (`console.rs`,
+//!   `spec/console.md`).
 //!
 //! Every error of every route has one JSON shape ([`http_error`]).
 
@@ -29,6 +31,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
+pub mod console;
 mod operator;
 
 pub use operator::{OperatorAuth, WINDOW_MS as OPERATOR_WINDOW_MS};
@@ -38,14 +41,26 @@ pub struct HttpState {
     pub host: Host,
     /// Who may use the operator API (`/api/operator/…`).
     pub operators: std::sync::Arc<OperatorAuth>,
+    /// The console's sign-in and its throughput samples.
+    pub console: std::sync::Arc<console::ConsoleState>,
 }
 
 impl HttpState {
+    /// A state whose console nobody can sign in to (see
+    /// [`HttpState::with_console_auth`]).
     pub fn new(host: Host, operators: OperatorAuth) -> HttpState {
         HttpState {
             host,
             operators: std::sync::Arc::new(operators),
+            console: std::sync::Arc::new(console::ConsoleState::new(
+                crate::console::auth::ConsoleAuth::disabled(),
+            )),
         }
+    }
+
+    pub fn with_console_auth(mut self, auth: crate::console::auth::ConsoleAuth) -> HttpState {
+        self.console = std::sync::Arc::new(console::ConsoleState::new(auth));
+        self
     }
 }
 
@@ -73,6 +88,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/spaces/{space}/events", post(ingest))
         .route("/api/spaces/{space}/warm", post(warm))
         .merge(operator::routes())
+        .merge(console::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT_BYTES))

@@ -287,7 +287,7 @@ fn op_error(e: OpError) -> Response {
 }
 
 /// What reads need, from this host.
-fn view(host: &Host) -> View<'_> {
+pub(super) fn view(host: &Host) -> View<'_> {
     let cfg = host.config();
     View {
         store: host.store(),
@@ -314,30 +314,49 @@ async fn read<T: serde::Serialize + Send + 'static>(
 }
 
 /// Logs and counts an operator's action.
-fn acted(s: &HttpState, did: &str, action: &str, space: &str) {
+pub(super) fn acted(s: &HttpState, who: &str, action: &str, space: &str) {
     s.host.counters().space(space).inc(Counter::OperatorActions);
-    tracing::info!(operator = did, action, space, "operator action");
+    tracing::info!(operator = who, action, space, "operator action");
 }
 
-/// Runs `f` on the space's file through the host (see [`Host::operate`]).
+/// Why an action on a space's file was not done.
+pub(super) enum NotDone {
+    /// The operator's request (unknown space or entry, bad value…).
+    Op(OpError),
+    /// The host's (shutting down, backing off…).
+    Host(crate::host::HostError),
+}
+
+/// Runs `f` on the space's file through the host (see [`Host::operate`]):
+/// the operator API's actions and the console's share it.
+pub(super) async fn operate_on(
+    s: &HttpState,
+    space: &str,
+    f: impl FnOnce(&mut crate::store::Space) -> op::OpResult<Value> + Send + 'static,
+) -> Result<Value, NotDone> {
+    // A quarantined or unknown space is said so before any activation
+    // (one directory read, as a session open makes).
+    op::healthy(s.host.store(), space).map_err(NotDone::Op)?;
+    match s.host.operate(space, Operation(Box::new(f))).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(NotDone::Op(e)),
+        Err(e) => Err(NotDone::Host(e)),
+    }
+}
+
 async fn operate(
     s: &HttpState,
     space: &str,
     f: impl FnOnce(&mut crate::store::Space) -> op::OpResult<Value> + Send + 'static,
 ) -> Response {
-    // A quarantined or unknown space is said so before any activation
-    // (one directory read, as a session open makes).
-    if let Err(e) = op::healthy(s.host.store(), space) {
-        return op_error(e);
-    }
-    match s.host.operate(space, Operation(Box::new(f))).await {
-        Ok(Ok(v)) => Json(v).into_response(),
-        Ok(Err(e)) => op_error(e),
-        Err(e) => super::host_error_response(e),
+    match operate_on(s, space, f).await {
+        Ok(v) => Json(v).into_response(),
+        Err(NotDone::Op(e)) => op_error(e),
+        Err(NotDone::Host(e)) => super::host_error_response(e),
     }
 }
 
-fn to_json<T: serde::Serialize>(v: T) -> op::OpResult<Value> {
+pub(super) fn to_json<T: serde::Serialize>(v: T) -> op::OpResult<Value> {
     serde_json::to_value(v).map_err(|e| OpError::Internal(e.to_string()))
 }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod server;
+pub mod webdriver;
 pub mod wire;
 
 use spacewake::clock::ManualClock;

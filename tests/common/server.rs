@@ -78,8 +78,14 @@ impl Server {
             std::thread::sleep(Duration::from_millis(50));
             return Err((code, log.lock().unwrap().join("\n")));
         };
-        // Keep reading stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        // Keep reading stdout (into the log, after stderr's lines) so the
+        // server never blocks on a full pipe.
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
         let addr = line.strip_prefix("listening on ").unwrap().to_string();
         Ok(Server {
             child,

@@ -1,0 +1,472 @@
+//! The console's routes (`spec/console.md`): `GET /` (to `/console`),
+//! `GET /console`, `GET /console/spaces` and `GET /console/spaces/{space}`
+//! read; `POST /console/sign-in` and `/sign-out`; and, signed in, `POST
+//! /console/spaces/{space}/entries/{piece}/{entry}/{action}` (trigger,
+//! pause, resume) and `POST /console/spaces/{space}/budget`.
+//!
+//! Reads run on a blocking thread (they open space files) through the same
+//! functions as the operator API's JSON reads; actions go through the host
+//! exactly as the operator API's do (`operator::operate_on`). An action
+//! answers `303 See Other` back to the page, so plain HTML forms work
+//! without JavaScript. The session cookie is `HttpOnly` and
+//! `SameSite=Strict`, and a request whose `Origin` is another site is
+//! refused, so another page cannot act with an operator's cookie.
+
+use super::operator::{acted, operate_on, to_json, view, NotDone};
+use super::HttpState;
+use crate::console::auth::{session_in, ConsoleAuth, COOKIE, SESSION_MS};
+use crate::console::pages::{self, Frame};
+use crate::console::rates::{Rates, Sample, SAMPLE_MS};
+use crate::console::{self};
+use crate::host::Host;
+use crate::metrics::Counter;
+use crate::operator::{self as op, BudgetSetting, EntryAction, Limit, OpError};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use maud::Markup;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// Fires listed per entry on a space's page.
+const FIRES_PER_ENTRY: usize = 10;
+/// Top actions by CPU on a space's page.
+const TOP_ACTIONS: usize = 10;
+
+/// The console's own state beside the host: who is signed in, and the
+/// throughput samples of the last hour.
+pub struct ConsoleState {
+    pub auth: ConsoleAuth,
+    rates: Mutex<Rates>,
+}
+
+impl ConsoleState {
+    pub fn new(auth: ConsoleAuth) -> ConsoleState {
+        ConsoleState {
+            auth,
+            rates: Mutex::default(),
+        }
+    }
+
+    /// Takes a throughput sample now (the sampler, and each host page).
+    pub fn sample(&self, host: &Host) {
+        let c = host.counters().host();
+        let s = Sample {
+            at_ms: host.store().clock().now_ms(),
+            waves: c.get(Counter::Waves).max(0) as u64,
+            events: c.get(Counter::EventsProcessed).max(0) as u64,
+        };
+        self.rates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(s);
+    }
+}
+
+/// Samples throughput every [`SAMPLE_MS`] on the host clock, for the host
+/// page's last hour. Runs until the process ends.
+pub async fn sample_throughput(state: HttpState) {
+    let clock = state.host.store().clock().clone();
+    loop {
+        state.console.sample(&state.host);
+        let next = clock.now_ms() + SAMPLE_MS;
+        // A manual clock never brings the deadline by itself: look again
+        // each second of real time.
+        let wait = clock
+            .real_wait_until(next)
+            .unwrap_or(std::time::Duration::from_secs(1));
+        tokio::time::sleep(wait).await;
+    }
+}
+
+pub fn routes() -> Router<HttpState> {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/console") }))
+        .route("/console", get(host_page))
+        .route("/console/spaces", get(spaces_page))
+        .route("/console/spaces/{space}", get(space_page))
+        .route("/console/sign-in", post(sign_in))
+        .route("/console/sign-out", post(sign_out))
+        .route(
+            "/console/spaces/{space}/entries/{piece}/{entry}/{action}",
+            post(entry_action),
+        )
+        .route("/console/spaces/{space}/budget", post(set_budget))
+}
+
+fn session(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(session_in)
+}
+
+fn frame(s: &HttpState, headers: &HeaderMap, path: String) -> Frame {
+    let now_ms = s.host.store().clock().now_ms();
+    Frame {
+        now_ms,
+        signed_in: session(headers).is_some_and(|id| s.console.auth.signed_in(id, now_ms)),
+        path,
+    }
+}
+
+/// Renders on a blocking thread and counts the page.
+async fn page(
+    s: &HttpState,
+    frame: Frame,
+    f: impl FnOnce(&Host, &Frame) -> Result<Markup, (StatusCode, Markup)> + Send + 'static,
+) -> Response {
+    let host = s.host.clone();
+    let rendered = tokio::task::spawn_blocking(move || f(&host, &frame)).await;
+    s.host.counters().add_host(Counter::ConsolePages, 1);
+    match rendered {
+        Ok(Ok(m)) => Html(m.into_string()).into_response(),
+        Ok(Err((status, m))) => (status, Html(m.into_string())).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn host_budget(host: &Host) -> Limit {
+    Limit::of(host.config().schedule.scheduled_budget_us)
+}
+
+async fn host_page(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    s.console.sample(&s.host);
+    let rates = s
+        .console
+        .rates
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .rates();
+    let f = frame(&s, &headers, "/console".into());
+    page(&s, f, move |host, f| {
+        let counters = host.counters().serving_loop_json();
+        Ok(pages::host(
+            f,
+            &pages::HostView {
+                registered: host.store().directory().count().unwrap_or(0),
+                active: host.active_spaces().len(),
+                counters: &counters,
+                scheduled_budget: host_budget(host),
+                rates: &rates,
+            },
+        ))
+    })
+    .await
+}
+
+async fn spaces_page(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    query: Result<Query<console::SpacesQuery>, QueryRejection>,
+) -> Response {
+    // A malformed query shows the default table rather than an error page.
+    let query = query.map(|Query(q)| q).unwrap_or_default();
+    let f = frame(&s, &headers, query.url(|_| {}));
+    page(&s, f, move |host, f| {
+        let v = view(host);
+        let all = host
+            .store()
+            .directory()
+            .all()
+            .map_err(|e| failed(f, &e.to_string()))?;
+        let registered = all.len() as u64;
+        let active: HashSet<String> = v.active.clone();
+        let selection = console::select(all, &active, &query);
+        // Spend is read from each shown space's file: a page's worth.
+        let window = crate::accounting::window_start_ms(v.now_ms, v.window_ms);
+        let spend: Vec<_> = selection
+            .rows
+            .iter()
+            .map(|e| match e.quarantined {
+                Some(_) => None,
+                None => host.store().window_spend(&e.id, window).ok(),
+            })
+            .collect();
+        Ok(pages::spaces(
+            f,
+            &pages::SpacesView {
+                query: &query,
+                selection: &selection,
+                active: &active,
+                spend: &spend,
+                registered,
+                scheduled_budget: host_budget(host),
+            },
+        ))
+    })
+    .await
+}
+
+async fn space_page(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Path(space): Path<String>,
+) -> Response {
+    let f = frame(&s, &headers, format!("/console/spaces/{space}"));
+    page(&s, f, move |host, f| {
+        let v = view(host);
+        let refused = |e: OpError| {
+            let status = match e {
+                OpError::UnknownSpace(_) => StatusCode::NOT_FOUND,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            (status, pages::problem(f, "Space not shown", &e.to_string()))
+        };
+        let sv = op::space(&v, &space).map_err(refused)?;
+        let pieces = op::pieces(host.store(), &space).map_err(refused)?;
+        let entries = op::schedules(&v, std::slice::from_ref(&space), true)
+            .map_err(refused)?
+            .entries;
+        let fires = entries
+            .iter()
+            .filter_map(|e| {
+                op::fires(host.store(), &space, &e.row.piece, e.row.entry)
+                    .ok()
+                    .map(|mut f| {
+                        let keep = f.fires.len().saturating_sub(FIRES_PER_ENTRY);
+                        f.fires.drain(..keep);
+                        f
+                    })
+            })
+            .collect();
+        let ledger = op::ledger(&v, &space, TOP_ACTIONS).map_err(refused)?;
+        let dead_letters = op::dead_letters(host.store(), &space)
+            .map(|d| d.dead_letters.len())
+            .unwrap_or(0);
+        Ok(pages::space(
+            f,
+            &pages::SpaceDetail {
+                space: sv,
+                pieces,
+                entries,
+                fires,
+                ledger,
+                dead_letters,
+            },
+        ))
+    })
+    .await
+}
+
+fn failed(f: &Frame, message: &str) -> (StatusCode, Markup) {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        pages::problem(f, "Not available", message),
+    )
+}
+
+/// Where to go back to: a console page, never elsewhere.
+fn back(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with("/console") && !n.starts_with("//") => n.to_string(),
+        _ => "/console".into(),
+    }
+}
+
+/// A refusal page, counted and logged.
+fn refuse(s: &HttpState, headers: &HeaderMap, status: StatusCode, why: &str) -> Response {
+    s.host
+        .counters()
+        .add_host(Counter::ConsoleActionsRefused, 1);
+    tracing::warn!(reason = why, "console action refused");
+    let f = frame(s, headers, "/console".into());
+    (
+        status,
+        Html(pages::problem(&f, "Not done", why).into_string()),
+    )
+        .into_response()
+}
+
+/// Another site's page posting with the operator's cookie is refused:
+/// when the browser says where a request comes from, it must be here.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let (Some(origin), Some(host)) = (headers.get(header::ORIGIN), headers.get(header::HOST))
+    else {
+        return false;
+    };
+    let origin = origin.to_str().unwrap_or("");
+    let host = host.to_str().unwrap_or("");
+    let bare = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .unwrap_or(origin);
+    bare != host
+}
+
+#[derive(Deserialize)]
+struct SignInForm {
+    token: String,
+    next: Option<String>,
+}
+
+async fn sign_in(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    if cross_site(&headers) {
+        return refuse(
+            &s,
+            &headers,
+            StatusCode::FORBIDDEN,
+            "a sign-in from another site",
+        );
+    }
+    let now_ms = s.host.store().clock().now_ms();
+    let Some(id) = s.console.auth.sign_in(&form.token, now_ms) else {
+        s.host
+            .counters()
+            .add_host(Counter::ConsoleSignInsRefused, 1);
+        tracing::warn!("console sign-in refused: wrong token");
+        let f = frame(&s, &headers, back(form.next.as_deref()));
+        let page = pages::problem(
+            &f,
+            "Not signed in",
+            "That is not this host's operator token: it is printed by serve at start and kept in DATA/console.token.",
+        );
+        return (StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response();
+    };
+    s.host.counters().add_host(Counter::ConsoleSignIns, 1);
+    tracing::info!("console sign-in");
+    let cookie = format!(
+        "{COOKIE}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
+        SESSION_MS / 1_000
+    );
+    (
+        [(header::SET_COOKIE, cookie)],
+        Redirect::to(&back(form.next.as_deref())),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct SignOutForm {
+    next: Option<String>,
+}
+
+async fn sign_out(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Form(form): Form<SignOutForm>,
+) -> Response {
+    if let Some(id) = session(&headers) {
+        s.console.auth.sign_out(id);
+    }
+    let cookie = format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
+    (
+        [(header::SET_COOKIE, cookie)],
+        Redirect::to(&back(form.next.as_deref())),
+    )
+        .into_response()
+}
+
+/// Why an action cannot be taken now, as a refusal, or `None` to go on.
+fn gate(s: &HttpState, headers: &HeaderMap) -> Option<Response> {
+    if cross_site(headers) {
+        return Some(refuse(
+            s,
+            headers,
+            StatusCode::FORBIDDEN,
+            "an action from another site",
+        ));
+    }
+    let now_ms = s.host.store().clock().now_ms();
+    if !session(headers).is_some_and(|id| s.console.auth.signed_in(id, now_ms)) {
+        return Some(refuse(
+            s,
+            headers,
+            StatusCode::UNAUTHORIZED,
+            "sign in to act: the console is read-only without the operator token",
+        ));
+    }
+    None
+}
+
+fn not_done(s: &HttpState, headers: &HeaderMap, e: NotDone) -> Response {
+    let (status, why) = match e {
+        NotDone::Op(e @ (OpError::UnknownSpace(_) | OpError::UnknownEntry { .. })) => {
+            (StatusCode::NOT_FOUND, e.to_string())
+        }
+        NotDone::Op(e) => (StatusCode::BAD_REQUEST, e.to_string()),
+        NotDone::Host(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    };
+    refuse(s, headers, status, &why)
+}
+
+#[derive(Deserialize)]
+struct EntryActionPath {
+    space: String,
+    piece: String,
+    entry: u32,
+    action: String,
+}
+
+async fn entry_action(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Path(p): Path<EntryActionPath>,
+) -> Response {
+    if let Some(refused) = gate(&s, &headers) {
+        return refused;
+    }
+    let Some(action) = EntryAction::parse(&p.action) else {
+        return refuse(
+            &s,
+            &headers,
+            StatusCode::NOT_FOUND,
+            &format!(
+                "an entry takes trigger, pause or resume (not {:?})",
+                p.action
+            ),
+        );
+    };
+    acted(&s, "console", action.as_str(), &p.space);
+    s.host.counters().add_host(Counter::ConsoleActions, 1);
+    let now = s.host.store().clock().now_ms();
+    let (piece, entry) = (p.piece.clone(), p.entry);
+    match operate_on(&s, &p.space, move |sp| {
+        to_json(action.apply(sp, &piece, entry, now)?)
+    })
+    .await
+    {
+        Ok(_) => Redirect::to(&format!("/console/spaces/{}", p.space)).into_response(),
+        Err(e) => not_done(&s, &headers, e),
+    }
+}
+
+#[derive(Deserialize)]
+struct BudgetForm {
+    /// Milliseconds of CPU per window, `none` or `default`.
+    budget: String,
+}
+
+async fn set_budget(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Path(space): Path<String>,
+    Form(form): Form<BudgetForm>,
+) -> Response {
+    if let Some(refused) = gate(&s, &headers) {
+        return refused;
+    }
+    let setting = match BudgetSetting::parse(form.budget.trim()) {
+        Ok(b) => b,
+        Err(e) => return not_done(&s, &headers, NotDone::Op(e)),
+    };
+    acted(&s, "console", "budget", &space);
+    s.host.counters().add_host(Counter::ConsoleActions, 1);
+    let host_default = Some(host_budget(&s.host));
+    match operate_on(&s, &space, move |sp| {
+        to_json(op::set_budget(sp, setting, host_default)?)
+    })
+    .await
+    {
+        Ok(_) => Redirect::to(&format!("/console/spaces/{space}")).into_response(),
+        Err(e) => not_done(&s, &headers, e),
+    }
+}

@@ -1,0 +1,282 @@
+//! The operator console on a real `spacewake serve` process: its pages are
+//! served without sign-in, render what the operator API's JSON twins say,
+//! and follow the host as it changes (a trigger's fire, a pause). HTML is
+//! checked by the rows and cells the pages mark (`data-space`,
+//! `data-entry`, `class="status"`).
+
+mod common;
+
+use common::server::{http_full, wait_for, Server};
+use common::wire::{connect, deploy};
+use serde_json::{json, Value};
+use spacewake::clock::{Clock, SystemClock};
+use spacewake::protocol::{sign_operator, Identity};
+
+fn get(server: &Server, path: &str) -> (u16, String) {
+    let (status, _, body) = http_full(&server.addr, "GET", path, &[], b"");
+    (status, body)
+}
+
+/// A signed operator request (the JSON twin of a page).
+fn call(server: &Server, method: &str, path: &str) -> Value {
+    let who = Identity::load(&server.data.join("host.key")).unwrap();
+    let t = SystemClock.now_ms();
+    let headers = vec![
+        ("x-spacewake-did", who.did()),
+        ("x-spacewake-time", t.to_string()),
+        (
+            "x-spacewake-signature",
+            sign_operator(&who, t, method, path, b""),
+        ),
+    ];
+    let (status, _, text) = http_full(&server.addr, method, path, &headers, b"");
+    assert!(status < 300, "{method} {path}: {status} {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The text of the `<td class="status">` in the row marked `data-entry`.
+fn entry_status(page: &str, piece: &str, entry: u32) -> String {
+    let row = page
+        .split(&format!(r#"data-entry="{piece}/{entry}""#))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no row for entry {entry}"));
+    let cell = row.split(r#"class="status">"#).nth(1).unwrap();
+    cell.split('<').next().unwrap().to_string()
+}
+
+fn table<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page
+        .find(&format!(r#"id="{id}""#))
+        .unwrap_or_else(|| panic!("no table {id}"));
+    let rest = &page[start..];
+    &rest[..rest.find("</table>").unwrap()]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_what_the_operator_api_says_and_follows_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let me = Identity::generate();
+    let mut pieces = Vec::new();
+    for space in ["demo", "other"] {
+        let (mut c, _) = connect(&server, &me, space).await;
+        pieces.push(deploy(&mut c, json!({"value": 1})).await);
+        c.close().await.unwrap();
+    }
+    wait_for("both parked", || {
+        server.host_counter("activation", "parks") >= 2
+    });
+    let piece = &pieces[0];
+
+    // `/` leads to the console; the host page renders the counters.
+    let (status, headers, _) = http_full(&server.addr, "GET", "/", &[], b"");
+    assert!((300..400).contains(&status), "{status}");
+    assert!(headers.contains(&("location".into(), "/console".into())));
+    let (status, page) = get(&server, "/console");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains(r#"http-equiv="refresh""#), "refreshes itself");
+    let registered = server.stats()["spacesRegistered"].as_u64().unwrap();
+    assert_eq!(registered, 2);
+    assert!(
+        page.contains(r#"<th scope="row">registered</th><td class="num">2</td>"#),
+        "{page}"
+    );
+    let by_session = server.host_counter("activation", "bySession");
+    assert!(page.contains(&format!(
+        r#"<th scope="row">session</th><td class="num">{by_session}</td>"#
+    )));
+    assert!(page.contains("<svg"), "the lateness chart");
+
+    // The spaces table lists what the JSON twin lists, and filters.
+    let twin = call(&server, "GET", "/api/operator/spaces");
+    let (status, page) = get(&server, "/console/spaces");
+    assert_eq!(status, 200);
+    let rows = table(&page, "spaces");
+    for s in twin["spaces"].as_array().unwrap() {
+        let id = s["id"].as_str().unwrap();
+        assert!(
+            rows.contains(&format!(r#"data-space="{id}""#)),
+            "{id} in {rows}"
+        );
+        assert!(rows.contains(s["owner"].as_str().unwrap()));
+    }
+    let (_, page) = get(&server, "/console/spaces?q=dem&sort=nextWake&desc=true");
+    let rows = table(&page, "spaces");
+    assert!(rows.contains(r#"data-space="demo""#));
+    assert!(!rows.contains(r#"data-space="other""#), "filtered out");
+    let (_, page) = get(&server, "/console/spaces?state=active");
+    assert!(
+        !table(&page, "spaces").contains("data-space"),
+        "none active"
+    );
+    let (status, _) = get(&server, "/console/spaces?page=notanumber");
+    assert_eq!(status, 200, "a bad query shows the default table");
+
+    // A space's page: its pieces and entries as the twins have them.
+    let (status, page) = get(&server, "/console/spaces/demo");
+    assert_eq!(status, 200);
+    assert!(table(&page, "pieces").contains(piece.as_str()));
+    let entries = call(&server, "GET", "/api/operator/schedules?space=demo");
+    assert_eq!(entries["entries"].as_array().unwrap().len(), 2);
+    for e in entries["entries"].as_array().unwrap() {
+        let n = e["entry"].as_u64().unwrap() as u32;
+        assert_eq!(entry_status(&page, piece, n), e["status"].as_str().unwrap());
+    }
+    assert!(!table(&page, "fires").contains("<td>"), "no fires yet");
+
+    // Trigger a wake and pause an entry through the operator API: the page
+    // follows (it re-reads on every load).
+    let base = format!("/api/operator/spaces/demo/schedules/{piece}");
+    call(&server, "POST", &format!("{base}/0/trigger"));
+    wait_for("the triggered wake", || {
+        server.space_counter("demo", "schedule", "fired") == 1
+    });
+    call(&server, "POST", &format!("{base}/1/pause"));
+    let (_, page) = get(&server, "/console/spaces/demo");
+    let fires = table(&page, "fires");
+    assert_eq!(fires.matches("<td>fired</td>").count(), 1, "{fires}");
+    assert_eq!(entry_status(&page, piece, 1), "paused");
+    assert_eq!(entry_status(&page, piece, 0), "active");
+    let ledger = call(&server, "GET", "/api/operator/spaces/demo/ledger");
+    assert_eq!(
+        table(&page, "ledger").matches("<tr>").count(),
+        ledger["rows"].as_array().unwrap().len() + 1,
+        "one row per window and bucket, and the header"
+    );
+
+    // An unknown space is a 404 page; every page was counted.
+    let (status, page) = get(&server, "/console/spaces/nope");
+    assert_eq!(status, 404);
+    assert!(page.contains("nope"));
+    assert_eq!(server.host_counter("operator", "consolePages"), 8);
+}
+
+/// Where the browser test leaves its screenshots.
+fn shots() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots")
+}
+
+/// Polls `f` until it holds (pages are re-read on every load).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(15),
+            "{what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budget() {
+    use common::webdriver::Browser;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let me = Identity::generate();
+    let mut pieces = Vec::new();
+    for space in ["demo", "other", "reports"] {
+        let (mut c, _) = connect(&server, &me, space).await;
+        pieces.push(deploy(&mut c, json!({"value": 1})).await);
+        c.close().await.unwrap();
+    }
+    wait_for("all parked", || {
+        server.host_counter("activation", "parks") >= 3
+    });
+    let piece = pieces[0].clone();
+    let Some(b) = Browser::start() else { return };
+    let base = format!("http://{}", server.addr);
+
+    // The host page, as the health route has it.
+    b.goto(&format!("{base}/"));
+    assert!(b.title().starts_with("Host"), "{}", b.title());
+    let stats = server.stats();
+    let registered = b.text("main table tbody tr:nth-child(1) td");
+    assert_eq!(registered, stats["spacesRegistered"].to_string());
+    b.screenshot(&shots().join("host.png"));
+
+    // The spaces table: every space the JSON twin lists, then a filter.
+    b.goto(&format!("{base}/console/spaces"));
+    let rows = b.run("return document.querySelectorAll('#spaces tbody tr').length");
+    let twin = call(&server, "GET", "/api/operator/spaces");
+    assert_eq!(rows, json!(twin["spaces"].as_array().unwrap().len()));
+    b.screenshot(&shots().join("spaces.png"));
+    b.type_into("#q", "dem");
+    b.click("form.filters button[type=submit]");
+    eventually("the filter applied", || {
+        b.run("return [...document.querySelectorAll('#spaces tbody tr')].map(r => r.dataset.space)")
+            == json!(["demo"])
+    });
+
+    // A space's page, read-only: the actions are there but disabled, and
+    // a post without sign-in is refused (and counted).
+    let page = format!("{base}/console/spaces/demo");
+    b.goto(&page);
+    let trigger = format!(r#"tr[data-entry="{piece}/0"] button[value=trigger]"#);
+    assert_eq!(
+        b.run(&format!(
+            "return document.querySelector('{}').disabled",
+            trigger.replace('\'', "\\'")
+        )),
+        json!(true)
+    );
+    let (status, _, _) = http_full(
+        &server.addr,
+        "POST",
+        &format!("/console/spaces/demo/entries/{piece}/0/trigger"),
+        &[],
+        b"",
+    );
+    assert_eq!(status, 401);
+    assert_eq!(server.host_counter("operator", "consoleActionsRefused"), 1);
+    assert_eq!(server.space_counter("demo", "schedule", "fired"), 0);
+
+    // A wrong token does not sign in; the printed one (also in the file) does.
+    b.type_into("#token", "not-the-token");
+    b.click("#sign-in");
+    eventually("the refusal", || b.title().starts_with("Not signed in"));
+    assert_eq!(server.host_counter("operator", "consoleSignInsRefused"), 1);
+    let token = std::fs::read_to_string(server.data.join("console.token")).unwrap();
+    assert!(
+        server.log_text().contains(token.trim()),
+        "serve printed the token"
+    );
+    b.goto(&page);
+    b.type_into("#token", token.trim());
+    b.click("#sign-in");
+    eventually("signed in, back on the space page", || {
+        b.title().starts_with("Space demo")
+            && b.run("return !!document.getElementById('sign-out')") == json!(true)
+    });
+    assert_eq!(server.host_counter("operator", "consoleSignIns"), 1);
+
+    // Trigger entry 0: the fire appears in the fires list.
+    b.click(&trigger);
+    wait_for("the triggered wake", || {
+        server.space_counter("demo", "schedule", "fired") == 1
+    });
+    eventually("the fire listed", || {
+        b.goto(&page);
+        b.text("#fires").contains("fired")
+    });
+    // Pause entry 1: its status changes.
+    b.click(&format!(
+        r#"tr[data-entry="{piece}/1"] button[value=pause]"#
+    ));
+    eventually("paused", || {
+        b.goto(&page);
+        b.text(&format!(r#"tr[data-entry="{piece}/1"] td.status"#)) == "paused"
+    });
+    // Set the space's scheduled budget.
+    b.type_into("#budget-ms", "250");
+    b.click("#set-budget");
+    eventually("the budget set", || {
+        b.goto(&page);
+        b.text("#budget").starts_with("override")
+    });
+    let ledger = call(&server, "GET", "/api/operator/spaces/demo/ledger");
+    assert_eq!(ledger["budget"]["overrideUs"], json!(250_000));
+    assert_eq!(server.host_counter("operator", "consoleActions"), 3);
+    b.screenshot(&shots().join("space.png"));
+}
