@@ -100,6 +100,52 @@ pub struct View<'a> {
     pub host_budget: Option<Limit>,
 }
 
+// ----- the host -----------------------------------------------------------------
+
+/// Waves and events per second between two samples of the host's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Throughput {
+    /// The later sample's time (the rate covers the interval before it).
+    pub until_ms: u64,
+    pub waves_per_s: f64,
+    pub events_per_s: f64,
+}
+
+/// The host at a glance: the console's host page and its JSON twin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostView {
+    pub registered: u64,
+    pub active: u64,
+    /// The host's default scheduled budget per ledger window.
+    pub scheduled_budget: Limit,
+    /// The host-wide counter blocks (as `servingLoop` has them, without
+    /// the per-space ones).
+    pub counters: serde_json::Map<String, serde_json::Value>,
+    /// The last hour's throughput, oldest first.
+    pub throughput: Vec<Throughput>,
+    pub now_ms: u64,
+}
+
+/// What the host page shows, from `counters` (the host's counter blocks)
+/// and the throughput samples the server keeps.
+pub fn host_view(
+    v: &View<'_>,
+    mut counters: serde_json::Map<String, serde_json::Value>,
+    throughput: Vec<Throughput>,
+) -> OpResult<HostView> {
+    counters.remove("spaces");
+    Ok(HostView {
+        registered: v.store.directory().count()?,
+        active: v.active.len() as u64,
+        scheduled_budget: v.host_budget.unwrap_or(Limit::Unlimited),
+        counters,
+        throughput,
+        now_ms: v.now_ms,
+    })
+}
+
 // ----- spaces -----------------------------------------------------------------
 
 /// One space as an operator sees it.

@@ -78,6 +78,18 @@ async fn the_console_shows_what_the_operator_api_says_and_follows_the_host() {
     assert!(page.contains(r#"http-equiv="refresh""#), "refreshes itself");
     let registered = server.stats()["spacesRegistered"].as_u64().unwrap();
     assert_eq!(registered, 2);
+    let twin = call(&server, "GET", "/api/operator/host");
+    assert_eq!(twin["registered"], json!(2));
+    assert_eq!(
+        twin["counters"]["activation"]["bySession"]
+            .as_i64()
+            .unwrap(),
+        server.host_counter("activation", "bySession")
+    );
+    assert!(
+        twin["counters"].get("spaces").is_none(),
+        "host-wide blocks only"
+    );
     assert!(
         page.contains(r#"<th scope="row">registered</th><td class="num">2</td>"#),
         "{page}"
@@ -188,13 +200,24 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     let Some(b) = Browser::start() else { return };
     let base = format!("http://{}", server.addr);
 
-    // The host page, as the health route has it.
+    // The host page, as the health route has it. Its refresh box is
+    // unticked first (remembered by the browser): a reload in the middle
+    // of typing into a form would lose the text.
     b.goto(&format!("{base}/"));
+    assert_eq!(
+        b.run("return document.getElementById('refresh').checked"),
+        json!(true)
+    );
+    b.click("#refresh");
+    b.goto(&format!("{base}/"));
+    assert_eq!(
+        b.run("return document.getElementById('refresh').checked"),
+        json!(false)
+    );
     assert!(b.title().starts_with("Host"), "{}", b.title());
     let stats = server.stats();
     let registered = b.text("main table tbody tr:nth-child(1) td");
     assert_eq!(registered, stats["spacesRegistered"].to_string());
-    b.screenshot(&shots().join("host.png"));
 
     // The spaces table: every space the JSON twin lists, then a filter.
     b.goto(&format!("{base}/console/spaces"));
@@ -271,6 +294,15 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     // Set the space's scheduled budget.
     b.type_into("#budget-ms", "250");
     b.click("#set-budget");
+    eventually("the budget form answered", || {
+        let title = b.title();
+        assert!(
+            !title.starts_with("Not done"),
+            "refused: {}",
+            b.text("main")
+        );
+        title.starts_with("Space demo")
+    });
     eventually("the budget set", || {
         b.goto(&page);
         b.text("#budget").starts_with("override")
@@ -279,4 +311,9 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     assert_eq!(ledger["budget"]["overrideUs"], json!(250_000));
     assert_eq!(server.host_counter("operator", "consoleActions"), 3);
     b.screenshot(&shots().join("space.png"));
+    // The host page again, with the wake, its lateness and a throughput
+    // sample or two.
+    b.goto(&format!("{base}/console"));
+    assert!(b.text("main").contains("wakes fired"));
+    b.screenshot(&shots().join("host.png"));
 }

@@ -1,4 +1,5 @@
 pub mod accounting;
+pub mod console;
 pub mod patterns;
 pub mod schedule;
 pub mod serve;

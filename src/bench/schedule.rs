@@ -45,11 +45,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const OWNER: &str = "did:key:bench";
+pub(super) const OWNER: &str = "did:key:bench";
 const MIN_MS: u64 = 60_000;
 
 /// One 60-minute entry whose callback increments a cell.
-const TICKER: &str = r#"
+pub(super) const TICKER: &str = r#"
 import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
 const tick = handler<{}, { count: Cell<number> }>((_e, { count }) => { count.set(count.get() + 1); });
 export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
@@ -155,12 +155,12 @@ pub fn run(scale: f64, only: &[Figure], wake_rounds: u32) -> anyhow::Result<Exit
 // ----- provisioning ---------------------------------------------------------
 
 /// A piece as deployed through the runtime: every document it wrote.
-struct Template {
+pub(super) struct Template {
     piece: String,
     docs: Vec<(String, Value)>,
 }
 
-fn template(dir: &Path, source: &str) -> anyhow::Result<Template> {
+pub(super) fn template(dir: &Path, source: &str) -> anyhow::Result<Template> {
     let clock: Arc<ManualClock> = Arc::new(ManualClock::default());
     let store = Store::open(StoreConfig::new(dir), clock.clone(), Counters::new())?;
     store.create_space("template", OWNER)?;
@@ -203,7 +203,7 @@ fn template(dir: &Path, source: &str) -> anyhow::Result<Template> {
 
 /// Creates `ids` as parked spaces holding the template piece, each written
 /// by one provisioning commit (indexed by the hook), on two threads.
-fn provision(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<()> {
+pub(super) fn provision(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let chunk = ids.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| -> anyhow::Result<()> {
@@ -234,7 +234,7 @@ fn provision(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<()> 
     })
 }
 
-fn names(prefix: &str, count: usize) -> Vec<String> {
+pub(super) fn names(prefix: &str, count: usize) -> Vec<String> {
     (0..count).map(|i| format!("{prefix}-{i:06}")).collect()
 }
 

@@ -7,6 +7,11 @@ use std::process::ExitCode;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// The console's pages with many spaces, beside the operator API's JSON.
+    Console {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Wave time with compute metering on vs off.
     Accounting {
         #[arg(long, default_value_t = 1.0)]
@@ -73,6 +78,7 @@ pub fn run(which: BenchCommand) -> anyhow::Result<ExitCode> {
             parked,
         } => crate::bench::serve::memory_probe(spaces, &template, &piece, parked),
         BenchCommand::Accounting { scale } => crate::bench::accounting::run(scale),
+        BenchCommand::Console { scale } => crate::bench::console::run(scale),
         BenchCommand::Schedule {
             scale,
             only,

@@ -2,10 +2,9 @@
 //! operator API route that serves the same data as JSON.
 
 use super::chart::{bars, series, Bar};
-use super::rates::Rate;
 use super::{state_of, Selection, SortBy, SpacesQuery, StateFilter, PAGE_ROWS, REFRESH_SECONDS};
 use crate::human::{format_utc_ms, human_duration_ms, relative, thousands};
-use crate::operator::{EntryView, FiresView, LedgerView, Limit, PieceView, SpaceView};
+use crate::operator::{EntryView, FiresView, HostView, LedgerView, Limit, PieceView, SpaceView};
 use crate::store::{Bucket, WindowSpend};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
@@ -46,11 +45,16 @@ pub struct Frame {
     pub path: String,
 }
 
-/// Reloads the page every few seconds, except while the operator is in a
-/// form field (a reload would lose what they type). Without JavaScript the
-/// `noscript` refresh does the same.
-const REFRESH_SCRIPT: &str = "setInterval(function(){var a=document.activeElement;\
-if(a&&/^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(a.tagName))return;location.reload();},";
+/// Reloads the page every few seconds while its "refresh" box is ticked
+/// (remembered in the browser), except while the operator is in a form
+/// field (a reload would lose what they type). Without JavaScript the box
+/// stays hidden and the `noscript` refresh does the reloading.
+const REFRESH_SCRIPT: &str = "(function(){var c=document.getElementById('refresh');\
+document.getElementById('refresh-control').hidden=false;\
+c.checked=localStorage.getItem('spacewake.refresh')!=='off';\
+c.addEventListener('change',function(){localStorage.setItem('spacewake.refresh',c.checked?'on':'off');});\
+setInterval(function(){if(!c.checked)return;var a=document.activeElement;\
+if(a&&a!==c&&/^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(a.tagName))return;location.reload();},";
 
 fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Markup {
     html! {
@@ -62,7 +66,6 @@ fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Marku
                 noscript { meta http-equiv="refresh" content=(REFRESH_SECONDS); }
                 title { (title) " · spacewake console" }
                 style { (PreEscaped(STYLE)) }
-                script { (PreEscaped(format!("{REFRESH_SCRIPT}{});", REFRESH_SECONDS * 1000))) }
             }
             body {
                 header {
@@ -78,7 +81,9 @@ fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Marku
                     }
                     span class="muted" {
                         "as of " time datetime=(format_utc_ms(f.now_ms)) { (format_utc_ms(f.now_ms)) }
-                        " · refreshes every " (REFRESH_SECONDS) " s"
+                    }
+                    span id="refresh-control" hidden {
+                        label { input type="checkbox" id="refresh" checked; " refresh every " (REFRESH_SECONDS) " s" }
                     }
                     @if f.signed_in {
                         form class="signin" method="post" action="/console/sign-out" {
@@ -96,6 +101,7 @@ fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Marku
                     }
                 }
                 main { (body) }
+                script { (PreEscaped(format!("{REFRESH_SCRIPT}{});}})();", REFRESH_SECONDS * 1000))) }
                 footer class="muted" {
                     p { "The same data as JSON: " code { (twin) } }
                     @if !f.signed_in {
@@ -129,20 +135,9 @@ fn limit_text(l: Option<Limit>) -> String {
     }
 }
 
-/// What the host page shows.
-pub struct HostView<'a> {
-    pub registered: u64,
-    pub active: usize,
-    /// The host-wide counter blocks of `/api/health/stats`.
-    pub counters: &'a Value,
-    pub scheduled_budget: Limit,
-    /// Waves and events per second over the last hour, oldest first.
-    pub rates: &'a [Rate],
-}
-
 /// `GET /console`: the host at a glance.
-pub fn host(f: &Frame, v: &HostView<'_>) -> Markup {
-    let c = v.counters;
+pub fn host(f: &Frame, v: &HostView) -> Markup {
+    let c = &Value::Object(v.counters.clone());
     let triggers = [
         ("session", "bySession"),
         ("events", "byEvents"),
@@ -205,14 +200,14 @@ pub fn host(f: &Frame, v: &HostView<'_>) -> Markup {
             num(c, "ledger", "backedOffEntries"),
         ),
     ];
-    let parked = v.registered.saturating_sub(v.active as u64);
+    let parked = v.registered.saturating_sub(v.active);
     let waves: Vec<(u64, f64)> = v
-        .rates
+        .throughput
         .iter()
         .map(|r| (r.until_ms, r.waves_per_s))
         .collect();
     let events: Vec<(u64, f64)> = v
-        .rates
+        .throughput
         .iter()
         .map(|r| (r.until_ms, r.events_per_s))
         .collect();
@@ -220,7 +215,7 @@ pub fn host(f: &Frame, v: &HostView<'_>) -> Markup {
     let ends = ("1 h ago", "now");
     let body = html! {
         h2 { "Throughput over the last hour" }
-        @if v.rates.is_empty() {
+        @if v.throughput.is_empty() {
             p class="muted" { "Not enough samples yet (one every " (super::rates::SAMPLE_MS / 1_000) " s)." }
         } @else {
             div class="cards" {
@@ -234,7 +229,7 @@ pub fn host(f: &Frame, v: &HostView<'_>) -> Markup {
             caption { "Spaces on this host" }
             tbody {
                 tr { th scope="row" { "registered" } td class="num" { (thousands(v.registered)) } }
-                tr { th scope="row" { "active" } td class="num" { (thousands(v.active as u64)) } }
+                tr { th scope="row" { "active" } td class="num" { (thousands(v.active)) } }
                 tr { th scope="row" { "parked" } td class="num" { (thousands(parked)) } }
                 tr { th scope="row" { "scheduled budget per window (host default)" } td class="num" { (limit_text(Some(v.scheduled_budget))) } }
             }
@@ -283,7 +278,7 @@ pub fn host(f: &Frame, v: &HostView<'_>) -> Markup {
             }
         } }
     };
-    layout(f, "Host", "Host", "GET /api/health/stats", body)
+    layout(f, "Host", "Host", "GET /api/operator/host", body)
 }
 
 /// What the spaces page shows.

@@ -18,12 +18,7 @@ pub struct Sample {
 }
 
 /// The rate over one interval between samples.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rate {
-    pub until_ms: u64,
-    pub waves_per_s: f64,
-    pub events_per_s: f64,
-}
+pub use crate::operator::Throughput as Rate;
 
 #[derive(Debug, Default)]
 pub struct Rates {

@@ -134,27 +134,28 @@ fn host_budget(host: &Host) -> Limit {
     Limit::of(host.config().schedule.scheduled_budget_us)
 }
 
-async fn host_page(State(s): State<HttpState>, headers: HeaderMap) -> Response {
-    s.console.sample(&s.host);
-    let rates = s
+/// The host page's data, as its JSON twin (`GET /api/operator/host`) has it.
+pub(super) fn host_view(s: &HttpState, host: &Host) -> op::OpResult<op::HostView> {
+    let throughput = s
         .console
         .rates
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .rates();
+    let counters = match host.counters().serving_loop_json() {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    op::host_view(&view(host), counters, throughput)
+}
+
+async fn host_page(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    s.console.sample(&s.host);
     let f = frame(&s, &headers, "/console".into());
+    let state = s.clone();
     page(&s, f, move |host, f| {
-        let counters = host.counters().serving_loop_json();
-        Ok(pages::host(
-            f,
-            &pages::HostView {
-                registered: host.store().directory().count().unwrap_or(0),
-                active: host.active_spaces().len(),
-                counters: &counters,
-                scheduled_budget: host_budget(host),
-                rates: &rates,
-            },
-        ))
+        let v = host_view(&state, host).map_err(|e| failed(f, &e.to_string()))?;
+        Ok(pages::host(f, &v))
     })
     .await
 }

@@ -88,6 +88,7 @@ impl OperatorAuth {
 
 pub fn routes() -> Router<HttpState> {
     Router::new()
+        .route("/api/operator/host", get(host_overview))
         .route("/api/operator/spaces", get(list_spaces).post(create_space))
         .route("/api/operator/spaces/{space}", get(one_space))
         .route("/api/operator/spaces/{space}/pieces", get(pieces))
@@ -387,6 +388,11 @@ struct ListQuery {
 
 impl Usage for ListQuery {
     const USAGE: &'static str = "the query takes `after` (a space id) and `limit` (1 to 1000)";
+}
+
+async fn host_overview(State(s): State<HttpState>, _: Signed) -> Response {
+    let state = s.clone();
+    read(&s, move |host| super::console::host_view(&state, host)).await
 }
 
 async fn list_spaces(

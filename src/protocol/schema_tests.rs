@@ -410,6 +410,24 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
         ),
         ("spaceView", json(&space)),
         (
+            "hostView",
+            json(&HostView {
+                registered: 3,
+                active: 1,
+                scheduled_budget: Limit::CpuUs(250_000),
+                counters: serde_json::json!({"schedule": {"fired": 2}, "waves": {"committed": 5}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+                throughput: vec![Throughput {
+                    until_ms: 10_000,
+                    waves_per_s: 0.5,
+                    events_per_s: 1.25,
+                }],
+                now_ms: 12_000,
+            }),
+        ),
+        (
             "spacesPage",
             json(&SpacesPage {
                 spaces: vec![space.clone()],
