@@ -315,5 +315,32 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     // sample or two.
     b.goto(&format!("{base}/console"));
     assert!(b.text("main").contains("wakes fired"));
+    // The lateness chart draws what the counters say.
+    let twin = call(&server, "GET", "/api/operator/host");
+    let within_10ms = twin["counters"]["schedule"]["wakeLatenessLe10Ms"]
+        .as_u64()
+        .unwrap();
+    let fired = twin["counters"]["schedule"]["fired"].as_u64().unwrap();
+    assert_eq!(fired, 1);
+    let bars = b.run(
+        "return [...document.querySelectorAll('svg[aria-label^=\"Wake lateness\"] rect title')]\
+         .map(t => t.textContent)",
+    );
+    assert_eq!(bars[0], json!(format!("≤ 10 ms: {within_10ms}")));
+    let drawn: u64 = bars
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            t.as_str()
+                .unwrap()
+                .rsplit(": ")
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(drawn, fired, "every observed wake is in one bar");
     b.screenshot(&shots().join("host.png"));
 }
