@@ -62,6 +62,7 @@ counters! {
     LeaseRenewedByKeeper => ("lease", "renewedByKeeper", Counter, "Renewals made by the lease keeper thread for a turn that ran longer than a renewal interval"),
     LeaseLost => ("lease", "lost", Counter, "Renewals that found the lease expired or taken"),
     LeaseReleased => ("lease", "released", Counter, "Execution leases released"),
+    LeaseReleasedWithWave => ("lease", "releasedWithWave", Counter, "Leases given back in the commit of a parking tenure's last wave (no transaction of their own)"),
     LeaseTakenOver => ("lease", "takenOver", Counter, "Acquisitions that took over an expired lease of another holder"),
     LeaseTakenOverFromOwnDeadInstance => ("lease", "takenOverFromOwnDeadInstance", Counter, "Acquisitions that took over, at once, a live lease left by a dead earlier instance of this host (the data directory's lock proves it dead)"),
     DerivedRefused => ("lease", "derivedCommitsRefused", Counter, "Derived commits refused because the writer did not hold the lease"),

@@ -226,7 +226,7 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     assert_eq!(rows, json!(twin["spaces"].as_array().unwrap().len()));
     b.screenshot(&shots().join("spaces.png"));
     b.type_into("#q", "dem");
-    b.click("form.filters button[type=submit]");
+    b.submit("form.filters button[type=submit]");
     eventually("the filter applied", || {
         b.run("return [...document.querySelectorAll('#spaces tbody tr')].map(r => r.dataset.space)")
             == json!(["demo"])
@@ -257,7 +257,7 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
 
     // A wrong token does not sign in; the printed one (also in the file) does.
     b.type_into("#token", "not-the-token");
-    b.click("#sign-in");
+    b.submit("#sign-in");
     eventually("the refusal", || b.title().starts_with("Not signed in"));
     assert_eq!(server.host_counter("operator", "consoleSignInsRefused"), 1);
     let token = std::fs::read_to_string(server.data.join("console.token")).unwrap();
@@ -267,7 +267,7 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     );
     b.goto(&page);
     b.type_into("#token", token.trim());
-    b.click("#sign-in");
+    b.submit("#sign-in");
     eventually("signed in, back on the space page", || {
         b.title().starts_with("Space demo")
             && b.run("return !!document.getElementById('sign-out')") == json!(true)
@@ -275,7 +275,7 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     assert_eq!(server.host_counter("operator", "consoleSignIns"), 1);
 
     // Trigger entry 0: the fire appears in the fires list.
-    b.click(&trigger);
+    b.submit(&trigger);
     wait_for("the triggered wake", || {
         server.space_counter("demo", "schedule", "fired") == 1
     });
@@ -284,7 +284,7 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
         b.text("#fires").contains("fired")
     });
     // Pause entry 1: its status changes.
-    b.click(&format!(
+    b.submit(&format!(
         r#"tr[data-entry="{piece}/1"] button[value=pause]"#
     ));
     eventually("paused", || {
@@ -293,7 +293,7 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     });
     // Set the space's scheduled budget.
     b.type_into("#budget-ms", "250");
-    b.click("#set-budget");
+    b.submit("#set-budget");
     eventually("the budget form answered", || {
         let title = b.title();
         assert!(

@@ -391,3 +391,59 @@ fn a_program_may_import_modules_above_its_entry_and_the_reference_spellings_load
     assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(2));
     assert_eq!(rt.read(&piece, &parse_dotted("same")).unwrap(), json!(true));
 }
+
+/// A brief tenure's last wave gives the lease back in its own commit (on
+/// a file held exclusively), and work that comes after all takes it again.
+#[test]
+fn a_wave_that_leaves_nothing_to_deliver_gives_the_lease_back_and_later_work_takes_it_again() {
+    use spacewake::store::FileAccess;
+    let t = common::store();
+    let piece = {
+        let mut rt = t.runtime("fold");
+        let p = rt
+            .create_piece(&program("neighbour.tsx"), None, &json!({}))
+            .unwrap();
+        rt.flush().unwrap();
+        rt.stop().unwrap();
+        p
+    };
+    let count = |c: Counter| t.counters.host().get(c);
+    let ttl = t.store.config().lease_ttl_ms;
+    let sp = t
+        .store
+        .open_space_with("fold", FileAccess::Exclusive)
+        .unwrap();
+    let mut rt = SpaceRuntime::start(sp, t.clock.clone(), ttl, Default::default()).unwrap();
+    rt.release_with_last_wave(true);
+    common::fire(&mut rt, &piece, "note", "e1", json!({"value": "a"}));
+    assert!(rt.lease_released());
+    assert_eq!(count(Counter::LeaseReleasedWithWave), 1);
+    let on_disk = |rt: &mut SpaceRuntime| rt.space().current_lease().unwrap().unwrap();
+    assert_eq!(
+        on_disk(&mut rt).expires_at_ms,
+        0,
+        "released in the wave's commit"
+    );
+    // Work after all: the next wave takes the lease again before it commits.
+    let acquired = count(Counter::LeaseAcquired);
+    rt.release_with_last_wave(false);
+    common::fire(&mut rt, &piece, "note", "e2", json!({"value": "b"}));
+    assert!(!rt.lease_released());
+    assert_eq!(count(Counter::LeaseAcquired), acquired + 1);
+    assert!(on_disk(&mut rt).expires_at_ms > t.clock.now_ms());
+    assert_eq!(
+        rt.read(&piece, &parse_dotted("found")).unwrap(),
+        json!(["notes:2", "last=a"])
+    );
+    let mut space = rt.stop().unwrap();
+    assert_eq!(space.current_lease().unwrap().unwrap().expires_at_ms, 0);
+    drop(space);
+    // On a shared file the lease is kept: another writer could move the
+    // directory between the commit and its settling.
+    let mut rt = t.runtime("fold");
+    rt.release_with_last_wave(true);
+    common::fire(&mut rt, &piece, "note", "e3", json!({"value": "c"}));
+    assert!(!rt.lease_released());
+    assert_eq!(count(Counter::LeaseReleasedWithWave), 1);
+    rt.stop().unwrap();
+}

@@ -160,6 +160,14 @@ fn a_schedule_fires_with_no_session_and_its_writes_are_seen_later() {
         "the deploy's tenure and the firing's own"
     );
     assert_eq!(
+        c(&h, "s", Counter::LeaseReleasedWithWave),
+        1,
+        "the wake's tenure gave its lease back in its wave's commit"
+    );
+    assert_eq!(c(&h, "s", Counter::LeaseReleased), 2);
+    let lease = h.store().open_space("s").unwrap().current_lease().unwrap();
+    assert_eq!(lease.map(|l| l.expires_at_ms), Some(0), "released on disk");
+    assert_eq!(
         c(&h, "s", Counter::ActivationsSession),
         1,
         "only the deploy"

@@ -139,12 +139,12 @@ fn limit_text(l: Option<Limit>) -> String {
 pub fn host(f: &Frame, v: &HostView) -> Markup {
     let c = &Value::Object(v.counters.clone());
     let triggers = [
-        ("session", "bySession"),
-        ("events", "byEvents"),
-        ("warm", "byWarm"),
-        ("schedule", "bySchedule"),
-        ("boot", "byBoot"),
-        ("operator", "byOperator"),
+        ("session", num(c, "activation", "bySession")),
+        ("events", num(c, "activation", "byEvents")),
+        ("warm", num(c, "activation", "byWarm")),
+        ("schedule", num(c, "activation", "bySchedule")),
+        ("boot", num(c, "activation", "byBoot")),
+        ("operator", num(c, "activation", "byOperator")),
     ];
     // The cumulative buckets as counts per range.
     let le = [
@@ -223,62 +223,47 @@ pub fn host(f: &Frame, v: &HostView) -> Markup {
                 div { (series("Events per second over the last hour", &events, hour, "events", ends)) }
             }
         }
-        div class="cards" { div {
-        h2 { "Spaces" }
-        div class="scroll" { table {
-            caption { "Spaces on this host" }
-            tbody {
-                tr { th scope="row" { "registered" } td class="num" { (thousands(v.registered)) } }
-                tr { th scope="row" { "active" } td class="num" { (thousands(v.active)) } }
-                tr { th scope="row" { "parked" } td class="num" { (thousands(parked)) } }
-                tr { th scope="row" { "scheduled budget per window (host default)" } td class="num" { (limit_text(Some(v.scheduled_budget))) } }
+        div class="cards" {
+            div {
+                h2 { "Spaces" }
+                div class="scroll" { table {
+                    caption { "Spaces on this host" }
+                    tbody {
+                        tr { th scope="row" { "registered" } td class="num" { (thousands(v.registered)) } }
+                        tr { th scope="row" { "active" } td class="num" { (thousands(v.active)) } }
+                        tr { th scope="row" { "parked" } td class="num" { (thousands(parked)) } }
+                        tr { th scope="row" { "scheduled budget per window (host default)" } td class="num" { (limit_text(Some(v.scheduled_budget))) } }
+                    }
+                } }
             }
-        } }
-        } div {
-        h2 { "Activations by trigger" }
-        div class="scroll" { table {
-            caption { "Activations since the host started" }
-            thead { tr { th scope="col" { "trigger" } th scope="col" class="num" { "activations" } } }
-            tbody {
-                @for (name, key) in triggers {
-                    tr { th scope="row" { (name) } td class="num" { (thousands(num(c, "activation", key))) } }
-                }
-            }
-        } }
-        } div {
-        h2 { "Scheduled wakes" }
-        div class="scroll" { table {
-            caption { "Scheduled wakes since the host started" }
-            tbody {
-                @for (name, n) in schedule {
-                    tr { th scope="row" { (name) } td class="num" { (thousands(n)) } }
-                }
-            }
-        } }
-        } div {
-        h2 { "Work" }
-        div class="scroll" { table {
-            caption { "Work since the host started" }
-            tbody {
-                @for (name, n) in work {
-                    tr { th scope="row" { (name) } td class="num" { (thousands(n)) } }
-                }
-            }
-        } }
-        } }
+            div { h2 { "Activations by trigger" } (counts("Activations since the host started", Some(("trigger", "activations")), &triggers)) }
+            div { h2 { "Scheduled wakes" } (counts("Scheduled wakes since the host started", None, &schedule)) }
+            div { h2 { "Work" } (counts("Work since the host started", None, &work)) }
+        }
         h2 { "Wake lateness" }
         (bars("Wake lateness: wakes per range of (fire time − due time)", &lateness))
+        @let ranges: Vec<(&str, u64)> = lateness.iter().map(|b| (b.label.as_str(), b.value)).collect();
+        (counts("Wake lateness (fire time − due time)", Some(("range", "wakes")), &ranges))
+    };
+    layout(f, "Host", "Host", "GET /api/operator/host", body)
+}
+
+/// A captioned table of named counts (a header row when `columns` names
+/// them).
+fn counts(caption: &str, columns: Option<(&str, &str)>, rows: &[(&str, u64)]) -> Markup {
+    html! {
         div class="scroll" { table {
-            caption { "Wake lateness (fire time − due time)" }
-            thead { tr { th scope="col" { "range" } th scope="col" class="num" { "wakes" } } }
+            caption { (caption) }
+            @if let Some((name, value)) = columns {
+                thead { tr { th scope="col" { (name) } th scope="col" class="num" { (value) } } }
+            }
             tbody {
-                @for b in &lateness {
-                    tr { th scope="row" { (b.label) } td class="num" { (thousands(b.value)) } }
+                @for (name, n) in rows {
+                    tr { th scope="row" { (name) } td class="num" { (thousands(*n)) } }
                 }
             }
         } }
-    };
-    layout(f, "Host", "Host", "GET /api/operator/host", body)
+    }
 }
 
 /// What the spaces page shows.

@@ -855,6 +855,11 @@ impl Server {
 
     /// Steps 3-5 of the loop: demand pass, waves, updates.
     fn turn(&mut self) -> Result<(), RuntimeError> {
+        // A brief tenure nobody joined parks as soon as its work is done:
+        // its last wave gives the lease back in its own commit.
+        let parks_after =
+            self.life.brief() && self.sessions.is_empty() && self.life.hold_until().is_none();
+        self.rt.release_with_last_wave(parks_after);
         // While the turn runs, the keeper renews the lease if it runs long.
         let keeper = self.inner.keeper.clone();
         let access = self.rt.space().access();

@@ -334,15 +334,14 @@ async fn sign_in(
     };
     s.host.counters().add_host(Counter::ConsoleSignIns, 1);
     tracing::info!("console sign-in");
-    let cookie = format!(
-        "{COOKIE}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_MS / 1_000
-    );
-    (
-        [(header::SET_COOKIE, cookie)],
-        Redirect::to(&back(form.next.as_deref())),
-    )
-        .into_response()
+    back_with_cookie(&id, SESSION_MS / 1_000, form.next.as_deref())
+}
+
+/// Sets (or, with age 0, clears) the session cookie and goes back.
+fn back_with_cookie(value: &str, max_age_s: u64, next: Option<&str>) -> Response {
+    let cookie =
+        format!("{COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age_s}");
+    ([(header::SET_COOKIE, cookie)], Redirect::to(&back(next))).into_response()
 }
 
 #[derive(Deserialize)]
@@ -358,12 +357,7 @@ async fn sign_out(
     if let Some(id) = session(&headers) {
         s.console.auth.sign_out(id);
     }
-    let cookie = format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
-    (
-        [(header::SET_COOKIE, cookie)],
-        Redirect::to(&back(form.next.as_deref())),
-    )
-        .into_response()
+    back_with_cookie("", 0, form.next.as_deref())
 }
 
 /// Why an action cannot be taken now, as a refusal, or `None` to go on.

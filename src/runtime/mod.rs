@@ -285,6 +285,13 @@ struct EntryPoints {
 pub struct SpaceRuntime {
     space: Space,
     lease: Lease,
+    /// Give the lease back with a wave's commit once nothing is left to
+    /// deliver (a brief scheduled tenure about to park; see
+    /// [`SpaceRuntime::release_with_last_wave`]).
+    release_with_last_wave: bool,
+    /// The lease was given back with a wave: the next commit, if any, takes
+    /// it again first.
+    lease_released: bool,
     clock: Arc<dyn Clock>,
     lease_ttl_ms: u64,
     cfg: RuntimeConfig,
@@ -446,6 +453,8 @@ impl SpaceRuntime {
         let mut rt = SpaceRuntime {
             space,
             lease,
+            release_with_last_wave: false,
+            lease_released: false,
             clock,
             lease_ttl_ms,
             cfg,
@@ -513,9 +522,25 @@ impl SpaceRuntime {
         if !costs.is_empty() {
             self.space.plane(|p| write_costs(p, &costs))?;
         }
-        let lease = self.lease.clone();
-        self.space.release_lease(&lease)?;
+        if !self.lease_released {
+            let lease = self.lease.clone();
+            self.space.release_lease(&lease)?;
+        }
         Ok(self.space)
+    }
+
+    /// Asks that the lease be given back in the commit of the wave that
+    /// leaves nothing to deliver, on a file held exclusively (a brief
+    /// scheduled tenure, which parks right after): one write transaction
+    /// fewer per wake. If work comes after all, the next commit takes the
+    /// lease again first (or the tenure ends if another holder has it).
+    pub fn release_with_last_wave(&mut self, on: bool) {
+        self.release_with_last_wave = on;
+    }
+
+    /// Whether the lease was given back with a wave (and not taken again).
+    pub fn lease_released(&self) -> bool {
+        self.lease_released
     }
 
     fn record_failure(&mut self, action: &str, kind: &'static str, e: &SandboxError) {
@@ -566,6 +591,10 @@ impl SpaceRuntime {
 
     /// Renews the tenure's lease now; `LeaseLost` ends the tenure.
     pub fn renew_lease(&mut self) -> RuntimeResult<()> {
+        if self.lease_released {
+            // Nothing to renew: the next commit takes it again.
+            return Ok(());
+        }
         match self.space.renew_lease(&self.lease)? {
             Some(l) => {
                 self.lease = l;
@@ -602,6 +631,13 @@ impl SpaceRuntime {
     }
 
     fn ensure_lease(&mut self) -> RuntimeResult<()> {
+        if self.lease_released {
+            // Work after the last wave: a new tenure of the lease.
+            let taken = self.space.acquire_lease()?.ok_or(RuntimeError::LeaseLost)?;
+            self.lease = taken;
+            self.lease_released = false;
+            return Ok(());
+        }
         let now = self.clock.now_ms();
         // Renew when a third of the TTL has passed, as the serving loop does.
         if now + self.lease_ttl_ms * 2 / 3 < self.lease.expires_at_ms {

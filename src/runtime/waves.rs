@@ -195,6 +195,7 @@ impl SpaceRuntime {
         req.events = std::mem::take(&mut self.sends);
         req.watermarks = std::mem::take(&mut self.watermarks).into_iter().collect();
         req.lease = Some(self.lease.clone());
+        req.release_lease_if_idle = self.release_with_last_wave;
         let hashes = std::mem::take(&mut self.hashes_to_store);
         let window =
             crate::accounting::window_start_ms(self.clock.now_ms(), self.cfg.ledger_window_ms);
@@ -246,6 +247,7 @@ impl SpaceRuntime {
                     }
                 }
                 report.seq = outcome.seq;
+                self.lease_released = outcome.lease_released;
                 self.counters.inc(Counter::Waves);
                 self.wave_events.clear();
                 for id in recovered {

@@ -148,6 +148,13 @@ pub struct CommitRequest {
     /// refuses the whole commit (`NotLeaseHolder`). The firing that begins
     /// a scheduled tenure takes its lease this way (`spec/scheduling.md`).
     pub take_lease: bool,
+    /// Give the lease (`lease`) back in this commit's transaction when,
+    /// with the commit applied, the space has no undelivered event left: a
+    /// tenure that parks after its last wave needs no transaction of its own
+    /// for the release. Honoured only on a file held exclusively (no other
+    /// writer can move the directory between the commit and the settling
+    /// of its projection); elsewhere the lease is kept, as without the flag.
+    pub release_lease_if_idle: bool,
 }
 
 impl CommitRequest {
@@ -160,6 +167,7 @@ impl CommitRequest {
             watermarks: Vec::new(),
             lease: None,
             take_lease: false,
+            release_lease_if_idle: false,
         }
     }
     pub fn op(mut self, op: DocOp) -> Self {
@@ -183,6 +191,8 @@ pub struct CommitOutcome {
     pub duplicates: Vec<(String, u64)>,
     /// The lease taken, for a request with `take_lease`.
     pub lease: Option<Lease>,
+    /// The lease was given back in this commit (`release_lease_if_idle`).
+    pub lease_released: bool,
 }
 
 /// A document head as read.

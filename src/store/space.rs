@@ -402,6 +402,17 @@ impl Space {
             schedule_touched,
             streams_touched,
         )?;
+        // The release folded into this commit (see `release_lease_if_idle`).
+        let release = match &req.lease {
+            Some(held)
+                if req.release_lease_if_idle
+                    && self.access == FileAccess::Exclusive
+                    && !after.undelivered =>
+            {
+                lease::release(&tx, &path, held)? == 1
+            }
+            _ => false,
+        };
         let early = self
             .projection
             .earliest_of(after)
@@ -417,7 +428,22 @@ impl Space {
         self.shared
             .wake_moved_earlier(&space_id, before.next_wake_ms, early.next_wake_ms);
         self.shared.fault(FaultPoint::AfterSpaceCommit)?;
-        self.owe_later(after != early)?;
+        if release {
+            // Nobody else writes a file held exclusively, so the directory
+            // can move to the committed truth now, without the write-locked
+            // transaction a shared file needs (`move_projection_later`).
+            self.later_pending = false;
+            let truth = after.covered_by_due_wake(now_ms);
+            if truth != self.projection {
+                self.shared.directory.set_projection(&space_id, truth)?;
+                self.counters.inc(Counter::DirectoryMovedLater);
+            }
+            self.projection = truth;
+            self.counters.inc(Counter::LeaseReleased);
+            self.counters.inc(Counter::LeaseReleasedWithWave);
+        } else {
+            self.owe_later(after != early)?;
+        }
 
         if let Some(_seq) = seq {
             self.counters.inc(match req.class {
@@ -438,6 +464,7 @@ impl Space {
             appended: records.into_iter().map(|r| r.event_id).collect(),
             duplicates,
             lease: taken,
+            lease_released: release,
         })
     }
 

@@ -205,6 +205,25 @@ impl Browser {
         self.call("POST", &format!("/element/{id}/click"), Some(&json!({})));
     }
 
+    /// Clicks what submits a form, and waits until the answer's page has
+    /// loaded (a navigation started right after the click would cancel the
+    /// submission).
+    pub fn submit(&self, css: &str) {
+        self.run("window.__beforeSubmit = true;");
+        self.click(css);
+        let started = Instant::now();
+        while self
+            .run("return window.__beforeSubmit === undefined && document.readyState === 'complete'")
+            != json!(true)
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "no page after {css}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn type_into(&self, css: &str, text: &str) {
         let id = self.element(css);
         self.call("POST", &format!("/element/{id}/clear"), Some(&json!({})));
