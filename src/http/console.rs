@@ -261,11 +261,39 @@ fn failed(f: &Frame, message: &str) -> (StatusCode, Markup) {
     )
 }
 
-/// Where to go back to: a console page, never elsewhere.
+/// Where to go back to: a console page, never elsewhere, and nothing a
+/// `Location` header cannot carry (only the characters our own links use).
 fn back(next: Option<&str>) -> String {
+    let ours = |n: &str| {
+        n.starts_with("/console")
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/?&=%._-~".contains(&b))
+    };
     match next {
-        Some(n) if n.starts_with("/console") && !n.starts_with("//") => n.to_string(),
+        Some(n) if ours(n) => n.to_string(),
         _ => "/console".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::back;
+
+    #[test]
+    fn going_back_stays_on_the_console() {
+        assert_eq!(
+            back(Some("/console/spaces?q=a%20b&page=2")),
+            "/console/spaces?q=a%20b&page=2"
+        );
+        for bad in [
+            "https://evil.example/",
+            "//evil.example",
+            "/console\r\nSet-Cookie: x",
+            "/elsewhere",
+        ] {
+            assert_eq!(back(Some(bad)), "/console", "{bad:?}");
+        }
+        assert_eq!(back(None), "/console");
     }
 }
 
