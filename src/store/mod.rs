@@ -9,6 +9,53 @@
 //! leases and the wake directory) would re-implement these types' methods;
 //! nothing above depends on SQLite specifics.
 //!
+//! # Contract
+//! What every backend of the store must keep (the SQLite files are the one
+//! built; issue 19's PostgreSQL backend is to keep the same, and the store's
+//! behavioural tests are to run against both):
+//!
+//! - **Commits.** One commit is one transaction: all of its document
+//!   operations, event appends, watermark moves, index-hook rows and
+//!   extensions (`commit_with`) are applied together or not at all. Its
+//!   `seq` is the space's previous highest plus one: space-global, gap-free,
+//!   in commit order. A commit with nothing new to write (every event a
+//!   duplicate, no operations, no watermarks) writes nothing and has no
+//!   `seq`.
+//! - **Events** are idempotent by `eventId` within a space: appending a
+//!   stored id again appends nothing and answers the `seq` that stored it.
+//!   A stream's watermark only moves forward; an event is undelivered while
+//!   its `seq` is past its stream's watermark.
+//! - **Index hooks** ([`IndexHook`]) run inside the commit's transaction,
+//!   after its operations and events, for every commit that has a `seq`; a
+//!   hook's error refuses the whole commit. Plane-only transactions
+//!   ([`Space::plane`]) have no `seq` and run no hooks.
+//! - **The directory is early, never late.** A space's row (next wake,
+//!   undelivered) may say it is needed sooner than it is, never later: a
+//!   move earlier is written before the space's transaction commits, a move
+//!   later only after it and under the space's write lock (so no other
+//!   writer's earlier move is overwritten), or — on a file held exclusively,
+//!   which no other writer can touch — right after its commit. A crash
+//!   between the two leaves the directory early, which costs one needless
+//!   look.
+//! - **Leases.** One row per space: holder, tenure, expiry on the host
+//!   clock. Taking it (alone, or inside a commit: `take_lease`) is refused
+//!   while another holder's lease is live, except that a host holding the
+//!   data directory's lock takes over its own dead instance's leases at
+//!   once. Every taking raises the tenure by one.
+//!   Releasing (alone, or inside a commit: `release_lease_if_idle`) sets the
+//!   expiry to 0 and keeps the tenure.
+//! - **Fencing.** Every derived commit carries its writer's lease and checks
+//!   it in its own transaction: holder, tenure and expiry must match the
+//!   row, or the commit is refused ([`StoreError::NotLeaseHolder`], counted
+//!   `lease.derivedCommitsRefused`). A writer paused past its expiry, or
+//!   whose tenure was taken over, cannot write.
+//! - **Bad data is set aside.** A space whose file fails its checks is
+//!   quarantined (moved aside, named in the directory, counted); the other
+//!   spaces keep serving.
+//! - **Schemas are numbered migrations** (`schema/`), applied at open; a
+//!   schema newer than the binary knows is refused with a message, never
+//!   touched.
+//!
 //! # Layout of a data directory
 //! ```text
 //! DATA/host.sqlite          the host directory (spaces, projections, host meta)
