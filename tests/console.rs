@@ -311,6 +311,19 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     assert_eq!(ledger["budget"]["overrideUs"], json!(250_000));
     assert_eq!(server.host_counter("operator", "consoleActions"), 3);
     b.screenshot(&shots().join("space.png"));
+    // The spaces table shows each space's own budget.
+    b.goto(&format!("{base}/console/spaces"));
+    let budget_of = |space: &str| b.text(&format!(r#"tr[data-space="{space}"] td:nth-child(6)"#));
+    assert!(
+        budget_of("demo").ends_with("/ 250 ms"),
+        "{}",
+        budget_of("demo")
+    );
+    assert!(
+        budget_of("other").ends_with("/ unlimited"),
+        "{}",
+        budget_of("other")
+    );
     // The host page again, with the wake, its lateness and a throughput
     // sample or two.
     b.goto(&format!("{base}/console"));

@@ -273,8 +273,9 @@ pub struct SpacesView<'a> {
     pub active: &'a HashSet<String>,
     /// This window's spend of each row (`None`: not readable now).
     pub spend: &'a [Option<WindowSpend>],
+    /// The scheduled budget that applies to each row (`None`: unknown).
+    pub budgets: &'a [Option<Limit>],
     pub registered: u64,
-    pub scheduled_budget: Limit,
 }
 
 /// `GET /console/spaces`: every space, filtered, sorted, a page at a time.
@@ -344,7 +345,7 @@ pub fn spaces(f: &Frame, v: &SpacesView<'_>) -> Markup {
                         td { @if e.undelivered { "yes" } @else { "no" } }
                         @match v.spend.get(i).copied().flatten() {
                             Some(sp) => {
-                                td class="num" { (cpu(sp.scheduled_cpu_us)) " / " (limit_text(Some(v.scheduled_budget))) }
+                                td class="num" { (cpu(sp.scheduled_cpu_us)) " / " (limit_text(v.budgets.get(i).copied().flatten())) }
                                 td class="num" { (cpu(sp.session_cpu_us)) }
                             }
                             None => { td class="num muted" { "unreadable" } td class="num muted" { "unreadable" } }

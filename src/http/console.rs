@@ -188,6 +188,25 @@ async fn spaces_page(
                 None => host.store().window_spend(&e.id, window).ok(),
             })
             .collect();
+        // What applies to each: the host's default, unless the directory
+        // says (or cannot say) that the space has a policy of its own.
+        let default = host_budget(host);
+        let budgets: Vec<Option<Limit>> = selection
+            .rows
+            .iter()
+            .map(|e| match (&e.quarantined, e.budget_policy) {
+                (Some(_), _) => None,
+                (None, Some(false)) => Some(default),
+                (None, _) => op::open(host.store(), &e.id)
+                    .and_then(|mut sp| Ok(crate::accounting::budget_override(&mut sp)?))
+                    .ok()
+                    .map(|o| match o {
+                        crate::accounting::BudgetOverride::HostDefault => default,
+                        crate::accounting::BudgetOverride::Unlimited => Limit::Unlimited,
+                        crate::accounting::BudgetOverride::CpuUs(us) => Limit::CpuUs(us),
+                    }),
+            })
+            .collect();
         Ok(pages::spaces(
             f,
             &pages::SpacesView {
@@ -195,8 +214,8 @@ async fn spaces_page(
                 selection: &selection,
                 active: &active,
                 spend: &spend,
+                budgets: &budgets,
                 registered,
-                scheduled_budget: host_budget(host),
             },
         ))
     })
