@@ -242,6 +242,46 @@ fn pieces_of_one_program_share_no_module_state() {
     assert_eq!(t.counters.host().get(Counter::ActionsFailed), 0);
 }
 
+#[test]
+fn pieces_a_piece_makes_share_its_module_state_and_no_one_else_does() {
+    let t = common::store();
+    let mut rt = t.runtime("family");
+    let parent = rt
+        .create_piece(&program("family.tsx"), None, &json!({}))
+        .unwrap();
+    let stranger = rt
+        .create_piece(&program("family.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    let at = |rt: &mut SpaceRuntime, piece: &str, path: &str| {
+        rt.read(piece, &parse_dotted(path)).unwrap()
+    };
+    fire(&mut rt, &parent, "note", "p1", json!({}));
+    assert_eq!(at(&mut rt, &parent, "count"), json!(1));
+    fire(&mut rt, &parent, "spawn", "p2", json!({}));
+    let child = rt
+        .pieces()
+        .into_iter()
+        .find(|p| *p != parent && *p != stranger)
+        .expect("the spawned piece");
+    // The child runs its maker's code in its maker's instance.
+    fire(&mut rt, &child, "look", "c1", json!({}));
+    assert_eq!(at(&mut rt, &child, "seen"), json!(2));
+    // The other deployment of the program counts on its own.
+    fire(&mut rt, &stranger, "note", "s1", json!({}));
+    assert_eq!(at(&mut rt, &stranger, "count"), json!(1));
+    rt.flush().unwrap();
+    rt.stop().unwrap();
+    // Next tenure: the family is found again from the piece list.
+    let mut rt = t.runtime("family");
+    fire(&mut rt, &child, "look", "c2", json!({}));
+    fire(&mut rt, &parent, "note", "p3", json!({}));
+    fire(&mut rt, &stranger, "note", "s2", json!({}));
+    assert_eq!(at(&mut rt, &child, "seen"), json!(1));
+    assert_eq!(at(&mut rt, &parent, "count"), json!(2));
+    assert_eq!(at(&mut rt, &stranger, "count"), json!(1));
+}
+
 fn roll(t: &common::TestStore, space: &str, key: [u8; 32], event_id: &str) -> f64 {
     let cfg = RuntimeConfig {
         entropy_key: EntropyKey(key),

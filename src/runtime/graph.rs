@@ -292,3 +292,39 @@ mod tests {
         assert_eq!(strip_reserved(&v), json!({"a": {"b": [{"c": 3}]}}));
     }
 }
+
+/// The deployed piece `piece` descends from in the space's piece list
+/// (`{id: {parent?, ...}}`): itself when it has no parent. A missing or
+/// looping parent chain stops where it breaks.
+pub fn deployed_ancestor(listed: &serde_json::Map<String, Value>, piece: &str) -> String {
+    let mut at = piece.to_string();
+    for _ in 0..listed.len() {
+        match listed.get(&at).and_then(|i| i["parent"].as_str()) {
+            Some(parent) if listed.contains_key(parent) => at = parent.to_string(),
+            _ => break,
+        }
+    }
+    at
+}
+
+#[cfg(test)]
+mod ancestor_tests {
+    use super::deployed_ancestor;
+    use serde_json::json;
+
+    #[test]
+    fn a_made_piece_belongs_to_its_deployed_ancestor() {
+        let listed = json!({
+            "a": {}, "a-1": {"parent": "a"}, "a-1-1": {"parent": "a-1"},
+            "b": {}, "orphan": {"parent": "gone"},
+            "x": {"parent": "y"}, "y": {"parent": "x"}
+        });
+        let m = listed.as_object().unwrap();
+        assert_eq!(deployed_ancestor(m, "a-1-1"), "a");
+        assert_eq!(deployed_ancestor(m, "a"), "a");
+        assert_eq!(deployed_ancestor(m, "b"), "b");
+        assert_eq!(deployed_ancestor(m, "orphan"), "orphan");
+        let looped = deployed_ancestor(m, "x");
+        assert!(looped == "x" || looped == "y", "a loop ends");
+    }
+}

@@ -203,8 +203,15 @@ impl SpaceRuntime {
         let hash = s["program"].as_str().unwrap_or_default().to_string();
         let export = s["export"].as_str().unwrap_or("default").to_string();
         let program = self.load_stored_program(&hash)?;
+        // Made by its parent's code: it runs in its parent's instance.
+        let owner = self
+            .piece_owner
+            .get(parent)
+            .cloned()
+            .unwrap_or_else(|| parent.to_string());
         self.record_piece(
             &id,
+            &owner,
             &program,
             &export,
             Some((&s["argument"], ArgumentCheck::Lenient)),

@@ -18,9 +18,9 @@
 //!   checked against what it was given ([`capability::Reach`]) before any
 //!   of it applies; one refusal refuses the action. Writes are applied in
 //!   time linear in what is written, within [`WriteLimits`].
-//! - Pieces share no mutable JavaScript state: each runs in its own
-//!   instance of its program's modules ([`SpaceRuntime::load_instance`]),
-//!   over a realm whose globals and intrinsics are frozen.
+//! - Pieces share no mutable JavaScript state: each deployed piece runs in
+//!   its own instance of its program's modules (with the pieces its own
+//!   handlers make), over a realm whose globals and intrinsics are frozen.
 //! - Frames: what a derivation builds while it runs is registered under its
 //!   node's id and replaced by the node's next run; a framed node runs once
 //!   per tenure before anything inside its frame is read or sent to. What a
@@ -297,8 +297,12 @@ pub struct SpaceRuntime {
     cfg: RuntimeConfig,
     sandbox: TenureSandbox,
     entry: EntryPoints,
-    /// Program hash -> module instances loaded this tenure (one per piece).
+    /// Program hash -> module instances loaded this tenure.
     instances: HashMap<String, u32>,
+    /// (owner piece, program hash) -> the instance its pieces run in.
+    owner_instances: HashMap<(String, String), String>,
+    /// Piece -> the deployed piece it descends from (itself if deployed).
+    piece_owner: HashMap<String, String>,
     pieces: BTreeMap<String, (String, String)>,
     nodes: HashMap<String, Node>,
     streams: HashMap<String, Binding>,
@@ -461,6 +465,8 @@ impl SpaceRuntime {
             sandbox,
             entry,
             instances: HashMap::new(),
+            owner_instances: HashMap::new(),
+            piece_owner: HashMap::new(),
             pieces: BTreeMap::new(),
             nodes: HashMap::new(),
             streams: HashMap::new(),
@@ -500,7 +506,8 @@ impl SpaceRuntime {
                 let program = info["program"].as_str().unwrap_or_default().to_string();
                 let export = info["export"].as_str().unwrap_or("default").to_string();
                 let compiled = rt.load_stored_program(&program)?;
-                rt.record_piece(piece, &compiled, &export, None)?;
+                let owner = graph::deployed_ancestor(map, piece);
+                rt.record_piece(piece, &owner, &compiled, &export, None)?;
             }
         }
         Ok(rt)

@@ -47,7 +47,7 @@ impl SpaceRuntime {
         let piece = format!("pc-{}", &digest.to_hex()[..16]);
         // First, so a pattern that fails to start (or refuses its
         // argument) leaves nothing behind, not even its sources.
-        self.record_piece(&piece, program, &export, Some((argument, check)))?;
+        self.record_piece(&piece, &piece, program, &export, Some((argument, check)))?;
         let program_doc = format!("program/{hash}");
         if self.doc(&program_doc)?.is_none() {
             let modules: Vec<Value> = program
@@ -94,8 +94,9 @@ impl SpaceRuntime {
 
     /// Loads a fresh instance of `program`'s modules, evaluated apart from
     /// every other instance (its own module-level state), and returns the
-    /// key the authoring API knows it by. Each piece gets one, so two pieces
-    /// of the same program share no mutable JavaScript state.
+    /// key the authoring API knows it by. Each deployed piece gets one
+    /// ([`SpaceRuntime::instance_for`]), so two deployments of the same
+    /// program share no mutable JavaScript state.
     ///
     /// The first instance of a program in a tenure is registered under the
     /// template root `p<hash>/i000000/`; the k-th is the same modules under
@@ -164,17 +165,31 @@ impl SpaceRuntime {
         Ok(format!("{hash}/{k}"))
     }
 
+    /// The module instance the pieces of `owner` run in: a deployed piece
+    /// and the pieces its handlers make (its descendants, created by its
+    /// own code) share one; every deployed piece has its own.
+    fn instance_for(&mut self, program: &CompiledProgram, owner: &str) -> RuntimeResult<String> {
+        let key = (owner.to_string(), program.hash_hex());
+        if let Some(k) = self.owner_instances.get(&key) {
+            return Ok(k.clone());
+        }
+        let k = self.load_instance(program)?;
+        self.owner_instances.insert(key, k.clone());
+        Ok(k)
+    }
+
     /// Runs the pattern body and records the piece's graph. On first
     /// creation (`argument` given) it also writes the argument document, the
     /// local cells and the result document.
     pub(super) fn record_piece(
         &mut self,
         piece: &str,
+        owner: &str,
         program: &CompiledProgram,
         export: &str,
         argument: Option<(&Value, ArgumentCheck)>,
     ) -> RuntimeResult<()> {
-        let instance = self.load_instance(program)?;
+        let instance = self.instance_for(program, owner)?;
         let out = self.sandbox.call(
             self.entry.instantiate,
             &[json!(instance), json!(export), json!(piece)],
@@ -233,6 +248,8 @@ impl SpaceRuntime {
         self.add_graph(piece, rec.nodes, rec.streams, rec.cells)?;
         self.pieces
             .insert(piece.to_string(), (program.hash_hex(), export.to_string()));
+        self.piece_owner
+            .insert(piece.to_string(), owner.to_string());
         Ok(())
     }
 
