@@ -37,3 +37,41 @@ fn serve_exposes_health_stats_and_prometheus_metrics() {
         "the store was opened"
     );
 }
+
+/// Whoever reads `serve`'s first line may close its stdout right after
+/// (`spacewake serve | head -1`): the host keeps serving. Before, the second
+/// line's `println!` panicked on the closed pipe and took the host down.
+#[test]
+fn serve_keeps_serving_when_its_stdout_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    // A pipe whose reading end is gone before serve writes anything.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = common::server::spacewake()
+        .args(["serve", "--listen", &addr, "--data"])
+        .arg(dir.path())
+        .stdout(writer)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        common::server::try_http(&addr, "GET", "/api/health/stats", &[], b"")
+            .is_ok_and(|(status, _)| status == 200)
+    });
+    // It printed both lines (into nothing) and is still there to answer.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let still = common::server::try_http(&addr, "GET", "/api/health/stats", &[], b"");
+    let exited = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(up, "serve never answered");
+    assert!(exited.is_none(), "serve exited: {exited:?}");
+    assert_eq!(still.unwrap().0, 200);
+}

@@ -249,12 +249,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             booted,
             "spacewake serving"
         );
-        // Tests read this line to learn the port when listening on :0.
-        println!("listening on {local}");
-        println!(
-            "console: http://{local}/console (sign-in token {console_token}, also in {})",
-            token_path.display()
-        );
+        // Tests read the first line to learn the port when listening on :0.
+        // Whoever reads it may close the pipe after it (`serve | head -1`):
+        // a stdout that is gone must not stop the host, so write errors are
+        // ignored rather than panicking as `println!` would.
+        {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "listening on {local}");
+            let _ = writeln!(
+                out,
+                "console: http://{local}/console (sign-in token {console_token}, also in {})",
+                token_path.display()
+            );
+            let _ = out.flush();
+        }
         tokio::spawn(crate::http::console::sample_throughput(state.clone()));
         let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = tokio::spawn(
