@@ -132,10 +132,9 @@ pub struct HostView {
 /// and the throughput samples the server keeps.
 pub fn host_view(
     v: &View<'_>,
-    mut counters: serde_json::Map<String, serde_json::Value>,
+    counters: serde_json::Map<String, serde_json::Value>,
     throughput: Vec<Throughput>,
 ) -> OpResult<HostView> {
-    counters.remove("spaces");
     Ok(HostView {
         registered: v.store.directory().count()?,
         active: v.active.len() as u64,

@@ -7,7 +7,7 @@ use crate::human::{format_utc_ms, human_duration_ms, relative, thousands};
 use crate::operator::{EntryView, FiresView, HostView, LedgerView, Limit, PieceView, SpaceView};
 use crate::store::{Bucket, WindowSpend};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::HashSet;
 
 /// Readable at 200 % zoom: relative sizes, tables that scroll sideways in
@@ -114,8 +114,11 @@ fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Marku
     }
 }
 
-fn num(v: &Value, block: &str, key: &str) -> u64 {
-    v[block][key].as_u64().unwrap_or(0)
+fn num(counters: &Map<String, Value>, block: &str, key: &str) -> u64 {
+    counters
+        .get(block)
+        .and_then(|b| b[key].as_u64())
+        .unwrap_or(0)
 }
 
 /// CPU time for people: `420 µs`, `12 ms`, `3.4 s`.
@@ -137,7 +140,7 @@ fn limit_text(l: Option<Limit>) -> String {
 
 /// `GET /console`: the host at a glance.
 pub fn host(f: &Frame, v: &HostView) -> Markup {
-    let c = &Value::Object(v.counters.clone());
+    let c = &v.counters;
     let triggers = [
         ("session", num(c, "activation", "bySession")),
         ("events", num(c, "activation", "byEvents")),

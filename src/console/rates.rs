@@ -17,8 +17,7 @@ pub struct Sample {
     pub events: u64,
 }
 
-/// The rate over one interval between samples.
-pub use crate::operator::Throughput as Rate;
+use crate::operator::Throughput;
 
 #[derive(Debug, Default)]
 pub struct Rates {
@@ -48,13 +47,13 @@ impl Rates {
 
     /// Rates between consecutive samples, oldest first. A counter that went
     /// down (it cannot; a restart would) reads as zero.
-    pub fn rates(&self) -> Vec<Rate> {
+    pub fn rates(&self) -> Vec<Throughput> {
         self.samples
             .iter()
             .zip(self.samples.iter().skip(1))
             .map(|(a, b)| {
                 let secs = (b.at_ms - a.at_ms) as f64 / 1_000.0;
-                Rate {
+                Throughput {
                     until_ms: b.at_ms,
                     waves_per_s: b.waves.saturating_sub(a.waves) as f64 / secs,
                     events_per_s: b.events.saturating_sub(a.events) as f64 / secs,

@@ -142,7 +142,8 @@ pub(super) fn host_view(s: &HttpState, host: &Host) -> op::OpResult<op::HostView
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .rates();
-    let counters = match host.counters().serving_loop_json() {
+    // Host-wide blocks only: the per-space ones are for `/api/health/stats`.
+    let counters = match host.counters().host().to_json() {
         serde_json::Value::Object(m) => m,
         _ => serde_json::Map::new(),
     };

@@ -27,40 +27,32 @@ pub(crate) fn declare<'js>(
     name: &str,
     source: &str,
 ) -> rquickjs::Result<Module<'js, Declared>> {
-    let key = key(name, source);
-    if let Some(code) = get(&key) {
-        // SAFETY: the bytes were written by `Module::write` in this process
-        // from exactly this name and source (the key hashes both).
-        if let Ok(m) = unsafe { Module::load(ctx.clone(), &code) } {
-            return Ok(m);
-        }
-    }
-    let module = Module::declare(ctx.clone(), name, source.as_bytes())?;
-    if let Ok(code) = module.write(WriteOptions::default()) {
-        put(key, code);
-    }
-    Ok(module)
+    declare_as(ctx, name, name, source)
 }
 
 /// Declares module `name` as an instance of `template`: the same source,
 /// instantiated apart from it (its own module record and top-level state).
 /// The bytecode is cached under `template` and renamed to `name` on load,
 /// so a program instantiated once per piece is still compiled once. The two
-/// names must have the same length (a rename never moves a byte).
+/// names must have the same length (a rename never moves a byte); with
+/// another length, or the same name, it is [`declare`] of `name`.
 pub(crate) fn declare_as<'js>(
     ctx: &Ctx<'js>,
     template: &str,
     name: &str,
     source: &str,
 ) -> rquickjs::Result<Module<'js, Declared>> {
-    if template == name || template.len() != name.len() {
-        return declare(ctx, name, source);
-    }
+    let template = if template.len() == name.len() {
+        template
+    } else {
+        name
+    };
     let key = key(template, source);
     if let Some(code) = get(&key).and_then(|c| rename(&c, template, name)) {
         // SAFETY: written by `Module::write` in this process from this
-        // source under `template`; the rename replaced the bytes of atom
-        // strings equal to `template` with as many bytes of `name`.
+        // source under `template` (the key hashes both); a rename replaced
+        // the bytes of atom strings equal to `template` with as many bytes
+        // of `name`.
         if let Ok(m) = unsafe { Module::load(ctx.clone(), &code) } {
             return Ok(m);
         }
@@ -81,8 +73,12 @@ pub(crate) fn declare_as<'js>(
 /// debug file names). The table leads the bytecode: a version byte, a
 /// LEB128 count, then per atom a type byte and either a 4-byte constant
 /// index (type 0) or a string (LEB128 `len << 1 | wide`, then its bytes).
-/// `None` when the table cannot be read or no atom matched.
+/// `None` when the table cannot be read or no atom matched; the code as
+/// it is when `from` is `to`.
 fn rename(code: &[u8], from: &str, to: &str) -> Option<Vec<u8>> {
+    if from == to {
+        return Some(code.to_vec());
+    }
     if from.len() != to.len() || !from.is_ascii() || !to.is_ascii() {
         return None;
     }
