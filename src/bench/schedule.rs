@@ -579,6 +579,9 @@ fn instructions(dir: &Path, t: &Template, spaces: usize, rounds: u32) -> anyhow:
         ..HostConfig::default()
     };
     cfg.schedule.max_scheduled = 1;
+    // Unread back-off would double the interval after three rounds and
+    // leave nothing due in the later ones (as in the herd).
+    cfg.schedule.backoff = crate::schedule::backoff::BackoffPolicy::disabled();
     let host = Host::new(store, cfg);
     provision(host.store(), &ids, t)?;
     let began = Instant::now();

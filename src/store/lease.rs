@@ -5,7 +5,7 @@
 
 use super::error::{SqlContext, StoreError, StoreResult};
 use super::records::Lease;
-use super::StoreShared;
+use super::shared::StoreShared;
 use crate::metrics::Counter;
 use crate::metrics::SpaceCounters;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};

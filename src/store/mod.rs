@@ -70,9 +70,11 @@
 //! commits but never leaves a partial one. `Synchronous::Full` fsyncs every
 //! commit for power-loss durability at a throughput cost.
 
+mod config;
 mod dead_letters;
 mod directory;
 mod error;
+mod files;
 mod lease;
 pub mod lock;
 mod log;
@@ -80,11 +82,14 @@ mod migrate;
 pub mod path;
 mod plane;
 mod records;
+mod shared;
 mod space;
 
+pub use config::{FaultAction, FaultPoint, StoreConfig, Synchronous, DEFAULT_HISTORY_COMMITS};
 pub use dead_letters::{DeadLetter, EventFailure};
 pub use directory::{Directory, Discovered, Projection, SpaceEntry, UpcomingWake};
 pub use error::{StoreError, StoreResult};
+pub use files::FileAccess;
 pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
 pub use path::PathSeg;
 pub use plane::{
@@ -95,13 +100,16 @@ pub use records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
     EventRecord, Lease, LoggedOp, NewEvent, StreamState,
 };
+pub use shared::WakeListener;
 pub use space::{Space, CLOSE_CHECKPOINT_BYTES};
 
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
 use error::SqlContext;
+use files::{check_file, configure_sqlite, BUSY_TIMEOUT};
 use rusqlite::Connection;
 use serde::Serialize;
+use shared::StoreShared;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -111,121 +119,6 @@ use std::sync::{Arc, RwLock};
 pub struct WindowSpend {
     pub scheduled_cpu_us: u64,
     pub session_cpu_us: u64,
-}
-
-/// How hard SQLite syncs on commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Synchronous {
-    /// Survives process crashes; may lose the newest commits on power loss.
-    #[default]
-    Normal,
-    /// Fsync on every commit.
-    Full,
-}
-
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    pub data_dir: PathBuf,
-    /// How long an acquired or renewed lease lasts (default 15 s).
-    pub lease_ttl_ms: u64,
-    /// How often a tenure renews its lease (default 5 s: three renewals per
-    /// TTL, so one slow renewal does not lose the space).
-    pub lease_renew_ms: u64,
-    /// Commits whose operations are kept in the log (the newest ones);
-    /// older commits keep their row (who, when, how many operations) and
-    /// lose their operations, and delivered events older than them their
-    /// payload (`Space::compact_history`). 0 keeps everything.
-    pub history_commits: u64,
-    pub synchronous: Synchronous,
-    /// Overrides the lease holder name (tests run two "hosts" in one process).
-    pub holder: Option<String>,
-    /// This process holds the data directory's lock ([`lock::DirectoryLock`]),
-    /// so no earlier instance of this host is alive: a live lease held by
-    /// one of them is taken over at once instead of after its TTL.
-    pub owns_directory: bool,
-    /// Crash-test injection: fail or abort the process at a named point of
-    /// the commit path. Never set in production.
-    pub fault: Option<(FaultPoint, FaultAction)>,
-    /// Test injection: refuse every commit that consumes the event with
-    /// this id without dead-lettering it, as if its wave's commit were
-    /// invalid (a poison event). Never set in production.
-    pub refuse_delivering: Option<String>,
-}
-
-/// Commits whose operations the log keeps by default.
-pub const DEFAULT_HISTORY_COMMITS: u64 = 10_000;
-
-/// Points in the commit path where a crash test can stop the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultPoint {
-    /// After the directory moved earlier, before the space's SQLite COMMIT.
-    BeforeSpaceCommit,
-    /// After the space's SQLite COMMIT, before the directory moves later.
-    AfterSpaceCommit,
-}
-
-/// What happens at a fault point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultAction {
-    /// Return an error, as if the process had died there (in-process tests).
-    Error,
-    /// Abort the process on the spot (child-process crash tests).
-    Abort,
-}
-
-impl StoreConfig {
-    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
-        StoreConfig {
-            data_dir: data_dir.into(),
-            lease_ttl_ms: 15_000,
-            lease_renew_ms: 5_000,
-            synchronous: Synchronous::Normal,
-            holder: None,
-            owns_directory: false,
-            fault: None,
-            refuse_delivering: None,
-            history_commits: DEFAULT_HISTORY_COMMITS,
-        }
-    }
-}
-
-/// State shared by the store and every open space.
-pub(crate) struct StoreShared {
-    pub(crate) cfg: StoreConfig,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) directory: Directory,
-    pub(crate) hooks: RwLock<Arc<Vec<Arc<dyn IndexHook>>>>,
-    pub(crate) counters: Arc<Counters>,
-    /// `host-id/instance-id`: who we are when we hold a lease.
-    pub(crate) holder: String,
-    /// Called after a commit moved a space's next wake earlier (the waker
-    /// listens, so it never polls).
-    pub(crate) on_earlier: RwLock<Option<WakeListener>>,
-}
-
-/// A callback told `(space, new next wake)` when a space's wake moves earlier.
-pub type WakeListener = Arc<dyn Fn(&str, u64) + Send + Sync>;
-
-/// How long a connection waits on another's lock before reporting busy.
-const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How long an exclusive open waits for other connections to close the
-/// file before it opens it shared instead.
-const EXCLUSIVE_OPEN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// How a space file's connection shares the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileAccess {
-    /// Other connections, in this process or others, may read and write
-    /// while it is open (SQLite's shared-memory WAL index, `-shm`).
-    Shared,
-    /// This connection alone until it closes or reopens shared
-    /// ([`Space::share`]): SQLite keeps the WAL index in its own memory, so
-    /// opening sets up no `-shm` mapping and no transaction takes its file
-    /// locks — about a fifth of a scheduled wake's CPU. Anyone else opening
-    /// the file meanwhile waits (the busy timeout), so it is for short
-    /// tenures: a scheduled wake with nobody attached.
-    Exclusive,
 }
 
 /// The store of one host: a data directory of spaces.
@@ -489,153 +382,6 @@ impl Store {
     }
 }
 
-impl StoreShared {
-    /// Opens a space file's connection. `in_wal_mode`: the file's header
-    /// already says WAL (journal mode is persistent), so no `journal_mode`
-    /// pragma is needed — and only then may the access be exclusive, which
-    /// must be chosen before the first read.
-    pub(crate) fn connect(
-        &self,
-        path: &Path,
-        in_wal_mode: bool,
-        access: FileAccess,
-    ) -> StoreResult<Connection> {
-        let conn = Connection::open_with_flags(
-            path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
-                | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
-                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| error::open_error(path, e))?;
-        conn.busy_timeout(match access {
-            FileAccess::Shared => BUSY_TIMEOUT,
-            FileAccess::Exclusive => EXCLUSIVE_OPEN_WAIT,
-        })
-        .at(path)?;
-        let sync = match self.cfg.synchronous {
-            Synchronous::Normal => "NORMAL",
-            Synchronous::Full => "FULL",
-        };
-        if in_wal_mode {
-            if access == FileAccess::Exclusive {
-                conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE;")
-                    .at(path)?;
-            }
-            conn.pragma_update(None, "synchronous", sync).at(path)?;
-        } else {
-            migrate::enable_wal(&conn, path, sync)?;
-        }
-        keep_wal_files(&conn, path)?;
-        conn.set_prepared_statement_cache_capacity(64);
-        Ok(conn)
-    }
-
-    pub(crate) fn wake_moved_earlier(&self, space: &str, before: Option<u64>, after: Option<u64>) {
-        if let Some(t) = after {
-            if before.is_none_or(|b| t < b) {
-                let f = self
-                    .on_earlier
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                if let Some(f) = f {
-                    f(space, t);
-                }
-            }
-        }
-    }
-
-    /// Fires the configured fault if `at` is its point.
-    pub(crate) fn fault(&self, at: FaultPoint) -> StoreResult<()> {
-        match self.cfg.fault {
-            Some((p, FaultAction::Abort)) if p == at => std::process::abort(),
-            Some((p, FaultAction::Error)) if p == at => Err(StoreError::InvalidCommit(format!(
-                "injected fault at {at:?}"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    /// Moves a space's files into `quarantine/`, marks the directory and
-    /// counts it. Returns where the main file went. Best effort on the file
-    /// moves: the directory mark alone keeps the space from being served.
-    pub(crate) fn quarantine_files(&self, id: &str, path: &Path, reason: &str) -> PathBuf {
-        let stamp = self.clock.now_ms();
-        let dest = self
-            .cfg
-            .data_dir
-            .join("quarantine")
-            .join(format!("{id}.{stamp}.sqlite"));
-        let _ = std::fs::rename(path, &dest);
-        for suffix in ["-wal", "-shm"] {
-            let from = PathBuf::from(format!("{}{suffix}", path.display()));
-            let to = PathBuf::from(format!("{}{suffix}", dest.display()));
-            let _ = std::fs::rename(from, to);
-        }
-        let _ = self.directory.set_quarantined(id, Some(reason));
-        self.counters.space(id).inc(Counter::SpacesQuarantined);
-        tracing::error!(space = id, path = %dest.display(), reason, "space file quarantined");
-        dest
-    }
-}
-
-/// Process-wide SQLite settings, applied once before the first connection.
-/// Memory statistics are off: with them on, every SQLite allocation takes
-/// one global mutex, which space threads contended for in a herd of
-/// scheduled wakes. Nothing here reads SQLite's memory statistics.
-fn configure_sqlite() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: sqlite3_config is called before this process opens any
-        // connection through the store; if SQLite was initialised already
-        // (another user in the process), it returns SQLITE_MISUSE and
-        // changes nothing, which is harmless.
-        unsafe {
-            rusqlite::ffi::sqlite3_config(
-                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
-                0 as std::ffi::c_int,
-            );
-        }
-    });
-}
-
-/// Keeps a space's `-wal` and `-shm` files across closes instead of
-/// deleting them at the last close and creating them at the next open.
-/// Creating and unlinking two files per activation was about a third of a
-/// scheduled wake's CPU (inode allocation on ext4). A parked space keeps a
-/// WAL of at most `space::CLOSE_CHECKPOINT_BYTES` and a 32 KiB index.
-fn keep_wal_files(conn: &Connection, path: &Path) -> StoreResult<()> {
-    let mut on: std::ffi::c_int = 1;
-    // SAFETY: the handle is live for the call; PERSIST_WAL reads and writes
-    // one int through the pointer, which outlives the call.
-    let rc = unsafe {
-        rusqlite::ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
-            (&mut on as *mut std::ffi::c_int).cast(),
-        )
-    };
-    if rc != rusqlite::ffi::SQLITE_OK {
-        return Err(StoreError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(format!("cannot keep the WAL file (SQLite code {rc})")),
-        });
-    }
-    // During a tenure the WAL may grow to 4 MiB between resets before it is
-    // cut back.
-    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
-        .at(path)?;
-    // Closing does not checkpoint by itself: `Space`'s drop decides, by the
-    // WAL's size (see `space::CLOSE_CHECKPOINT_BYTES`).
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-        true,
-    )
-    .at(path)?;
-    Ok(())
-}
-
 /// Space ids name files, so they are restricted to a safe alphabet.
 pub fn validate_space_id(id: &str) -> StoreResult<()> {
     let bad = |reason| {
@@ -657,64 +403,6 @@ pub fn validate_space_id(id: &str) -> StoreResult<()> {
         return bad("only letters, digits and - _ . : are allowed");
     }
     Ok(())
-}
-
-/// Cheap structural checks of a space file before SQLite sees it: SQLite
-/// treats an empty file as a new database and reads past a truncated end as
-/// zeros, both of which would hide data loss. Returns whether the header
-/// says WAL mode (bytes 18 and 19 both 2).
-fn check_file(path: &Path) -> StoreResult<bool> {
-    use std::io::Read;
-    let corrupt = |reason: String| StoreError::Corrupt {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let len = meta.len();
-    if len == 0 {
-        return Err(corrupt("the file is empty (truncated)".into()));
-    }
-    let mut header = [0u8; 100];
-    let mut f = std::fs::File::open(path).map_err(|source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if len < 100 || f.read_exact(&mut header).is_err() {
-        return Err(corrupt(format!(
-            "the file is {len} bytes, shorter than a SQLite header"
-        )));
-    }
-    if &header[..16] != b"SQLite format 3\0" {
-        return Err(corrupt(
-            "the file does not start with a SQLite header".into(),
-        ));
-    }
-    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
-        1 => 65_536u64,
-        n => n as u64,
-    };
-    if !(512..=65_536).contains(&page_size) || !page_size.is_power_of_two() {
-        return Err(corrupt(format!(
-            "the header names an invalid page size {page_size}"
-        )));
-    }
-    // With a non-empty WAL beside it, the main file may legitimately lag;
-    // SQLite's own checks cover that case.
-    let wal = PathBuf::from(format!("{}-wal", path.display()));
-    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-    let change_counter = u32::from_be_bytes([header[24], header[25], header[26], header[27]]);
-    let valid_for = u32::from_be_bytes([header[92], header[93], header[94], header[95]]);
-    let pages = u32::from_be_bytes([header[28], header[29], header[30], header[31]]) as u64;
-    if wal_len == 0 && change_counter == valid_for && pages > 0 && len < pages * page_size {
-        return Err(corrupt(format!(
-            "the file is truncated: {len} bytes, the header says {} ({pages} pages of {page_size})",
-            pages * page_size
-        )));
-    }
-    Ok(header[18] == 2 && header[19] == 2)
 }
 
 pub(crate) fn hex_id(bytes: &[u8]) -> String {

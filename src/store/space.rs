@@ -13,8 +13,10 @@
 //!   the SQLite commit and later only after it, under the space's write lock
 //!   (see `directory.rs`).
 
+use super::config::FaultPoint;
 use super::directory::Projection;
 use super::error::{SqlContext, StoreError, StoreResult};
+use super::files::FileAccess;
 use super::lease::{self, check_lease};
 use super::log::{
     advance_watermark, append_event, apply_op, commits_since, delivers, event_from_row,
@@ -26,7 +28,7 @@ use super::records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocRead,
     EventRecord, Lease, NewEvent, StreamState,
 };
-use super::{FaultPoint, FileAccess, StoreShared};
+use super::shared::StoreShared;
 use crate::metrics::{Counter, SpaceCounters};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
@@ -932,14 +934,14 @@ impl Space {
     }
 
     /// Undelivered events whose waves failed their tenure.
-    pub fn event_failures(&mut self) -> StoreResult<Vec<super::EventFailure>> {
+    pub fn event_failures(&mut self) -> StoreResult<Vec<super::dead_letters::EventFailure>> {
         self.check_open()?;
         let r = super::dead_letters::event_failures(&self.conn, &self.path);
         self.guard(r)
     }
 
     /// Events consumed without delivery after their retries, oldest first.
-    pub fn dead_letters(&mut self) -> StoreResult<Vec<super::DeadLetter>> {
+    pub fn dead_letters(&mut self) -> StoreResult<Vec<super::dead_letters::DeadLetter>> {
         self.check_open()?;
         let r = super::dead_letters::dead_letters(&self.conn, &self.path);
         self.guard(r)
