@@ -59,6 +59,19 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    #[error("PostgreSQL store, {context}: {source}")]
+    Postgres {
+        context: String,
+        #[source]
+        source: postgres::Error,
+    },
+
+    #[error(
+        "PostgreSQL store: schema version {found} is newer than this binary supports \
+         ({supported}); upgrade spacewake before using this database"
+    )]
+    NewerDatabaseSchema { found: i64, supported: i64 },
+
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -124,5 +137,19 @@ pub(crate) fn open_error(path: &std::path::Path, e: rusqlite::Error) -> StoreErr
             path: path.to_path_buf(),
             source: e,
         }
+    }
+}
+
+/// Attaches what was being done to PostgreSQL errors.
+pub(crate) trait PgContext<T> {
+    fn doing(self, context: &str) -> StoreResult<T>;
+}
+
+impl<T> PgContext<T> for Result<T, postgres::Error> {
+    fn doing(self, context: &str) -> StoreResult<T> {
+        self.map_err(|source| StoreError::Postgres {
+            context: context.to_string(),
+            source,
+        })
     }
 }

@@ -71,6 +71,7 @@
 //! commit for power-loss durability at a throughput cost.
 
 mod config;
+pub mod contract;
 mod dead_letters;
 mod directory;
 mod error;
@@ -81,11 +82,13 @@ mod log;
 mod migrate;
 pub mod path;
 mod plane;
+pub mod postgres;
 mod records;
 mod shared;
 mod space;
 
 pub use config::{FaultAction, FaultPoint, StoreConfig, Synchronous, DEFAULT_HISTORY_COMMITS};
+pub use contract::{SpaceBackend, SpaceStore};
 pub use dead_letters::{DeadLetter, EventFailure};
 pub use directory::{Directory, Discovered, Projection, SpaceEntry, UpcomingWake};
 pub use error::{StoreError, StoreResult};

@@ -1,0 +1,112 @@
+//! The store's boundary as traits: what a backend gives the layers above
+//! for one space ([`SpaceStore`]) and for the set of spaces
+//! ([`SpaceBackend`]). The SQLite files ([`super::Store`], [`super::Space`])
+//! and the shared PostgreSQL database ([`super::postgres::PgStore`]) both
+//! implement them, and `tests/store_contract.rs` runs one behavioural suite
+//! against each. The rules each implementation keeps are the store's
+//! `# Contract` (in `store/mod.rs`).
+
+use super::error::StoreResult;
+use super::records::{Author, CommitClass, NewEvent, StreamState};
+use super::records::{CommitOutcome, CommitRecord, CommitRequest, DocRead, EventRecord, Lease};
+
+/// One open space: its commits, reads, events and lease.
+pub trait SpaceStore {
+    fn space_id(&self) -> &str;
+
+    /// Writes one commit atomically (see the contract's *Commits*,
+    /// *Events* and *Fencing*).
+    fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome>;
+
+    /// Appends one event as an authored commit; idempotent by `eventId`.
+    fn append_event(&mut self, author: Author, event: NewEvent) -> StoreResult<CommitOutcome> {
+        self.commit(CommitRequest::new(CommitClass::Authored, author).event(event))
+    }
+
+    fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>>;
+
+    /// The newest commit's seq (0 before the first).
+    fn head_seq(&mut self) -> StoreResult<u64>;
+
+    /// Commits after `after_seq`, oldest first, at most `limit`.
+    fn commits_since(&mut self, after_seq: u64, limit: usize) -> StoreResult<Vec<CommitRecord>>;
+
+    fn streams(&mut self) -> StoreResult<Vec<StreamState>>;
+
+    /// Events past their stream's watermark, in (seq, eventId) order.
+    fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>>;
+
+    fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>>;
+
+    /// Takes the lease for a new tenure (epoch + 1) if it is free, expired
+    /// or ours; `None` while another holder's lease is live.
+    fn acquire_lease(&mut self) -> StoreResult<Option<Lease>>;
+
+    /// Extends a live lease; `None` when it expired or was taken.
+    fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>>;
+
+    /// Gives the lease up (a no-op for a lease no longer held).
+    fn release_lease(&mut self, held: &Lease) -> StoreResult<()>;
+
+    fn current_lease(&mut self) -> StoreResult<Option<Lease>>;
+}
+
+/// A set of spaces: creating and opening them.
+pub trait SpaceBackend {
+    type Space: SpaceStore;
+
+    /// Creates a space (refused if it exists).
+    fn create(&self, id: &str, owner: &str) -> StoreResult<()>;
+
+    /// Opens a created space.
+    fn open(&self, id: &str) -> StoreResult<Self::Space>;
+}
+
+impl SpaceStore for super::Space {
+    fn space_id(&self) -> &str {
+        self.id()
+    }
+    fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
+        super::Space::commit(self, req)
+    }
+    fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
+        super::Space::read(self, doc)
+    }
+    fn head_seq(&mut self) -> StoreResult<u64> {
+        super::Space::head_seq(self)
+    }
+    fn commits_since(&mut self, after_seq: u64, limit: usize) -> StoreResult<Vec<CommitRecord>> {
+        super::Space::commits_since(self, after_seq, limit)
+    }
+    fn streams(&mut self) -> StoreResult<Vec<StreamState>> {
+        super::Space::streams(self)
+    }
+    fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
+        super::Space::undelivered_events(self, limit)
+    }
+    fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        super::Space::event(self, event_id)
+    }
+    fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
+        super::Space::acquire_lease(self)
+    }
+    fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
+        super::Space::renew_lease(self, held)
+    }
+    fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
+        super::Space::release_lease(self, held)
+    }
+    fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
+        super::Space::current_lease(self)
+    }
+}
+
+impl SpaceBackend for super::Store {
+    type Space = super::Space;
+    fn create(&self, id: &str, owner: &str) -> StoreResult<()> {
+        self.create_space(id, owner)
+    }
+    fn open(&self, id: &str) -> StoreResult<super::Space> {
+        self.open_space(id)
+    }
+}

@@ -1,0 +1,804 @@
+//! The PostgreSQL backend: every space of a fleet in one shared database
+//! (`schema/postgres/`), so several hosts serve the same spaces. It keeps
+//! the store's `# Contract` with these means:
+//!
+//! - **Commits** lock their space's row in `spaces` first (`FOR UPDATE`):
+//!   commits of one space are serialised as SQLite's write lock serialises
+//!   them, and the seq is the row's `head_seq + 1`, written back in the
+//!   same transaction — gap-free.
+//! - **Leases** carry an epoch (the SQLite backend's tenure) that rises
+//!   with every taking; expiry is on the database's clock
+//!   (`clock_timestamp()`), so no host's clock arbitrates. A derived commit
+//!   checks holder, epoch and expiry in its own transaction, after locking
+//!   the space's row, which a taking also locks: a takeover waits for a
+//!   commit that passed its check, and a commit after a takeover fails it.
+//! - **The directory** (next wake, undelivered) lives in the same `spaces`
+//!   row and moves in the commit's own transaction, so it is never late.
+//!
+//! Connections come from a small pool shared by the spaces a store opens;
+//! an open space holds one connection until it is dropped.
+
+use super::config::DEFAULT_HISTORY_COMMITS;
+use super::contract::{SpaceBackend, SpaceStore};
+use super::error::{PgContext, StoreError, StoreResult};
+use super::log::validate_name;
+use super::path::{display_path, set_at};
+use super::records::{
+    CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord, Lease,
+    LoggedOp, NewEvent, StreamState,
+};
+use crate::metrics::{Counter, Counters, SpaceCounters};
+use postgres::{Client, GenericClient, NoTls, Row};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+
+/// The PostgreSQL schema's numbered migrations, in order.
+pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "0001_core",
+    include_str!("../../schema/postgres/0001_core.sql"),
+)];
+
+/// Key of the advisory lock that serialises migrations across hosts.
+const MIGRATION_LOCK: i64 = 0x7370_6163_6577_616b; // "spacewak"
+
+/// How many idle connections a store keeps for its spaces.
+const POOL_IDLE: usize = 8;
+
+/// A fleet's store: one PostgreSQL database.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<PgShared>,
+}
+
+struct PgShared {
+    url: String,
+    holder: String,
+    lease_ttl_ms: u64,
+    counters: Arc<Counters>,
+    idle: Mutex<Vec<Client>>,
+    /// Kept for parity with the SQLite backend's history knob; compaction
+    /// of the PostgreSQL log is not built yet.
+    _history_commits: u64,
+}
+
+impl PgStore {
+    /// Connects, applies pending migrations under the fleet-wide advisory
+    /// lock, and refuses a database whose schema is newer than this binary.
+    pub fn open(
+        url: &str,
+        holder: &str,
+        lease_ttl_ms: u64,
+        counters: Arc<Counters>,
+    ) -> StoreResult<PgStore> {
+        let mut client = Client::connect(url, NoTls).doing("connecting")?;
+        migrate(&mut client)?;
+        Ok(PgStore {
+            inner: Arc::new(PgShared {
+                url: url.to_string(),
+                holder: holder.to_string(),
+                lease_ttl_ms,
+                counters,
+                idle: Mutex::new(vec![client]),
+                _history_commits: DEFAULT_HISTORY_COMMITS,
+            }),
+        })
+    }
+
+    pub fn holder(&self) -> &str {
+        &self.inner.holder
+    }
+
+    /// The schema version the database is at.
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        let mut c = self.inner.take()?;
+        let v = schema_version(c.c())?;
+        Ok(v)
+    }
+}
+
+impl PgShared {
+    fn take(self: &Arc<Self>) -> StoreResult<Pooled> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let client = match idle {
+            Some(c) if !c.is_closed() => c,
+            _ => Client::connect(&self.url, NoTls).doing("connecting")?,
+        };
+        Ok(Pooled {
+            client: Some(client),
+            pool: self.clone(),
+        })
+    }
+}
+
+/// A connection borrowed from the pool, returned when dropped (unless it
+/// broke: a connection that failed is closed, not reused).
+struct Pooled {
+    client: Option<Client>,
+    pool: Arc<PgShared>,
+}
+
+impl Pooled {
+    fn c(&mut self) -> &mut Client {
+        self.client
+            .as_mut()
+            .expect("a pooled connection is taken only when dropped")
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take().filter(|c| !c.is_closed()) else {
+            return;
+        };
+        let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_IDLE {
+            idle.push(client);
+        }
+    }
+}
+
+fn schema_version(c: &mut impl GenericClient) -> StoreResult<i64> {
+    let has_meta: bool = c
+        .query_one("SELECT to_regclass('store_meta') IS NOT NULL", &[])
+        .doing("reading the schema version")?
+        .get(0);
+    if !has_meta {
+        return Ok(0);
+    }
+    let row = c
+        .query_opt(
+            "SELECT value FROM store_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .doing("reading the schema version")?;
+    Ok(row
+        .and_then(|r| r.get::<_, String>(0).parse().ok())
+        .unwrap_or(0))
+}
+
+fn migrate(client: &mut Client) -> StoreResult<()> {
+    let mut tx = client.transaction().doing("migrating")?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .doing("taking the migration lock")?;
+    let found = schema_version(&mut tx)?;
+    let supported = PG_MIGRATIONS.last().map_or(0, |m| m.0);
+    if found > supported {
+        return Err(StoreError::NewerDatabaseSchema { found, supported });
+    }
+    for (version, name, sql) in PG_MIGRATIONS {
+        if *version <= found {
+            continue;
+        }
+        tx.batch_execute(sql)
+            .doing(&format!("applying migration {name}"))?;
+        tx.execute(
+            "INSERT INTO store_meta (key, value) VALUES ('schema_version', $1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&version.to_string()],
+        )
+        .doing("recording the schema version")?;
+    }
+    tx.commit().doing("migrating")
+}
+
+impl SpaceBackend for PgStore {
+    type Space = PgSpace;
+
+    fn create(&self, id: &str, owner: &str) -> StoreResult<()> {
+        super::validate_space_id(id)?;
+        let mut c = self.inner.take()?;
+        let n = c
+            .c()
+            .execute(
+                "INSERT INTO spaces (id, owner, created_at_ms) \
+                 VALUES ($1, $2, (extract(epoch from clock_timestamp()) * 1000)::bigint) \
+                 ON CONFLICT (id) DO NOTHING",
+                &[&id, &owner],
+            )
+            .doing("creating a space")?;
+        if n == 0 {
+            return Err(StoreError::SpaceExists(id.to_string()));
+        }
+        self.inner.counters.space(id).inc(Counter::SpacesCreated);
+        Ok(())
+    }
+
+    fn open(&self, id: &str) -> StoreResult<PgSpace> {
+        super::validate_space_id(id)?;
+        let mut c = self.inner.take()?;
+        let row = c
+            .c()
+            .query_opt("SELECT quarantined FROM spaces WHERE id = $1", &[&id])
+            .doing("opening a space")?;
+        match row {
+            None => return Err(StoreError::UnknownSpace(id.to_string())),
+            Some(r) => {
+                if let Some(reason) = r.get::<_, Option<String>>(0) {
+                    return Err(StoreError::Quarantined {
+                        space: id.to_string(),
+                        reason,
+                        path: "postgres".into(),
+                    });
+                }
+            }
+        }
+        Ok(PgSpace {
+            id: id.to_string(),
+            counters: self.inner.counters.space(id),
+            conn: c,
+        })
+    }
+}
+
+/// One space of the shared database, holding a pooled connection.
+pub struct PgSpace {
+    id: String,
+    counters: SpaceCounters,
+    conn: Pooled,
+}
+
+/// Milliseconds since the Unix epoch of a `timestamptz` expression.
+const MS: &str = "(extract(epoch from expires_at) * 1000)::bigint";
+
+impl PgSpace {
+    fn ttl_ms(&self) -> f64 {
+        self.conn.pool.lease_ttl_ms as f64
+    }
+
+    fn holder(&self) -> String {
+        self.conn.pool.holder.clone()
+    }
+
+    /// Takes the lease inside `tx`, whose caller holds the space's row lock.
+    fn take_lease(
+        tx: &mut postgres::Transaction<'_>,
+        id: &str,
+        holder: &str,
+        ttl_ms: f64,
+        counters: &SpaceCounters,
+    ) -> StoreResult<Option<Lease>> {
+        let current = tx
+            .query_opt(
+                "SELECT holder, expires_at > clock_timestamp(), \
+                 expires_at = to_timestamp(0) FROM execution_lease WHERE space = $1",
+                &[&id],
+            )
+            .doing("reading the lease")?;
+        if let Some(r) = &current {
+            let (h, live, released): (String, bool, bool) = (r.get(0), r.get(1), r.get(2));
+            if h != holder && live {
+                counters.inc(Counter::LeaseRefused);
+                return Ok(None);
+            }
+            if h != holder && !released {
+                counters.inc(Counter::LeaseTakenOver);
+            }
+        }
+        let row = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO execution_lease AS l (space, holder, epoch, expires_at) \
+                     VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond') \
+                     ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
+                     epoch = l.epoch + 1, expires_at = excluded.expires_at \
+                     RETURNING epoch, {MS}"
+                ),
+                &[&id, &holder, &ttl_ms],
+            )
+            .doing("taking the lease")?;
+        Ok(Some(Lease {
+            holder: holder.to_string(),
+            tenure: row.get::<_, i64>(0) as u64,
+            expires_at_ms: row.get::<_, i64>(1) as u64,
+        }))
+    }
+
+    /// Locks the space's row for the rest of `tx`; its newest seq.
+    fn lock_space(tx: &mut postgres::Transaction<'_>, id: &str) -> StoreResult<u64> {
+        let row = tx
+            .query_opt(
+                "SELECT head_seq FROM spaces WHERE id = $1 FOR UPDATE",
+                &[&id],
+            )
+            .doing("locking the space")?
+            .ok_or_else(|| StoreError::UnknownSpace(id.to_string()))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn commit_inner(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
+        let id = self.id.clone();
+        let holder = self.holder();
+        let ttl = self.ttl_ms();
+        let counters = self.counters.clone();
+        let mut tx = self.conn.c().transaction().doing("beginning a commit")?;
+        let head = Self::lock_space(&mut tx, &id)?;
+
+        if req.class == CommitClass::Derived {
+            let ok = match &req.lease {
+                None => false,
+                Some(l) => tx
+                    .query_opt(
+                        "SELECT 1 FROM execution_lease WHERE space = $1 AND holder = $2 \
+                         AND epoch = $3 AND expires_at > clock_timestamp()",
+                        &[&id, &l.holder, &(l.tenure as i64)],
+                    )
+                    .doing("checking the lease")?
+                    .is_some(),
+            };
+            if !ok {
+                counters.inc(Counter::DerivedRefused);
+                return Err(StoreError::NotLeaseHolder(match &req.lease {
+                    None => "a derived commit needs a lease".into(),
+                    Some(l) => format!(
+                        "the lease of {} at epoch {} is no longer held",
+                        l.holder, l.tenure
+                    ),
+                }));
+            }
+        }
+        let taken = if req.take_lease {
+            let t = Self::take_lease(&mut tx, &id, &holder, ttl, &counters)?;
+            if t.is_none() {
+                return Err(StoreError::NotLeaseHolder(
+                    "another holder's lease is live".into(),
+                ));
+            }
+            t
+        } else {
+            None
+        };
+
+        let mut fresh: Vec<NewEvent> = Vec::with_capacity(req.events.len());
+        let mut duplicates = Vec::new();
+        for e in req.events {
+            validate_name("stream", &e.stream)?;
+            validate_name("eventId", &e.event_id)?;
+            let prior = tx
+                .query_opt(
+                    "SELECT seq FROM events WHERE space = $1 AND event_id = $2",
+                    &[&id, &e.event_id],
+                )
+                .doing("looking up an event")?;
+            match prior {
+                Some(r) => duplicates.push((e.event_id, r.get::<_, i64>(0) as u64)),
+                None if fresh.iter().any(|f| f.event_id == e.event_id) => {
+                    duplicates.push((e.event_id, 0))
+                }
+                None => fresh.push(e),
+            }
+        }
+        counters.add(Counter::EventsDuplicate, duplicates.len() as i64);
+
+        let nothing = req.ops.is_empty() && fresh.is_empty() && req.watermarks.is_empty();
+        let mut appended = Vec::with_capacity(fresh.len());
+        let seq = if nothing {
+            None
+        } else {
+            let seq = head + 1;
+            let now_ms: i64 = tx
+                .query_one(
+                    "UPDATE spaces SET head_seq = $2 WHERE id = $1 \
+                     RETURNING (extract(epoch from clock_timestamp()) * 1000)::bigint",
+                    &[&id, &(seq as i64)],
+                )
+                .doing("assigning the seq")?
+                .get(0);
+            let epoch = req.lease.as_ref().map(|l| l.tenure as i64);
+            tx.execute(
+                "INSERT INTO commits (space, seq, class, principal, session, at_ms, op_count, \
+                 event_count, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &[
+                    &id,
+                    &(seq as i64),
+                    &req.class.as_str(),
+                    &req.author.principal,
+                    &req.author.session,
+                    &now_ms,
+                    &(req.ops.len() as i32),
+                    &(fresh.len() as i32),
+                    &epoch,
+                ],
+            )
+            .doing("writing the commit")?;
+            for (idx, op) in req.ops.into_iter().enumerate() {
+                apply_op(&mut tx, &id, seq, idx, op)?;
+            }
+            for e in fresh {
+                tx.execute(
+                    "INSERT INTO events (space, event_id, stream, seq, payload, fired_by, \
+                     fired_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &id,
+                        &e.event_id,
+                        &e.stream,
+                        &(seq as i64),
+                        &e.payload.to_string(),
+                        &e.fired_by,
+                        &now_ms,
+                    ],
+                )
+                .doing("appending an event")?;
+                tx.execute(
+                    "INSERT INTO streams (space, stream, head_seq, watermark_seq) \
+                     VALUES ($1, $2, $3, 0) ON CONFLICT (space, stream) \
+                     DO UPDATE SET head_seq = excluded.head_seq",
+                    &[&id, &e.stream, &(seq as i64)],
+                )
+                .doing("moving a stream's head")?;
+                appended.push(e.event_id);
+            }
+            for (stream, to) in &req.watermarks {
+                advance_watermark(&mut tx, &id, stream, *to)?;
+            }
+            Some(seq)
+        };
+
+        // The directory's undelivered flag, in the same transaction.
+        let undelivered: bool = tx
+            .query_one(
+                "UPDATE spaces SET undelivered = EXISTS (SELECT 1 FROM streams \
+                 WHERE space = $1 AND head_seq > watermark_seq) WHERE id = $1 \
+                 RETURNING undelivered",
+                &[&id],
+            )
+            .doing("updating the directory")?
+            .get(0);
+        let released = match &req.lease {
+            Some(held) if req.release_lease_if_idle && !undelivered => {
+                release(&mut tx, &id, held)? == 1
+            }
+            _ => false,
+        };
+        tx.commit().doing("committing")?;
+
+        if seq.is_some() {
+            counters.inc(match req.class {
+                CommitClass::Authored => Counter::CommitsAuthored,
+                CommitClass::Derived => Counter::CommitsDerived,
+                CommitClass::System => Counter::CommitsSystem,
+            });
+        }
+        counters.add(Counter::EventsAppended, appended.len() as i64);
+        counters.add(Counter::WatermarksAdvanced, req.watermarks.len() as i64);
+        if taken.is_some() {
+            counters.inc(Counter::LeaseAcquired);
+        }
+        if released {
+            counters.inc(Counter::LeaseReleased);
+            counters.inc(Counter::LeaseReleasedWithWave);
+        }
+        Ok(CommitOutcome {
+            seq,
+            appended,
+            duplicates,
+            lease: taken,
+            lease_released: released,
+        })
+    }
+}
+
+fn apply_op(
+    tx: &mut postgres::Transaction<'_>,
+    id: &str,
+    seq: u64,
+    idx: usize,
+    op: DocOp,
+) -> StoreResult<()> {
+    let kind = op.kind();
+    let (doc_id, op_path, new_value) = match op {
+        DocOp::Set { id, value } => (id, None, Some(value)),
+        DocOp::Delete { id } => (id, None, None),
+        DocOp::Patch {
+            id: doc,
+            path: p,
+            value,
+        } => {
+            let current = read_doc(tx, id, &doc)?.map(|d| d.value);
+            let patched =
+                set_at(current.as_ref(), &p, value).map_err(|reason| StoreError::BadPath {
+                    index: idx,
+                    doc: doc.clone(),
+                    reason: format!("path {}: {reason}", display_path(&p)),
+                })?;
+            (doc, Some(p), Some(patched))
+        }
+    };
+    if doc_id.is_empty() {
+        return Err(StoreError::InvalidCommit(format!(
+            "operation {idx}: document id is empty"
+        )));
+    }
+    let text = new_value.as_ref().map(|v| v.to_string());
+    let path_text = op_path
+        .as_ref()
+        .map(|p| serde_json::to_string(p).unwrap_or_default());
+    tx.execute(
+        "INSERT INTO commit_ops (space, seq, idx, doc_id, op, path, value) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &id,
+            &(seq as i64),
+            &(idx as i32),
+            &doc_id,
+            &kind,
+            &path_text,
+            &text,
+        ],
+    )
+    .doing("logging an operation")?;
+    tx.execute(
+        "INSERT INTO docs AS d (space, id, value, seq, rev) VALUES ($1, $2, $3, $4, 1) \
+         ON CONFLICT (space, id) DO UPDATE SET value = excluded.value, seq = excluded.seq, \
+         rev = d.rev + 1",
+        &[&id, &doc_id, &text, &(seq as i64)],
+    )
+    .doing("writing a document")?;
+    Ok(())
+}
+
+fn advance_watermark(
+    tx: &mut postgres::Transaction<'_>,
+    id: &str,
+    stream: &str,
+    to_seq: u64,
+) -> StoreResult<()> {
+    let row = tx
+        .query_opt(
+            "SELECT head_seq, watermark_seq FROM streams WHERE space = $1 AND stream = $2",
+            &[&id, &stream],
+        )
+        .doing("reading a stream")?;
+    let Some(row) = row else {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?}: the stream has no events"
+        )));
+    };
+    let (head, wm) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
+    if to_seq > head {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?} cannot pass its head ({to_seq} > {head})"
+        )));
+    }
+    if to_seq < wm {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?} cannot move backwards ({to_seq} < {wm})"
+        )));
+    }
+    tx.execute(
+        "UPDATE streams SET watermark_seq = $3 WHERE space = $1 AND stream = $2",
+        &[&id, &stream, &(to_seq as i64)],
+    )
+    .doing("moving a watermark")?;
+    Ok(())
+}
+
+fn release(tx: &mut impl GenericClient, id: &str, held: &Lease) -> StoreResult<u64> {
+    tx.execute(
+        "UPDATE execution_lease SET expires_at = to_timestamp(0) \
+         WHERE space = $1 AND holder = $2 AND epoch = $3",
+        &[&id, &held.holder, &(held.tenure as i64)],
+    )
+    .doing("releasing the lease")
+}
+
+fn read_doc(c: &mut impl GenericClient, id: &str, doc: &str) -> StoreResult<Option<DocRead>> {
+    let row = c
+        .query_opt(
+            "SELECT value, seq, rev FROM docs WHERE space = $1 AND id = $2",
+            &[&id, &doc],
+        )
+        .doing("reading a document")?;
+    let Some(row) = row else { return Ok(None) };
+    let Some(text) = row.get::<_, Option<String>>(0) else {
+        return Ok(None);
+    };
+    let value = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+        path: format!("postgres: space {id}").into(),
+        reason: format!("document {doc:?} holds invalid JSON: {e}"),
+    })?;
+    Ok(Some(DocRead {
+        value,
+        seq: row.get::<_, i64>(1) as u64,
+        rev: row.get::<_, i64>(2) as u64,
+    }))
+}
+
+fn event_from_row(r: &Row) -> EventRecord {
+    EventRecord {
+        event_id: r.get(0),
+        stream: r.get(1),
+        seq: r.get::<_, i64>(2) as u64,
+        payload: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(Value::Null),
+        fired_by: r.get(4),
+        fired_at_ms: r.get::<_, i64>(5) as u64,
+    }
+}
+
+fn lease_from_row(holder: String, r: &Row) -> Lease {
+    Lease {
+        holder,
+        tenure: r.get::<_, i64>(0) as u64,
+        expires_at_ms: r.get::<_, i64>(1).max(0) as u64,
+    }
+}
+
+impl SpaceStore for PgSpace {
+    fn space_id(&self) -> &str {
+        &self.id
+    }
+
+    fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
+        let r = self.commit_inner(req);
+        if r.is_err() {
+            self.counters.inc(Counter::CommitsRejected);
+        }
+        r
+    }
+
+    fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
+        read_doc(self.conn.c(), &self.id, doc)
+    }
+
+    fn head_seq(&mut self) -> StoreResult<u64> {
+        let row = self
+            .conn
+            .c()
+            .query_opt("SELECT head_seq FROM spaces WHERE id = $1", &[&self.id])
+            .doing("reading the head seq")?
+            .ok_or_else(|| StoreError::UnknownSpace(self.id.clone()))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn commits_since(&mut self, after_seq: u64, limit: usize) -> StoreResult<Vec<CommitRecord>> {
+        let rows = self
+            .conn
+            .c()
+            .query(
+                "SELECT seq, class, principal, session, at_ms FROM commits \
+                 WHERE space = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                &[&self.id, &(after_seq as i64), &(limit as i64)],
+            )
+            .doing("reading the log")?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let seq = r.get::<_, i64>(0);
+            let ops = self
+                .conn
+                .c()
+                .query(
+                    "SELECT doc_id, op, path, value FROM commit_ops \
+                     WHERE space = $1 AND seq = $2 ORDER BY idx",
+                    &[&self.id, &seq],
+                )
+                .doing("reading the log")?
+                .into_iter()
+                .map(|o| LoggedOp {
+                    doc_id: o.get(0),
+                    op: o.get(1),
+                    path: o
+                        .get::<_, Option<String>>(2)
+                        .and_then(|s| serde_json::from_str(&s).ok()),
+                    value: o
+                        .get::<_, Option<String>>(3)
+                        .and_then(|s| serde_json::from_str(&s).ok()),
+                })
+                .collect();
+            out.push(CommitRecord {
+                seq: seq as u64,
+                class: r.get(1),
+                principal: r.get(2),
+                session: r.get(3),
+                at_ms: r.get::<_, i64>(4) as u64,
+                ops,
+            });
+        }
+        Ok(out)
+    }
+
+    fn streams(&mut self) -> StoreResult<Vec<StreamState>> {
+        Ok(self
+            .conn
+            .c()
+            .query(
+                "SELECT stream, head_seq, watermark_seq FROM streams WHERE space = $1 \
+                 ORDER BY stream",
+                &[&self.id],
+            )
+            .doing("reading streams")?
+            .iter()
+            .map(|r| StreamState {
+                stream: r.get(0),
+                head_seq: r.get::<_, i64>(1) as u64,
+                watermark_seq: r.get::<_, i64>(2) as u64,
+            })
+            .collect())
+    }
+
+    fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
+        Ok(self
+            .conn
+            .c()
+            .query(
+                "SELECT e.event_id, e.stream, e.seq, e.payload, e.fired_by, e.fired_at_ms \
+                 FROM events e JOIN streams s ON s.space = e.space AND s.stream = e.stream \
+                 WHERE e.space = $1 AND e.seq > s.watermark_seq \
+                 ORDER BY e.seq, e.event_id LIMIT $2",
+                &[&self.id, &(limit as i64)],
+            )
+            .doing("reading undelivered events")?
+            .iter()
+            .map(event_from_row)
+            .collect())
+    }
+
+    fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        Ok(self
+            .conn
+            .c()
+            .query_opt(
+                "SELECT event_id, stream, seq, payload, fired_by, fired_at_ms FROM events \
+                 WHERE space = $1 AND event_id = $2",
+                &[&self.id, &event_id],
+            )
+            .doing("reading an event")?
+            .as_ref()
+            .map(event_from_row))
+    }
+
+    fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
+        let id = self.id.clone();
+        let holder = self.holder();
+        let ttl = self.ttl_ms();
+        let mut tx = self.conn.c().transaction().doing("taking the lease")?;
+        Self::lock_space(&mut tx, &id)?;
+        let lease = Self::take_lease(&mut tx, &id, &holder, ttl, &self.counters)?;
+        if lease.is_some() {
+            tx.commit().doing("taking the lease")?;
+            self.counters.inc(Counter::LeaseAcquired);
+        }
+        Ok(lease)
+    }
+
+    fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
+        let ttl = self.ttl_ms();
+        let row = self
+            .conn
+            .c()
+            .query_opt(
+                &format!(
+                    "UPDATE execution_lease SET expires_at = clock_timestamp() \
+                     + $4 * interval '1 millisecond' WHERE space = $1 AND holder = $2 \
+                     AND epoch = $3 AND expires_at > clock_timestamp() RETURNING epoch, {MS}"
+                ),
+                &[&self.id, &held.holder, &(held.tenure as i64), &ttl],
+            )
+            .doing("renewing the lease")?;
+        match row {
+            Some(r) => {
+                self.counters.inc(Counter::LeaseRenewed);
+                Ok(Some(lease_from_row(held.holder.clone(), &r)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
+        if release(self.conn.c(), &self.id, held)? == 1 {
+            self.counters.inc(Counter::LeaseReleased);
+        }
+        Ok(())
+    }
+
+    fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
+        Ok(self
+            .conn
+            .c()
+            .query_opt(
+                &format!("SELECT epoch, {MS}, holder FROM execution_lease WHERE space = $1"),
+                &[&self.id],
+            )
+            .doing("reading the lease")?
+            .map(|r| lease_from_row(r.get(2), &r)))
+    }
+}

@@ -1,0 +1,388 @@
+//! One behavioural suite for the store's contract (`store/mod.rs`,
+//! `# Contract`), run against both backends from one source: the SQLite
+//! files and a real PostgreSQL database (a throwaway cluster; see
+//! `common/pg.rs`). Each check is written once over `SpaceBackend`.
+
+mod common;
+
+use serde_json::json;
+use spacewake::clock::ManualClock;
+use spacewake::metrics::{Counter, Counters};
+use spacewake::store::postgres::PgStore;
+use spacewake::store::{
+    Author, CommitClass, CommitRequest, DocOp, Lease, NewEvent, PathSeg, SpaceBackend, SpaceStore,
+    Store, StoreConfig, StoreError,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Two "hosts" on one store, and how to let a lease expire.
+struct Fleet<B> {
+    a: B,
+    b: B,
+    counters_a: Arc<Counters>,
+    expire: Box<dyn Fn()>,
+    _keep: Option<tempfile::TempDir>,
+}
+
+const PG_TTL_MS: u64 = 400;
+
+fn sqlite() -> Fleet<Store> {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let open = |holder: &str, counters: Arc<Counters>| {
+        let mut cfg = StoreConfig::new(dir.path());
+        cfg.holder = Some(holder.into());
+        Store::open(cfg, clock.clone(), counters).unwrap()
+    };
+    let counters_a = Counters::new();
+    let a = open("host-a/1", counters_a.clone());
+    let b = open("host-b/1", Counters::new());
+    let ttl = a.config().lease_ttl_ms;
+    let c = clock.clone();
+    Fleet {
+        a,
+        b,
+        counters_a,
+        expire: Box::new(move || {
+            c.advance_ms(ttl + 1);
+        }),
+        _keep: Some(dir),
+    }
+}
+
+fn postgres(test: &str) -> Option<Fleet<PgStore>> {
+    let url = common::pg::database(test)?;
+    let counters_a = Counters::new();
+    let a = PgStore::open(&url, "host-a/1", PG_TTL_MS, counters_a.clone()).unwrap();
+    let b = PgStore::open(&url, "host-b/1", PG_TTL_MS, Counters::new()).unwrap();
+    Some(Fleet {
+        a,
+        b,
+        counters_a,
+        // Expiry is on the database's clock: wait it out.
+        expire: Box::new(|| std::thread::sleep(Duration::from_millis(PG_TTL_MS + 100))),
+        _keep: None,
+    })
+}
+
+/// Runs `check` against SQLite, then PostgreSQL.
+macro_rules! both {
+    ($name:ident, $check:ident) => {
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$check(super::sqlite());
+            }
+            #[test]
+            fn postgres() {
+                if let Some(f) = super::postgres(stringify!($name)) {
+                    super::$check(f);
+                }
+            }
+        }
+    };
+}
+
+fn set(id: &str, v: serde_json::Value) -> DocOp {
+    DocOp::Set {
+        id: id.into(),
+        value: v,
+    }
+}
+
+fn event(id: &str, stream: &str) -> NewEvent {
+    NewEvent {
+        event_id: id.into(),
+        stream: stream.into(),
+        payload: json!({ "id": id }),
+        fired_by: "did:key:test".into(),
+    }
+}
+
+fn authored() -> CommitRequest {
+    CommitRequest::new(CommitClass::Authored, Author::principal("did:key:test"))
+}
+
+fn derived(lease: &Lease) -> CommitRequest {
+    let mut r = CommitRequest::new(CommitClass::Derived, Author::server());
+    r.lease = Some(lease.clone());
+    r
+}
+
+both!(
+    commits_are_gap_free_and_atomic,
+    commits_are_gap_free_and_atomic
+);
+fn commits_are_gap_free_and_atomic<B: SpaceBackend>(f: Fleet<B>) {
+    f.a.create("s1", "did:key:owner").unwrap();
+    assert!(matches!(
+        f.b.create("s1", "did:key:owner"),
+        Err(StoreError::SpaceExists(_))
+    ));
+    let mut s = f.a.open("s1").unwrap();
+    assert_eq!(s.head_seq().unwrap(), 0);
+    let o = s.commit(authored().op(set("d", json!({"n": 1})))).unwrap();
+    assert_eq!(o.seq, Some(1));
+    let o = s
+        .commit(authored().op(set("e", json!("text"))).op(DocOp::Patch {
+            id: "d".into(),
+            path: vec![PathSeg::Key("n".into())],
+            value: json!(2),
+        }))
+        .unwrap();
+    assert_eq!(o.seq, Some(2));
+    // A commit whose second operation fails writes nothing, not even its first.
+    let bad = s.commit(authored().op(set("d", json!({"n": 99}))).op(DocOp::Patch {
+        id: "e".into(),
+        path: vec![PathSeg::Key("x".into()), PathSeg::Key("y".into())],
+        value: json!(1),
+    }));
+    assert!(
+        matches!(bad, Err(StoreError::BadPath { index: 1, .. })),
+        "{bad:?}"
+    );
+    assert_eq!(s.head_seq().unwrap(), 2);
+    let d = s.read("d").unwrap().unwrap();
+    assert_eq!((d.value, d.seq, d.rev), (json!({"n": 2}), 2, 2));
+    // The next commit takes the next seq: no gap where the failed one was.
+    assert_eq!(
+        s.commit(authored().op(set("f", json!(1)))).unwrap().seq,
+        Some(3)
+    );
+    // Another host sees the same log.
+    let mut other = f.b.open("s1").unwrap();
+    let log = other.commits_since(0, 10).unwrap();
+    assert_eq!(log.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(log[1].ops.len(), 2);
+    assert_eq!(log[1].ops[1].op, "patch");
+    assert_eq!(other.commits_since(2, 10).unwrap().len(), 1);
+    assert!(matches!(f.a.open("nope"), Err(StoreError::UnknownSpace(_))));
+}
+
+both!(
+    events_are_idempotent_and_watermarks_move_forward,
+    events_and_watermarks
+);
+fn events_and_watermarks<B: SpaceBackend>(f: Fleet<B>) {
+    f.a.create("s2", "did:key:owner").unwrap();
+    let mut s = f.a.open("s2").unwrap();
+    let me = Author::principal("did:key:test");
+    assert_eq!(
+        s.append_event(me.clone(), event("e1", "clicks"))
+            .unwrap()
+            .seq,
+        Some(1)
+    );
+    let again = s.append_event(me.clone(), event("e1", "clicks")).unwrap();
+    assert_eq!(again.seq, None, "a duplicate commits nothing");
+    assert_eq!(again.duplicates, vec![("e1".to_string(), 1)]);
+    assert_eq!(s.head_seq().unwrap(), 1);
+    assert_eq!(
+        s.append_event(me.clone(), event("e2", "clicks"))
+            .unwrap()
+            .seq,
+        Some(2)
+    );
+    assert_eq!(
+        s.append_event(me, event("k1", "keys")).unwrap().seq,
+        Some(3)
+    );
+    let ids = |s: &mut B::Space| {
+        s.undelivered_events(10)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event_id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&mut s), vec!["e1", "e2", "k1"]);
+    let mut r = authored();
+    r.watermarks = vec![("clicks".into(), 1)];
+    assert!(s.commit(r).unwrap().seq.is_some());
+    assert_eq!(ids(&mut s), vec!["e2", "k1"]);
+    let mut back = authored();
+    back.watermarks = vec![("clicks".into(), 0)];
+    assert!(matches!(s.commit(back), Err(StoreError::InvalidCommit(_))));
+    let mut past = authored();
+    past.watermarks = vec![("keys".into(), 4)];
+    assert!(matches!(s.commit(past), Err(StoreError::InvalidCommit(_))));
+    let streams = s.streams().unwrap();
+    assert_eq!(streams.len(), 2);
+    assert_eq!(
+        (
+            streams[0].stream.as_str(),
+            streams[0].head_seq,
+            streams[0].watermark_seq
+        ),
+        ("clicks", 2, 1)
+    );
+    let e2 = s.event("e2").unwrap().unwrap();
+    assert_eq!((e2.seq, e2.payload), (2, json!({"id": "e2"})));
+    assert!(s.event("nope").unwrap().is_none());
+}
+
+both!(leases_fence_derived_commits, leases_fence_derived_commits);
+fn leases_fence_derived_commits<B: SpaceBackend>(f: Fleet<B>) {
+    f.a.create("s3", "did:key:owner").unwrap();
+    let mut sa = f.a.open("s3").unwrap();
+    let mut sb = f.b.open("s3").unwrap();
+    let la = sa.acquire_lease().unwrap().expect("a free lease is taken");
+    assert_eq!(la.holder, "host-a/1");
+    assert!(
+        sb.acquire_lease().unwrap().is_none(),
+        "a live lease is not taken"
+    );
+    assert_eq!(
+        sa.commit(derived(&la).op(set("x", json!(1)))).unwrap().seq,
+        Some(1)
+    );
+    // Without a lease, or with another holder's name, a derived commit is refused.
+    let mut bare = CommitRequest::new(CommitClass::Derived, Author::server());
+    bare.ops.push(set("x", json!(2)));
+    assert!(matches!(
+        sb.commit(bare),
+        Err(StoreError::NotLeaseHolder(_))
+    ));
+    let forged = Lease {
+        holder: "host-b/1".into(),
+        ..la.clone()
+    };
+    assert!(matches!(
+        sb.commit(derived(&forged).op(set("x", json!(3)))),
+        Err(StoreError::NotLeaseHolder(_))
+    ));
+
+    (f.expire)();
+    let lb = sb
+        .acquire_lease()
+        .unwrap()
+        .expect("an expired lease is taken over");
+    assert_eq!(lb.tenure, la.tenure + 1, "every taking raises the epoch");
+    let refused0 = f.counters_a.space_value("s3", Counter::DerivedRefused);
+    let stale = sa.commit(derived(&la).op(set("x", json!(4))));
+    assert!(
+        matches!(stale, Err(StoreError::NotLeaseHolder(_))),
+        "{stale:?}"
+    );
+    assert_eq!(
+        f.counters_a.space_value("s3", Counter::DerivedRefused),
+        refused0 + 1,
+        "the stale host's refused write is counted"
+    );
+    assert!(
+        sa.renew_lease(&la).unwrap().is_none(),
+        "a lost lease does not renew"
+    );
+    assert_eq!(
+        sb.commit(derived(&lb).op(set("x", json!(5)))).unwrap().seq,
+        Some(2)
+    );
+    assert_eq!(sa.read("x").unwrap().unwrap().value, json!(5));
+    let renewed = sb.renew_lease(&lb).unwrap().expect("a live lease renews");
+    assert_eq!(renewed.tenure, lb.tenure);
+    sb.release_lease(&lb).unwrap();
+    let cur = sa.current_lease().unwrap().unwrap();
+    assert_eq!(
+        (cur.tenure, cur.expires_at_ms),
+        (lb.tenure, 0),
+        "released: epoch kept"
+    );
+    let la2 = sa
+        .acquire_lease()
+        .unwrap()
+        .expect("a released lease is free");
+    assert_eq!(la2.tenure, lb.tenure + 1);
+}
+
+both!(
+    a_commit_can_take_and_give_back_the_lease,
+    take_and_release_in_commit
+);
+fn take_and_release_in_commit<B: SpaceBackend>(f: Fleet<B>) {
+    f.a.create("s4", "did:key:owner").unwrap();
+    let mut sa = f.a.open("s4").unwrap();
+    let mut sb = f.b.open("s4").unwrap();
+    let mut take = authored().event(event("w1", "wake"));
+    take.take_lease = true;
+    let o = sa.commit(take).unwrap();
+    let lease = o.lease.expect("the commit took the lease");
+    let mut other = authored().op(set("y", json!(1)));
+    other.take_lease = true;
+    assert!(
+        matches!(sb.commit(other), Err(StoreError::NotLeaseHolder(_))),
+        "a live lease refuses a commit that would take it"
+    );
+    assert_eq!(
+        sb.head_seq().unwrap(),
+        1,
+        "and nothing of that commit is written"
+    );
+    // The wave's commit delivers the last event and gives the lease back.
+    let mut wave = derived(&lease).op(set("out", json!("done")));
+    wave.watermarks = vec![("wake".into(), 1)];
+    wave.release_lease_if_idle = true;
+    let o = sa.commit(wave).unwrap();
+    // SQLite honours the fold only on a file held exclusively (the space was
+    // opened shared here); PostgreSQL always can, in one transaction.
+    if o.lease_released {
+        assert_eq!(sa.current_lease().unwrap().unwrap().expires_at_ms, 0);
+        assert!(sb.acquire_lease().unwrap().is_some());
+    }
+}
+
+#[test]
+fn sqlite_refuses_a_newer_schema() {
+    let f = sqlite();
+    f.a.create("s5", "did:key:owner").unwrap();
+    let path = f.a.space_path("s5");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA user_version = 999").unwrap();
+    drop(conn);
+    let Err(e) = f.a.open("s5") else {
+        panic!("a newer schema is refused")
+    };
+    assert!(
+        matches!(e, StoreError::NewerSchema { found: 999, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn postgres_refuses_a_newer_schema_and_migrates_once() {
+    let Some(url) = common::pg::database("newer_schema") else {
+        return;
+    };
+    // Several hosts starting together apply the migrations once.
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                PgStore::open(&url, &format!("h{i}"), 1000, Counters::new())
+                    .map(|s| s.schema_version().unwrap())
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap(), 1);
+    }
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.execute(
+        "UPDATE store_meta SET value = '999' WHERE key = 'schema_version'",
+        &[],
+    )
+    .unwrap();
+    let Err(e) = PgStore::open(&url, "h", 1000, Counters::new()) else {
+        panic!("a newer schema is refused")
+    };
+    assert!(
+        matches!(
+            e,
+            StoreError::NewerDatabaseSchema {
+                found: 999,
+                supported: 1
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("upgrade spacewake"), "{e}");
+}
