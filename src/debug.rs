@@ -105,3 +105,63 @@ pub fn lease_contender(
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// One side of the two-process lease race (`tests/fleet_lease_race.rs`) on
+/// a PostgreSQL store. Line commands on stdin, one answer line each:
+/// `acquire` → `won EPOCH` | `lost`; `commit EPOCH` (a derived commit
+/// under this holder's lease at that epoch) → `ok SEQ` | `refused`;
+/// `release EPOCH` → `released`. At the end it prints `refused N`, the
+/// derived commits the store refused, as counted.
+pub fn lease_racer(url: &str, space: &str, holder: &str) -> anyhow::Result<ExitCode> {
+    use crate::metrics::Counter;
+    use crate::store::postgres::PgStore;
+    use crate::store::{Lease, SpaceBackend, SpaceStore};
+    use std::io::BufRead;
+    let counters = Counters::new();
+    let store = PgStore::open(url, holder, 10_000, counters.clone())?;
+    let mut sp = store.open(space)?;
+    let mut out = std::io::stdout().lock();
+    let lease = |epoch: &str| -> anyhow::Result<Lease> {
+        Ok(Lease {
+            holder: holder.to_string(),
+            tenure: epoch.parse()?,
+            expires_at_ms: 0,
+        })
+    };
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        let (cmd, arg) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        let answer = match cmd {
+            "acquire" => match sp.acquire_lease()? {
+                Some(l) => format!("won {}", l.tenure),
+                None => "lost".into(),
+            },
+            "commit" => {
+                let mut req = CommitRequest::new(CommitClass::Derived, Author::server());
+                req.lease = Some(lease(arg)?);
+                req.ops.push(DocOp::Set {
+                    id: "race".into(),
+                    value: json!({ "holder": holder, "epoch": arg }),
+                });
+                match sp.commit(req) {
+                    Ok(o) => format!("ok {}", o.seq.unwrap_or(0)),
+                    Err(StoreError::NotLeaseHolder(_)) => "refused".into(),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            "release" => {
+                sp.release_lease(&lease(arg)?)?;
+                "released".into()
+            }
+            other => anyhow::bail!("unknown command {other:?}"),
+        };
+        writeln!(out, "{answer}")?;
+        out.flush()?;
+    }
+    writeln!(
+        out,
+        "refused {}",
+        counters.space_value(space, Counter::DerivedRefused)
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -206,6 +206,16 @@ pub enum DebugCommand {
         #[arg(long, default_value_t = 300)]
         ttl_ms: u64,
     },
+    /// One side of the lease race on a PostgreSQL store: reads `acquire`,
+    /// `commit EPOCH` and `release EPOCH` lines, answers each on stdout.
+    LeaseRacer {
+        #[arg(long)]
+        store: String,
+        #[arg(long)]
+        space: String,
+        #[arg(long)]
+        holder: String,
+    },
 }
 
 /// Where a command finds the host's data directory.
@@ -285,6 +295,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 millis,
                 ttl_ms,
             } => crate::debug::lease_contender(&data, &space, millis, ttl_ms),
+            DebugCommand::LeaseRacer {
+                store,
+                space,
+                holder,
+            } => crate::debug::lease_racer(&store, &space, &holder),
         },
     }
 }

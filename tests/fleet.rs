@@ -1,0 +1,130 @@
+//! Fleet mode on a real PostgreSQL (a throwaway cluster, `common/pg.rs`):
+//! hosts in separate processes contending for one database.
+
+mod common;
+
+use spacewake::metrics::Counters;
+use spacewake::store::postgres::PgStore;
+use spacewake::store::SpaceBackend;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+struct Racer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Racer {
+    fn spawn(url: &str, holder: &str) -> Racer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+            .args(["debug", "lease-racer", "--store", url, "--space", "race"])
+            .args(["--holder", holder])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Racer {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn answer(&mut self) -> String {
+        let mut s = String::new();
+        self.stdout.read_line(&mut s).unwrap();
+        assert!(!s.is_empty(), "the racer ended early");
+        s.trim_end().to_string()
+    }
+}
+
+/// Two host processes acquire one space's lease at the same moment, 1,000
+/// times: exactly one wins each round, and the loser's derived commit under
+/// the winner's epoch is refused (and counted by the loser).
+#[test]
+fn two_processes_race_for_one_lease_and_exactly_one_wins_each_round() {
+    let Some(url) = common::pg::database("lease_race") else {
+        return;
+    };
+    let store = PgStore::open(&url, "setup", 10_000, Counters::new()).unwrap();
+    store.create("race", "did:key:owner").unwrap();
+    let mut racers = [
+        Racer::spawn(&url, "host-a/1"),
+        Racer::spawn(&url, "host-b/1"),
+    ];
+    const ROUNDS: usize = 1_000;
+    let mut wins = [0usize; 2];
+    let mut last_epoch = 0u64;
+    for round in 0..ROUNDS {
+        // Both hear "acquire" before either answer is read.
+        for r in racers.iter_mut() {
+            r.send("acquire");
+        }
+        let answers: Vec<String> = racers.iter_mut().map(Racer::answer).collect();
+        let won: Vec<usize> = (0..2).filter(|&i| answers[i].starts_with("won ")).collect();
+        assert_eq!(won.len(), 1, "round {round}: {answers:?}");
+        let (w, l) = (won[0], 1 - won[0]);
+        wins[w] += 1;
+        let epoch: u64 = answers[w][4..].parse().unwrap();
+        assert!(
+            epoch > last_epoch,
+            "round {round}: epoch {epoch} after {last_epoch}"
+        );
+        last_epoch = epoch;
+        assert_eq!(answers[l], "lost");
+        // The loser writes as if it held the winner's epoch: refused.
+        racers[l].send(&format!("commit {epoch}"));
+        assert_eq!(racers[l].answer(), "refused", "round {round}");
+        racers[w].send(&format!("commit {epoch}"));
+        assert!(racers[w].answer().starts_with("ok "), "round {round}");
+        racers[w].send(&format!("release {epoch}"));
+        assert_eq!(racers[w].answer(), "released");
+    }
+    let mut refused = 0;
+    for r in racers.iter_mut() {
+        // End of input: the racer prints its count and exits.
+        r.stdin = None;
+    }
+    for r in racers.iter_mut() {
+        let line = r.answer();
+        refused += line
+            .strip_prefix("refused ")
+            .unwrap()
+            .parse::<usize>()
+            .unwrap();
+        assert!(r.child.wait().unwrap().success());
+    }
+    assert_eq!(
+        refused, ROUNDS,
+        "every loser's write was refused and counted"
+    );
+    assert!(
+        wins[0] > 0 && wins[1] > 0,
+        "both processes won some rounds: {wins:?}"
+    );
+
+    // From the database: one derived commit per round, each under its own epoch.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let row = c
+        .query_one(
+            "SELECT count(*), count(DISTINCT epoch), max(seq) FROM commits \
+             WHERE space = 'race' AND class = 'derived'",
+            &[],
+        )
+        .unwrap();
+    let (n, epochs, max_seq): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(
+        (n, epochs, max_seq),
+        (ROUNDS as i64, ROUNDS as i64, ROUNDS as i64)
+    );
+    println!("lease race: {ROUNDS} rounds, wins {wins:?}, {refused} loser writes refused");
+}
