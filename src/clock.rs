@@ -23,6 +23,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub trait Clock: Send + Sync + 'static {
     fn now_ms(&self) -> u64;
 
+    /// Milliseconds on a clock that never jumps (for measuring how long
+    /// ago something happened on this host, such as a lease's last
+    /// renewal); only differences between readings mean anything. A manual
+    /// clock's is its `now_ms`.
+    fn monotonic_ms(&self) -> u64 {
+        self.now_ms()
+    }
+
     /// How long, in real time, a thread may block before `deadline_ms` on
     /// this clock can have come: zero once it has. `None` when the passing
     /// of real time never brings it (a manual clock moves only when told,
@@ -50,6 +58,11 @@ impl Clock for SystemClock {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0)
+    }
+
+    fn monotonic_ms(&self) -> u64 {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(Instant::now).elapsed().as_millis() as u64
     }
 }
 

@@ -118,7 +118,7 @@ pub fn lease_racer(url: &str, space: &str, holder: &str) -> anyhow::Result<ExitC
     use crate::store::{Lease, SpaceBackend, SpaceStore};
     use std::io::BufRead;
     let counters = Counters::new();
-    let store = PgStore::open(url, holder, 10_000, counters.clone())?;
+    let store = PgStore::open(url, holder, 10_000, Arc::new(SystemClock), counters.clone())?;
     let mut sp = store.open(space)?;
     let mut out = std::io::stdout().lock();
     let lease = |epoch: &str| -> anyhow::Result<Lease> {

@@ -3,11 +3,13 @@
 
 mod common;
 
-use spacewake::metrics::Counters;
+use spacewake::clock::{ManualClock, SystemClock};
+use spacewake::metrics::{Counter, Counters};
 use spacewake::store::postgres::PgStore;
 use spacewake::store::SpaceBackend;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
 
 struct Racer {
     child: Child,
@@ -55,7 +57,14 @@ fn two_processes_race_for_one_lease_and_exactly_one_wins_each_round() {
     let Some(url) = common::pg::database("lease_race") else {
         return;
     };
-    let store = PgStore::open(&url, "setup", 10_000, Counters::new()).unwrap();
+    let store = PgStore::open(
+        &url,
+        "setup",
+        10_000,
+        Arc::new(SystemClock),
+        Counters::new(),
+    )
+    .unwrap();
     store.create("race", "did:key:owner").unwrap();
     let mut racers = [
         Racer::spawn(&url, "host-a/1"),
@@ -127,4 +136,48 @@ fn two_processes_race_for_one_lease_and_exactly_one_wins_each_round() {
         (ROUNDS as i64, ROUNDS as i64, ROUNDS as i64)
     );
     println!("lease race: {ROUNDS} rounds, wins {wins:?}, {refused} loser writes refused");
+}
+
+/// A host whose own monotonic clock says its lease's TTL (less the margin)
+/// has passed since its last renewal stops committing by itself, before
+/// the database is asked — even while the database would still accept —
+/// and starts again after a renewal succeeds.
+#[test]
+fn a_host_stops_committing_by_itself_when_its_own_clock_says_the_lease_is_stale() {
+    use spacewake::store::{Author, CommitClass, CommitRequest, DocOp, SpaceStore, StoreError};
+    let Some(url) = common::pg::database("self_fence") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::default());
+    let counters = Counters::new();
+    let ttl = 10_000;
+    let store = PgStore::open(&url, "host-a/1", ttl, clock.clone(), counters.clone()).unwrap();
+    store.create("s", "did:key:owner").unwrap();
+    let mut s = store.open("s").unwrap();
+    let lease = s.acquire_lease().unwrap().unwrap();
+    let write = |s: &mut spacewake::store::postgres::PgSpace, n: i64| {
+        let mut r = CommitRequest::new(CommitClass::Derived, Author::server());
+        r.lease = Some(lease.clone());
+        r.ops.push(DocOp::Set {
+            id: "d".into(),
+            value: serde_json::json!(n),
+        });
+        s.commit(r)
+    };
+    write(&mut s, 1).unwrap();
+    // As if this host had been paused: its clock moves past 3/4 of the TTL.
+    clock.advance_ms(ttl * 3 / 4);
+    let e = write(&mut s, 2).unwrap_err();
+    assert!(matches!(e, StoreError::NotLeaseHolder(_)), "{e}");
+    assert!(e.to_string().contains("may have expired"), "{e}");
+    assert_eq!(counters.space_value("s", Counter::LeaseSelfFenced), 1);
+    assert_eq!(counters.space_value("s", Counter::DerivedRefused), 1);
+    assert_eq!(s.read("d").unwrap().unwrap().value, serde_json::json!(1));
+    // The database still holds the lease live (10 s of real time): a
+    // renewal succeeds and the host writes again.
+    s.renew_lease(&lease)
+        .unwrap()
+        .expect("still live in the database");
+    write(&mut s, 3).unwrap();
+    assert_eq!(s.read("d").unwrap().unwrap().value, serde_json::json!(3));
 }

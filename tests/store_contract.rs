@@ -27,6 +27,10 @@ struct Fleet<B> {
 
 const PG_TTL_MS: u64 = 400;
 
+fn sys() -> Arc<dyn spacewake::clock::Clock> {
+    Arc::new(spacewake::clock::SystemClock)
+}
+
 fn sqlite() -> Fleet<Store> {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::default());
@@ -54,8 +58,8 @@ fn sqlite() -> Fleet<Store> {
 fn postgres(test: &str) -> Option<Fleet<PgStore>> {
     let url = common::pg::database(test)?;
     let counters_a = Counters::new();
-    let a = PgStore::open(&url, "host-a/1", PG_TTL_MS, counters_a.clone()).unwrap();
-    let b = PgStore::open(&url, "host-b/1", PG_TTL_MS, Counters::new()).unwrap();
+    let a = PgStore::open(&url, "host-a/1", PG_TTL_MS, sys(), counters_a.clone()).unwrap();
+    let b = PgStore::open(&url, "host-b/1", PG_TTL_MS, sys(), Counters::new()).unwrap();
     Some(Fleet {
         a,
         b,
@@ -357,7 +361,7 @@ fn postgres_refuses_a_newer_schema_and_migrates_once() {
         .map(|i| {
             let url = url.clone();
             std::thread::spawn(move || {
-                PgStore::open(&url, &format!("h{i}"), 1000, Counters::new())
+                PgStore::open(&url, &format!("h{i}"), 1000, sys(), Counters::new())
                     .map(|s| s.schema_version().unwrap())
             })
         })
@@ -371,7 +375,7 @@ fn postgres_refuses_a_newer_schema_and_migrates_once() {
         &[],
     )
     .unwrap();
-    let Err(e) = PgStore::open(&url, "h", 1000, Counters::new()) else {
+    let Err(e) = PgStore::open(&url, "h", 1000, sys(), Counters::new()) else {
         panic!("a newer schema is refused")
     };
     assert!(

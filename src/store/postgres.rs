@@ -27,6 +27,7 @@ use super::records::{
     CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord, Lease,
     LoggedOp, NewEvent, StreamState,
 };
+use crate::clock::Clock;
 use crate::metrics::{Counter, Counters, SpaceCounters};
 use postgres::{Client, GenericClient, NoTls, Row};
 use serde_json::Value;
@@ -42,6 +43,12 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[(
 /// Key of the advisory lock that serialises migrations across hosts.
 const MIGRATION_LOCK: i64 = 0x7370_6163_6577_616b; // "spacewak"
 
+/// A host stops committing under a lease by itself once its own monotonic
+/// clock says this share of the TTL has passed since the start of the last
+/// renewal that succeeded: three quarters, so a holder renewing every third
+/// of the TTL has missed two renewals first.
+pub const SELF_FENCE_NUM_DEN: (u64, u64) = (3, 4);
+
 /// How many idle connections a store keeps for its spaces.
 const POOL_IDLE: usize = 8;
 
@@ -53,6 +60,7 @@ pub struct PgStore {
 
 struct PgShared {
     url: String,
+    clock: Arc<dyn Clock>,
     holder: String,
     lease_ttl_ms: u64,
     counters: Arc<Counters>,
@@ -69,6 +77,7 @@ impl PgStore {
         url: &str,
         holder: &str,
         lease_ttl_ms: u64,
+        clock: Arc<dyn Clock>,
         counters: Arc<Counters>,
     ) -> StoreResult<PgStore> {
         let mut client = Client::connect(url, NoTls).doing("connecting")?;
@@ -76,6 +85,7 @@ impl PgStore {
         Ok(PgStore {
             inner: Arc::new(PgShared {
                 url: url.to_string(),
+                clock,
                 holder: holder.to_string(),
                 lease_ttl_ms,
                 counters,
@@ -227,6 +237,7 @@ impl SpaceBackend for PgStore {
             id: id.to_string(),
             counters: self.inner.counters.space(id),
             conn: c,
+            held: None,
         })
     }
 }
@@ -236,6 +247,10 @@ pub struct PgSpace {
     id: String,
     counters: SpaceCounters,
     conn: Pooled,
+    /// The lease this handle took or renewed last: its epoch, and the
+    /// monotonic time at which that request was sent (a conservative start
+    /// for its TTL).
+    held: Option<(u64, u64)>,
 }
 
 /// Milliseconds since the Unix epoch of a `timestamptz` expression.
@@ -248,6 +263,25 @@ impl PgSpace {
 
     fn holder(&self) -> String {
         self.conn.pool.holder.clone()
+    }
+
+    fn monotonic_ms(&self) -> u64 {
+        self.conn.pool.clock.monotonic_ms()
+    }
+
+    /// Whether this host's own clock says `lease` may have expired: the
+    /// TTL less its margin has passed since the start of the last renewal
+    /// of it that succeeded. Only for a lease this handle took or renewed;
+    /// any other is left to the database's check.
+    fn self_fenced(&self, lease: &Lease) -> bool {
+        let (num, den) = SELF_FENCE_NUM_DEN;
+        match self.held {
+            Some((epoch, sent_ms)) if epoch == lease.tenure && lease.holder == self.holder() => {
+                self.monotonic_ms().saturating_sub(sent_ms)
+                    >= self.conn.pool.lease_ttl_ms * num / den
+            }
+            _ => false,
+        }
     }
 
     /// Takes the lease inside `tx`, whose caller holds the space's row lock.
@@ -311,6 +345,20 @@ impl PgSpace {
         let holder = self.holder();
         let ttl = self.ttl_ms();
         let counters = self.counters.clone();
+        if req.class == CommitClass::Derived {
+            if let Some(l) = req.lease.as_ref().filter(|l| self.self_fenced(l)) {
+                counters.inc(Counter::LeaseSelfFenced);
+                counters.inc(Counter::DerivedRefused);
+                return Err(StoreError::NotLeaseHolder(format!(
+                    "this host's clock says the lease at epoch {} may have expired \
+                     (no renewal for {} ms of its {} ms TTL)",
+                    l.tenure,
+                    self.monotonic_ms() - self.held.map_or(0, |h| h.1),
+                    self.conn.pool.lease_ttl_ms
+                )));
+            }
+        }
+        let sent_ms = self.monotonic_ms();
         let mut tx = self.conn.c().transaction().doing("beginning a commit")?;
         let head = Self::lock_space(&mut tx, &id)?;
 
@@ -451,6 +499,12 @@ impl PgSpace {
             _ => false,
         };
         tx.commit().doing("committing")?;
+        if let Some(t) = &taken {
+            self.held = Some((t.tenure, sent_ms));
+        }
+        if released {
+            self.held = None;
+        }
 
         if seq.is_some() {
             counters.inc(match req.class {
@@ -750,18 +804,21 @@ impl SpaceStore for PgSpace {
         let id = self.id.clone();
         let holder = self.holder();
         let ttl = self.ttl_ms();
+        let sent_ms = self.monotonic_ms();
         let mut tx = self.conn.c().transaction().doing("taking the lease")?;
         Self::lock_space(&mut tx, &id)?;
         let lease = Self::take_lease(&mut tx, &id, &holder, ttl, &self.counters)?;
-        if lease.is_some() {
+        if let Some(l) = &lease {
             tx.commit().doing("taking the lease")?;
             self.counters.inc(Counter::LeaseAcquired);
+            self.held = Some((l.tenure, sent_ms));
         }
         Ok(lease)
     }
 
     fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
         let ttl = self.ttl_ms();
+        let sent_ms = self.monotonic_ms();
         let row = self
             .conn
             .c()
@@ -777,6 +834,7 @@ impl SpaceStore for PgSpace {
         match row {
             Some(r) => {
                 self.counters.inc(Counter::LeaseRenewed);
+                self.held = Some((held.tenure, sent_ms));
                 Ok(Some(lease_from_row(held.holder.clone(), &r)))
             }
             None => Ok(None),
@@ -786,6 +844,9 @@ impl SpaceStore for PgSpace {
     fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
         if release(self.conn.c(), &self.id, held)? == 1 {
             self.counters.inc(Counter::LeaseReleased);
+        }
+        if self.held.is_some_and(|h| h.0 == held.tenure) {
+            self.held = None;
         }
         Ok(())
     }
