@@ -181,3 +181,99 @@ fn a_host_stops_committing_by_itself_when_its_own_clock_says_the_lease_is_stale(
     write(&mut s, 3).unwrap();
     assert_eq!(s.read("d").unwrap().unwrap().value, serde_json::json!(3));
 }
+
+/// Three hosts claim from one shared wake directory at once: every due
+/// space (a wake due, or undelivered events) is claimed exactly once, none
+/// that is not due, none whose lease another host holds live; an expired
+/// lease is claimed with the next epoch.
+#[test]
+fn hosts_claiming_due_spaces_at_once_claim_each_exactly_once() {
+    use spacewake::store::SpaceStore;
+    use std::collections::HashMap;
+    let Some(url) = common::pg::database("claims") else {
+        return;
+    };
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let setup = PgStore::open(&url, "setup/1", 300, sys(), Counters::new()).unwrap();
+    const N: usize = 300;
+    for i in 0..N {
+        setup.create(&format!("c{i:03}"), "did:key:owner").unwrap();
+    }
+    // The directory as the schedule index would leave it: a third due
+    // (wake at 1,000 <= now 5,000), a third later, a third with undelivered
+    // events and no wake.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(
+        "UPDATE spaces SET next_wake_ms = CASE substr(id, 2)::int % 3 \
+           WHEN 0 THEN 1000 WHEN 1 THEN 9000 ELSE NULL END, \
+         undelivered = substr(id, 2)::int % 3 = 2",
+    )
+    .unwrap();
+    // c000 (due) is held live by a fourth host; c003 (due) has an expired lease.
+    let mut held = setup.open("c000").unwrap();
+    held.acquire_lease().unwrap().unwrap();
+    let other = PgStore::open(&url, "gone/1", 1, sys(), Counters::new()).unwrap();
+    let expired = other
+        .open("c003")
+        .unwrap()
+        .acquire_lease()
+        .unwrap()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+
+    let claimers: Vec<_> = ["a", "b", "c"]
+        .into_iter()
+        .map(|h| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let s = PgStore::open(&url, &format!("host-{h}/1"), 60_000, sys(), Counters::new())
+                    .unwrap();
+                let mut got = Vec::new();
+                loop {
+                    let batch = s.claim_due(5_000, 8).unwrap();
+                    if batch.is_empty() {
+                        return got;
+                    }
+                    got.extend(batch);
+                }
+            })
+        })
+        .collect();
+    let mut by_space: HashMap<String, Vec<(String, u64)>> = HashMap::new();
+    let mut per_host = Vec::new();
+    for t in claimers {
+        let got = t.join().unwrap();
+        per_host.push(got.len());
+        for cl in got {
+            by_space
+                .entry(cl.space)
+                .or_default()
+                .push((cl.lease.holder, cl.lease.tenure));
+        }
+    }
+    let want: Vec<String> = (0..N)
+        .filter(|i| i % 3 != 1 && *i != 0)
+        .map(|i| format!("c{i:03}"))
+        .collect();
+    let mut claimed: Vec<&String> = by_space.keys().collect();
+    claimed.sort();
+    assert_eq!(
+        claimed,
+        want.iter().collect::<Vec<_>>(),
+        "exactly the due spaces"
+    );
+    for (space, claims) in &by_space {
+        assert_eq!(
+            claims.len(),
+            1,
+            "{space} claimed more than once: {claims:?}"
+        );
+    }
+    assert_eq!(
+        by_space["c003"][0].1,
+        expired.tenure + 1,
+        "expired lease: next epoch"
+    );
+    assert_eq!(per_host.iter().sum::<usize>(), want.len());
+    println!("claims per host: {per_host:?}");
+}

@@ -107,6 +107,71 @@ impl PgStore {
     }
 }
 
+/// A due space a host claimed: the lease it now holds for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub space: String,
+    pub lease: Lease,
+}
+
+impl PgStore {
+    /// Claims up to `limit` spaces that need a host — a wake due by
+    /// `now_ms`, or undelivered events — and whose lease nobody holds live,
+    /// in one statement: the rows are locked with `SKIP LOCKED`, so hosts
+    /// claiming at once never wait for each other and never claim the same
+    /// space, and each claimed space's lease is taken for this host (epoch
+    /// + 1) before the statement commits. A claim is a lease: the host
+    /// fires write-first under it as it would under any lease, and a host
+    /// that loses it is fenced.
+    pub fn claim_due(&self, now_ms: u64, limit: usize) -> StoreResult<Vec<Claim>> {
+        let mut c = self.inner.take()?;
+        let holder = self.inner.holder.clone();
+        let rows = c
+            .c()
+            .query(
+                &format!(
+                    "WITH due AS ( \
+                       SELECT s.id FROM spaces s \
+                       WHERE (s.next_wake_ms <= $1 OR s.undelivered) AND s.quarantined IS NULL \
+                       AND NOT EXISTS (SELECT 1 FROM execution_lease l \
+                                       WHERE l.space = s.id AND l.expires_at > clock_timestamp()) \
+                       ORDER BY s.undelivered DESC, s.next_wake_ms \
+                       LIMIT $2 FOR UPDATE OF s SKIP LOCKED) \
+                     INSERT INTO execution_lease AS l (space, holder, epoch, expires_at) \
+                     SELECT id, $3, 1, clock_timestamp() + $4 * interval '1 millisecond' FROM due \
+                     ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
+                       epoch = l.epoch + 1, expires_at = excluded.expires_at \
+                       WHERE l.expires_at <= clock_timestamp() \
+                     RETURNING space, epoch, {MS}"
+                ),
+                &[
+                    &(now_ms as i64),
+                    &(limit as i64),
+                    &holder,
+                    &(self.inner.lease_ttl_ms as f64),
+                ],
+            )
+            .doing("claiming due spaces")?;
+        let claims: Vec<Claim> = rows
+            .iter()
+            .map(|r| Claim {
+                space: r.get(0),
+                lease: Lease {
+                    holder: holder.clone(),
+                    tenure: r.get::<_, i64>(1) as u64,
+                    expires_at_ms: r.get::<_, i64>(2) as u64,
+                },
+            })
+            .collect();
+        for cl in &claims {
+            let sc = self.inner.counters.space(&cl.space);
+            sc.inc(Counter::LeaseAcquired);
+            sc.inc(Counter::FleetClaims);
+        }
+        Ok(claims)
+    }
+}
+
 impl PgShared {
     fn take(self: &Arc<Self>) -> StoreResult<Pooled> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
