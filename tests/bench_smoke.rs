@@ -107,3 +107,28 @@ fn bench_schedule_instructions_mode_wakes_every_space_each_round() {
         "{text}"
     );
 }
+
+#[test]
+fn bench_fleet_prints_its_side_by_side_figures() {
+    // It starts its own throwaway PostgreSQL; without the server binaries
+    // (and outside CI) there is nothing to run.
+    if let Err(why) = spacewake::pg_cluster::find_binaries() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("bench fleet needs PostgreSQL: {why}");
+        }
+        eprintln!("bench_fleet: skipped, no PostgreSQL: {why}");
+        return;
+    }
+    prints_all(
+        "fleet",
+        &[
+            "round trip",
+            "commits: 1 thread(s), SQLite",
+            "commits: 4 thread(s)",
+            "PostgreSQL",
+            "with 1 host(s)",
+            "with 2 host(s)",
+            "with 3 host(s)",
+        ],
+    );
+}

@@ -1,5 +1,6 @@
 pub mod accounting;
 pub mod console;
+pub mod fleet;
 pub mod patterns;
 pub mod schedule;
 pub mod serve;
@@ -22,4 +23,15 @@ pub(crate) fn status_kib(field: &str) -> u64 {
 /// Resident set size of this process, KiB.
 pub(crate) fn rss_kib() -> u64 {
     status_kib("VmRSS:")
+}
+
+/// User + system CPU seconds of this process so far.
+pub(crate) fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        tv(u.ru_utime) + tv(u.ru_stime)
+    }
 }

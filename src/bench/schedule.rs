@@ -521,7 +521,7 @@ fn wakes(
                 open((cap, reuse))?
             }
         };
-        let cpu0 = cpu_seconds();
+        let cpu0 = crate::bench::process_cpu_seconds();
         let began = Instant::now();
         h.start_waker();
         let waker0 = thread_cpu_seconds("waker");
@@ -534,7 +534,7 @@ fn wakes(
             d >= herd as i64
         })?;
         let secs = began.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu0;
+        let cpu = crate::bench::process_cpu_seconds() - cpu0;
         let waker_cpu = thread_cpu_seconds("waker") - waker0;
         let c = h.counters().host();
         let fired = c.get(Counter::ScheduleFired);
@@ -748,17 +748,6 @@ fn thread_cpu_seconds(name: &str) -> f64 {
         }
     }
     ticks as f64 / tick
-}
-
-/// User + system CPU seconds of this process so far.
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct we pass.
-    unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-        tv(u.ru_utime) + tv(u.ru_stime)
-    }
 }
 
 // ----- 3. lateness -----------------------------------------------------------

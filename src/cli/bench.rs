@@ -12,6 +12,16 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },
+    /// The PostgreSQL store beside the SQLite files: commits/s, and the
+    /// store-level wake path with one, two and three hosts.
+    Fleet {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// A PostgreSQL database to use (its spaces are added to); a
+        /// throwaway cluster when omitted.
+        #[arg(long)]
+        store: Option<String>,
+    },
     /// Wave time with compute metering on vs off.
     Accounting {
         #[arg(long, default_value_t = 1.0)]
@@ -79,6 +89,7 @@ pub fn run(which: BenchCommand) -> anyhow::Result<ExitCode> {
         } => crate::bench::serve::memory_probe(spaces, &template, &piece, parked),
         BenchCommand::Accounting { scale } => crate::bench::accounting::run(scale),
         BenchCommand::Console { scale } => crate::bench::console::run(scale),
+        BenchCommand::Fleet { scale, store } => crate::bench::fleet::run(scale, store),
         BenchCommand::Schedule {
             scale,
             only,

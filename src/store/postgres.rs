@@ -29,8 +29,11 @@ use super::records::{
 };
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters, SpaceCounters};
-use postgres::{Client, GenericClient, NoTls, Row};
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, NoTls, Row, Statement};
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The PostgreSQL schema's numbered migrations, in order.
@@ -64,7 +67,7 @@ struct PgShared {
     holder: String,
     lease_ttl_ms: u64,
     counters: Arc<Counters>,
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<(Client, Cache)>>,
     /// Kept for parity with the SQLite backend's history knob; compaction
     /// of the PostgreSQL log is not built yet.
     _history_commits: u64,
@@ -89,7 +92,7 @@ impl PgStore {
                 holder: holder.to_string(),
                 lease_ttl_ms,
                 counters,
-                idle: Mutex::new(vec![client]),
+                idle: Mutex::new(vec![(client, Cache::new())]),
                 _history_commits: DEFAULT_HISTORY_COMMITS,
             }),
         })
@@ -119,15 +122,15 @@ impl PgStore {
     /// `now_ms`, or undelivered events — and whose lease nobody holds live,
     /// in one statement: the rows are locked with `SKIP LOCKED`, so hosts
     /// claiming at once never wait for each other and never claim the same
-    /// space, and each claimed space's lease is taken for this host (epoch
-    /// + 1) before the statement commits. A claim is a lease: the host
+    /// space, and each claimed space's lease is taken for this host (the
+    /// next epoch) before the statement commits. A claim is a lease: the host
     /// fires write-first under it as it would under any lease, and a host
     /// that loses it is fenced.
     pub fn claim_due(&self, now_ms: u64, limit: usize) -> StoreResult<Vec<Claim>> {
         let mut c = self.inner.take()?;
         let holder = self.inner.holder.clone();
         let rows = c
-            .c()
+            .db()
             .query(
                 &format!(
                     "WITH due AS ( \
@@ -176,8 +179,11 @@ impl PgShared {
     fn take(self: &Arc<Self>) -> StoreResult<Pooled> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let client = match idle {
-            Some(c) if !c.is_closed() => c,
-            _ => Client::connect(&self.url, NoTls).doing("connecting")?,
+            Some(c) if !c.0.is_closed() => c,
+            _ => (
+                Client::connect(&self.url, NoTls).doing("connecting")?,
+                Cache::new(),
+            ),
         };
         Ok(Pooled {
             client: Some(client),
@@ -189,21 +195,83 @@ impl PgShared {
 /// A connection borrowed from the pool, returned when dropped (unless it
 /// broke: a connection that failed is closed, not reused).
 struct Pooled {
-    client: Option<Client>,
+    client: Option<(Client, Cache)>,
     pool: Arc<PgShared>,
+}
+
+/// A connection's prepared statements, by their SQL: each statement is
+/// parsed and planned once per connection, not once per use (which cost
+/// the server more CPU than running it, and a round trip more).
+type Cache = HashMap<String, Statement>;
+
+/// A client or transaction with its connection's statement cache.
+struct Db<'a, C> {
+    c: &'a mut C,
+    cache: &'a mut Cache,
+}
+
+/// Statements this process sent to PostgreSQL through the store (each is
+/// one round trip): for `bench fleet`'s account of what bounds a figure.
+static STATEMENTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many statements this process has sent through the PostgreSQL store.
+pub fn statements_sent() -> u64 {
+    STATEMENTS.load(Ordering::Relaxed)
+}
+
+impl<C: GenericClient> Db<'_, C> {
+    fn st(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        STATEMENTS.fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = self.cache.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.c.prepare(sql)?;
+        self.cache.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+    fn execute(&mut self, sql: &str, p: &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.execute(&s, p)
+    }
+    fn query(&mut self, sql: &str, p: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.query(&s, p)
+    }
+    fn query_opt(
+        &mut self,
+        sql: &str,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.query_opt(&s, p)
+    }
+    fn query_one(&mut self, sql: &str, p: &[&(dyn ToSql + Sync)]) -> Result<Row, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.query_one(&s, p)
+    }
 }
 
 impl Pooled {
     fn c(&mut self) -> &mut Client {
+        &mut self.parts().0
+    }
+
+    fn parts(&mut self) -> &mut (Client, Cache) {
         self.client
             .as_mut()
             .expect("a pooled connection is taken only when dropped")
+    }
+
+    /// The connection with its statement cache.
+    fn db(&mut self) -> Db<'_, Client> {
+        let (c, cache) = self.parts();
+        Db { c, cache }
     }
 }
 
 impl Drop for Pooled {
     fn drop(&mut self) {
-        let Some(client) = self.client.take().filter(|c| !c.is_closed()) else {
+        let Some(client) = self.client.take().filter(|c| !c.0.is_closed()) else {
             return;
         };
         let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -264,7 +332,7 @@ impl SpaceBackend for PgStore {
         super::validate_space_id(id)?;
         let mut c = self.inner.take()?;
         let n = c
-            .c()
+            .db()
             .execute(
                 "INSERT INTO spaces (id, owner, created_at_ms) \
                  VALUES ($1, $2, (extract(epoch from clock_timestamp()) * 1000)::bigint) \
@@ -283,7 +351,7 @@ impl SpaceBackend for PgStore {
         super::validate_space_id(id)?;
         let mut c = self.inner.take()?;
         let row = c
-            .c()
+            .db()
             .query_opt("SELECT quarantined FROM spaces WHERE id = $1", &[&id])
             .doing("opening a space")?;
         match row {
@@ -351,7 +419,7 @@ impl PgSpace {
 
     /// Takes the lease inside `tx`, whose caller holds the space's row lock.
     fn take_lease(
-        tx: &mut postgres::Transaction<'_>,
+        tx: &mut Db<'_, postgres::Transaction<'_>>,
         id: &str,
         holder: &str,
         ttl_ms: f64,
@@ -394,7 +462,7 @@ impl PgSpace {
     }
 
     /// Locks the space's row for the rest of `tx`; its newest seq.
-    fn lock_space(tx: &mut postgres::Transaction<'_>, id: &str) -> StoreResult<u64> {
+    fn lock_space(tx: &mut Db<'_, postgres::Transaction<'_>>, id: &str) -> StoreResult<u64> {
         let row = tx
             .query_opt(
                 "SELECT head_seq FROM spaces WHERE id = $1 FOR UPDATE",
@@ -424,13 +492,17 @@ impl PgSpace {
             }
         }
         let sent_ms = self.monotonic_ms();
-        let mut tx = self.conn.c().transaction().doing("beginning a commit")?;
-        let head = Self::lock_space(&mut tx, &id)?;
+        let (client, cache) = self.conn.parts();
+        // BEGIN and COMMIT are round trips of their own.
+        STATEMENTS.fetch_add(2, Ordering::Relaxed);
+        let mut txn = client.transaction().doing("beginning a commit")?;
+        let mut db = Db { c: &mut txn, cache };
+        let head = Self::lock_space(&mut db, &id)?;
 
         if req.class == CommitClass::Derived {
             let ok = match &req.lease {
                 None => false,
-                Some(l) => tx
+                Some(l) => db
                     .query_opt(
                         "SELECT 1 FROM execution_lease WHERE space = $1 AND holder = $2 \
                          AND epoch = $3 AND expires_at > clock_timestamp()",
@@ -451,7 +523,7 @@ impl PgSpace {
             }
         }
         let taken = if req.take_lease {
-            let t = Self::take_lease(&mut tx, &id, &holder, ttl, &counters)?;
+            let t = Self::take_lease(&mut db, &id, &holder, ttl, &counters)?;
             if t.is_none() {
                 return Err(StoreError::NotLeaseHolder(
                     "another holder's lease is live".into(),
@@ -467,7 +539,7 @@ impl PgSpace {
         for e in req.events {
             validate_name("stream", &e.stream)?;
             validate_name("eventId", &e.event_id)?;
-            let prior = tx
+            let prior = db
                 .query_opt(
                     "SELECT seq FROM events WHERE space = $1 AND event_id = $2",
                     &[&id, &e.event_id],
@@ -489,7 +561,7 @@ impl PgSpace {
             None
         } else {
             let seq = head + 1;
-            let now_ms: i64 = tx
+            let now_ms: i64 = db
                 .query_one(
                     "UPDATE spaces SET head_seq = $2 WHERE id = $1 \
                      RETURNING (extract(epoch from clock_timestamp()) * 1000)::bigint",
@@ -498,7 +570,7 @@ impl PgSpace {
                 .doing("assigning the seq")?
                 .get(0);
             let epoch = req.lease.as_ref().map(|l| l.tenure as i64);
-            tx.execute(
+            db.execute(
                 "INSERT INTO commits (space, seq, class, principal, session, at_ms, op_count, \
                  event_count, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 &[
@@ -515,10 +587,10 @@ impl PgSpace {
             )
             .doing("writing the commit")?;
             for (idx, op) in req.ops.into_iter().enumerate() {
-                apply_op(&mut tx, &id, seq, idx, op)?;
+                apply_op(&mut db, &id, seq, idx, op)?;
             }
             for e in fresh {
-                tx.execute(
+                db.execute(
                     "INSERT INTO events (space, event_id, stream, seq, payload, fired_by, \
                      fired_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                     &[
@@ -532,7 +604,7 @@ impl PgSpace {
                     ],
                 )
                 .doing("appending an event")?;
-                tx.execute(
+                db.execute(
                     "INSERT INTO streams (space, stream, head_seq, watermark_seq) \
                      VALUES ($1, $2, $3, 0) ON CONFLICT (space, stream) \
                      DO UPDATE SET head_seq = excluded.head_seq",
@@ -542,13 +614,13 @@ impl PgSpace {
                 appended.push(e.event_id);
             }
             for (stream, to) in &req.watermarks {
-                advance_watermark(&mut tx, &id, stream, *to)?;
+                advance_watermark(&mut db, &id, stream, *to)?;
             }
             Some(seq)
         };
 
         // The directory's undelivered flag, in the same transaction.
-        let undelivered: bool = tx
+        let undelivered: bool = db
             .query_one(
                 "UPDATE spaces SET undelivered = EXISTS (SELECT 1 FROM streams \
                  WHERE space = $1 AND head_seq > watermark_seq) WHERE id = $1 \
@@ -559,11 +631,11 @@ impl PgSpace {
             .get(0);
         let released = match &req.lease {
             Some(held) if req.release_lease_if_idle && !undelivered => {
-                release(&mut tx, &id, held)? == 1
+                release(&mut db, &id, held)? == 1
             }
             _ => false,
         };
-        tx.commit().doing("committing")?;
+        txn.commit().doing("committing")?;
         if let Some(t) = &taken {
             self.held = Some((t.tenure, sent_ms));
         }
@@ -598,7 +670,7 @@ impl PgSpace {
 }
 
 fn apply_op(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut Db<'_, postgres::Transaction<'_>>,
     id: &str,
     seq: u64,
     idx: usize,
@@ -657,7 +729,7 @@ fn apply_op(
 }
 
 fn advance_watermark(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut Db<'_, postgres::Transaction<'_>>,
     id: &str,
     stream: &str,
     to_seq: u64,
@@ -692,7 +764,7 @@ fn advance_watermark(
     Ok(())
 }
 
-fn release(tx: &mut impl GenericClient, id: &str, held: &Lease) -> StoreResult<u64> {
+fn release<C: GenericClient>(tx: &mut Db<'_, C>, id: &str, held: &Lease) -> StoreResult<u64> {
     tx.execute(
         "UPDATE execution_lease SET expires_at = to_timestamp(0) \
          WHERE space = $1 AND holder = $2 AND epoch = $3",
@@ -701,7 +773,11 @@ fn release(tx: &mut impl GenericClient, id: &str, held: &Lease) -> StoreResult<u
     .doing("releasing the lease")
 }
 
-fn read_doc(c: &mut impl GenericClient, id: &str, doc: &str) -> StoreResult<Option<DocRead>> {
+fn read_doc<C: GenericClient>(
+    c: &mut Db<'_, C>,
+    id: &str,
+    doc: &str,
+) -> StoreResult<Option<DocRead>> {
     let row = c
         .query_opt(
             "SELECT value, seq, rev FROM docs WHERE space = $1 AND id = $2",
@@ -756,13 +832,13 @@ impl SpaceStore for PgSpace {
     }
 
     fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
-        read_doc(self.conn.c(), &self.id, doc)
+        read_doc(&mut self.conn.db(), &self.id, doc)
     }
 
     fn head_seq(&mut self) -> StoreResult<u64> {
         let row = self
             .conn
-            .c()
+            .db()
             .query_opt("SELECT head_seq FROM spaces WHERE id = $1", &[&self.id])
             .doing("reading the head seq")?
             .ok_or_else(|| StoreError::UnknownSpace(self.id.clone()))?;
@@ -772,7 +848,7 @@ impl SpaceStore for PgSpace {
     fn commits_since(&mut self, after_seq: u64, limit: usize) -> StoreResult<Vec<CommitRecord>> {
         let rows = self
             .conn
-            .c()
+            .db()
             .query(
                 "SELECT seq, class, principal, session, at_ms FROM commits \
                  WHERE space = $1 AND seq > $2 ORDER BY seq LIMIT $3",
@@ -784,7 +860,7 @@ impl SpaceStore for PgSpace {
             let seq = r.get::<_, i64>(0);
             let ops = self
                 .conn
-                .c()
+                .db()
                 .query(
                     "SELECT doc_id, op, path, value FROM commit_ops \
                      WHERE space = $1 AND seq = $2 ORDER BY idx",
@@ -818,7 +894,7 @@ impl SpaceStore for PgSpace {
     fn streams(&mut self) -> StoreResult<Vec<StreamState>> {
         Ok(self
             .conn
-            .c()
+            .db()
             .query(
                 "SELECT stream, head_seq, watermark_seq FROM streams WHERE space = $1 \
                  ORDER BY stream",
@@ -837,7 +913,7 @@ impl SpaceStore for PgSpace {
     fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
         Ok(self
             .conn
-            .c()
+            .db()
             .query(
                 "SELECT e.event_id, e.stream, e.seq, e.payload, e.fired_by, e.fired_at_ms \
                  FROM events e JOIN streams s ON s.space = e.space AND s.stream = e.stream \
@@ -854,7 +930,7 @@ impl SpaceStore for PgSpace {
     fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>> {
         Ok(self
             .conn
-            .c()
+            .db()
             .query_opt(
                 "SELECT event_id, stream, seq, payload, fired_by, fired_at_ms FROM events \
                  WHERE space = $1 AND event_id = $2",
@@ -870,11 +946,14 @@ impl SpaceStore for PgSpace {
         let holder = self.holder();
         let ttl = self.ttl_ms();
         let sent_ms = self.monotonic_ms();
-        let mut tx = self.conn.c().transaction().doing("taking the lease")?;
-        Self::lock_space(&mut tx, &id)?;
-        let lease = Self::take_lease(&mut tx, &id, &holder, ttl, &self.counters)?;
+        let (client, cache) = self.conn.parts();
+        STATEMENTS.fetch_add(2, Ordering::Relaxed);
+        let mut txn = client.transaction().doing("taking the lease")?;
+        let mut db = Db { c: &mut txn, cache };
+        Self::lock_space(&mut db, &id)?;
+        let lease = Self::take_lease(&mut db, &id, &holder, ttl, &self.counters)?;
         if let Some(l) = &lease {
-            tx.commit().doing("taking the lease")?;
+            txn.commit().doing("taking the lease")?;
             self.counters.inc(Counter::LeaseAcquired);
             self.held = Some((l.tenure, sent_ms));
         }
@@ -886,7 +965,7 @@ impl SpaceStore for PgSpace {
         let sent_ms = self.monotonic_ms();
         let row = self
             .conn
-            .c()
+            .db()
             .query_opt(
                 &format!(
                     "UPDATE execution_lease SET expires_at = clock_timestamp() \
@@ -907,7 +986,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
-        if release(self.conn.c(), &self.id, held)? == 1 {
+        if release(&mut self.conn.db(), &self.id, held)? == 1 {
             self.counters.inc(Counter::LeaseReleased);
         }
         if self.held.is_some_and(|h| h.0 == held.tenure) {
@@ -919,7 +998,7 @@ impl SpaceStore for PgSpace {
     fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
         Ok(self
             .conn
-            .c()
+            .db()
             .query_opt(
                 &format!("SELECT epoch, {MS}, holder FROM execution_lease WHERE space = $1"),
                 &[&self.id],

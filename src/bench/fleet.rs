@@ -1,0 +1,347 @@
+//! `spacewake bench fleet`: the PostgreSQL store beside the SQLite files,
+//! in one run (a throwaway cluster unless `--store postgres://…` names one).
+//!
+//! 1. Commits/s through the store's contract (`SpaceStore::commit`: one
+//!    document and one event per commit), SQLite and PostgreSQL, one
+//!    thread and four.
+//! 2. The store-level wake path (no engine): SQLite opens each due space's
+//!    file exclusively, commits the firing with the lease taken in it, and
+//!    the wave's commit that gives the lease back; PostgreSQL claims due
+//!    spaces from the shared directory (`PgStore::claim_due`, 32 at a
+//!    time), then the same two commits. PostgreSQL with one, two and three
+//!    "hosts" (threads, each with its own connections) on one database.
+//!
+//! For each PostgreSQL figure it prints what bounds it: the client's CPU
+//! and the server's CPU per operation (the postmaster and its backends,
+//! read from `/proc`), against the wall time.
+
+use crate::clock::{ManualClock, SystemClock};
+use crate::metrics::Counters;
+use crate::pg_cluster::PgCluster;
+use crate::store::postgres::PgStore;
+use crate::store::{
+    Author, CommitClass, CommitRequest, DocOp, FileAccess, Lease, NewEvent, SpaceBackend,
+    SpaceStore, Store, StoreConfig,
+};
+use anyhow::Context;
+use serde_json::json;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub fn run(scale: f64, store: Option<String>) -> anyhow::Result<ExitCode> {
+    let n = |full: usize| ((full as f64 * scale) as usize).max(20);
+    let work = std::env::temp_dir().join(format!("spacewake-bench-fleet-{}", std::process::id()));
+    std::fs::create_dir_all(&work).context("a work directory")?;
+    let result = run_in(&work, n, store);
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+fn run_in(
+    work: &Path,
+    n: impl Fn(usize) -> usize,
+    store: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let cluster;
+    let (url, server) = match store {
+        Some(u) => (u, None),
+        None => {
+            cluster = PgCluster::start(None)?;
+            let url = cluster.create_database("bench")?;
+            (url, Some(cluster.dir().join("data")))
+        }
+    };
+    println!("spacewake bench fleet; PostgreSQL at {url}");
+    let cpu = || Cpu::now(server.as_deref());
+
+    // 1. Commits/s.
+    let per = n(5_000);
+    // What one round trip costs on this machine, alone.
+    let trips = n(2_000);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+    let one = c.prepare("SELECT 1")?;
+    let before = cpu();
+    let began = Instant::now();
+    for _ in 0..trips {
+        c.query_one(&one, &[])?;
+    }
+    let rt = began.elapsed().as_secs_f64() / trips as f64;
+    let used = cpu().since(before);
+    println!(
+        "round trip (a prepared SELECT 1, one thread): {:.3} ms wall, client CPU {:.3} ms, server CPU {:.3} ms",
+        rt * 1e3,
+        used.0 * 1e3 / trips as f64,
+        used.1 * 1e3 / trips as f64
+    );
+    drop(c);
+    for threads in [1usize, 4] {
+        let sqlite = sqlite_store(&work.join(format!("commits-{threads}")))?;
+        let pg = pg_store(&url, "bench/commits")?;
+        let (s_rate, _) = commits(&sqlite, &format!("sq{threads}"), threads, per, &cpu)?;
+        let sent = crate::store::postgres::statements_sent();
+        let (p_rate, p_cpu) = commits(&pg, &format!("pg{threads}"), threads, per, &cpu)?;
+        let ops = (per * threads) as f64;
+        println!(
+            "commits: {threads} thread(s), SQLite {s_rate:.0}/s, PostgreSQL {p_rate:.0}/s (ratio {:.2}x; PostgreSQL per commit: {:.1} round trips, wall {:.3} ms, client CPU {:.3} ms, server CPU {:.3} ms)",
+            s_rate / p_rate,
+            (crate::store::postgres::statements_sent() - sent) as f64 / ops,
+            threads as f64 * 1e3 / p_rate,
+            p_cpu.0 * 1e3 / ops,
+            p_cpu.1 * 1e3 / ops,
+        );
+    }
+
+    // 2. The store-level wake path.
+    let herd = n(10_000);
+    let sq = sqlite_wakes(&work.join("wakes"), herd)?;
+    println!("wakes (store level, no engine): {herd} due spaces, SQLite {sq:.0}/s (one thread: open exclusively, firing commit taking the lease, wave commit giving it back)");
+    for hosts in [1usize, 2, 3] {
+        let db = format!("wakes{hosts}");
+        let url = match &server {
+            Some(_) => {
+                let base = url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b);
+                let mut c =
+                    postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls)?;
+                c.batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))?;
+                c.batch_execute(&format!("CREATE DATABASE {db}"))?;
+                format!("{base}/{db}")
+            }
+            None => url.clone(),
+        };
+        let (rate, used, trips) = pg_wakes(&url, herd, hosts, &cpu)?;
+        println!(
+            "wakes (store level, no engine): {herd} due spaces, PostgreSQL {rate:.0}/s with {hosts} host(s) (ratio to SQLite {:.2}x; per wake: {trips:.1} round trips, wall {:.3} ms per host, client CPU {:.3} ms, server CPU {:.3} ms)",
+            sq / rate,
+            hosts as f64 * 1e3 / rate,
+            used.0 * 1e3 / herd as f64,
+            used.1 * 1e3 / herd as f64,
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sqlite_store(dir: &Path) -> anyhow::Result<Store> {
+    Ok(Store::open(
+        StoreConfig::new(dir),
+        Arc::new(ManualClock::default()),
+        Counters::new(),
+    )?)
+}
+
+fn pg_store(url: &str, holder: &str) -> anyhow::Result<PgStore> {
+    Ok(PgStore::open(
+        url,
+        holder,
+        60_000,
+        Arc::new(SystemClock),
+        Counters::new(),
+    )?)
+}
+
+/// CPU seconds of this process and of the PostgreSQL server.
+#[derive(Clone, Copy)]
+struct Cpu {
+    client: f64,
+    server: f64,
+}
+
+impl Cpu {
+    fn now(data: Option<&Path>) -> Cpu {
+        Cpu {
+            client: crate::bench::process_cpu_seconds(),
+            server: data.map_or(0.0, server_cpu_seconds),
+        }
+    }
+    fn since(self, before: Cpu) -> (f64, f64) {
+        (self.client - before.client, self.server - before.server)
+    }
+}
+
+/// The postmaster of the cluster in `data` and its children, user + system.
+fn server_cpu_seconds(data: &Path) -> f64 {
+    let Some(pm) = std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|s| s.lines().next()?.trim().parse::<u32>().ok())
+    else {
+        return 0.0;
+    };
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut ticks = 0u64;
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let pid: u32 = e.file_name().to_string_lossy().parse().unwrap_or(0);
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ppid: u32 = f.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        if pid == pm || ppid == pm {
+            ticks += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            ticks += f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    ticks as f64 / tick
+}
+
+fn commit_req(i: usize) -> CommitRequest {
+    CommitRequest::new(CommitClass::Authored, Author::principal("did:key:bench"))
+        .op(DocOp::Set {
+            id: format!("doc-{}", i % 50),
+            value: json!({ "n": i, "text": "a modest document of a few dozen bytes" }),
+        })
+        .event(NewEvent {
+            event_id: format!("ev-{i}"),
+            stream: "clicks".into(),
+            payload: json!({ "i": i }),
+            fired_by: "did:key:bench".into(),
+        })
+}
+
+/// `per` commits on each of `threads` spaces at once; commits/s and the CPU used.
+fn commits<B>(
+    b: &B,
+    prefix: &str,
+    threads: usize,
+    per: usize,
+    cpu: &dyn Fn() -> Cpu,
+) -> anyhow::Result<(f64, (f64, f64))>
+where
+    B: SpaceBackend + Sync,
+    B::Space: Send,
+{
+    let mut spaces = Vec::new();
+    for t in 0..threads {
+        let id = format!("{prefix}-{t}");
+        b.create(&id, "did:key:bench")?;
+        spaces.push(b.open(&id)?);
+    }
+    let before = cpu();
+    let began = Instant::now();
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let handles: Vec<_> = spaces
+            .into_iter()
+            .map(|mut sp| {
+                s.spawn(move || -> anyhow::Result<()> {
+                    for i in 0..per {
+                        sp.commit(commit_req(i))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a commit thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    let secs = began.elapsed().as_secs_f64();
+    Ok(((per * threads) as f64 / secs, cpu().since(before)))
+}
+
+fn firing(i: usize) -> CommitRequest {
+    CommitRequest::new(CommitClass::System, Author::server()).event(NewEvent {
+        event_id: format!("wake-{i}"),
+        stream: "wake".into(),
+        payload: json!({ "period": 1 }),
+        fired_by: "server".into(),
+    })
+}
+
+fn wave(lease: Lease, seq: u64) -> CommitRequest {
+    let mut r = CommitRequest::new(CommitClass::Derived, Author::server()).op(DocOp::Set {
+        id: "count".into(),
+        value: json!(1),
+    });
+    r.lease = Some(lease);
+    r.watermarks = vec![("wake".into(), seq)];
+    r.release_lease_if_idle = true;
+    r
+}
+
+fn sqlite_wakes(dir: &Path, herd: usize) -> anyhow::Result<f64> {
+    let store = sqlite_store(dir)?;
+    for i in 0..herd {
+        store.create_space(&format!("w{i}"), "did:key:bench")?;
+    }
+    let began = Instant::now();
+    for i in 0..herd {
+        let mut sp = store.open_space_with(&format!("w{i}"), FileAccess::Exclusive)?;
+        let mut fire = firing(i);
+        fire.take_lease = true;
+        let out = sp.commit(fire)?;
+        let lease = out.lease.context("the firing took the lease")?;
+        sp.commit(wave(lease, out.seq.unwrap_or(0)))?;
+    }
+    Ok(herd as f64 / began.elapsed().as_secs_f64())
+}
+
+fn pg_wakes(
+    url: &str,
+    herd: usize,
+    hosts: usize,
+    cpu: &dyn Fn() -> Cpu,
+) -> anyhow::Result<(f64, (f64, f64), f64)> {
+    let setup = pg_store(url, "bench/setup")?;
+    for i in 0..herd {
+        setup.create(&format!("w{i}"), "did:key:bench")?;
+    }
+    let mut c = postgres::Client::connect(url, postgres::NoTls)?;
+    // Due at 1,000 (now is 2,000), as the schedule index would leave them.
+    c.batch_execute("UPDATE spaces SET next_wake_ms = 1000")?;
+    // Connections are made first and kept until the CPU is read: a
+    // backend's CPU is in /proc only while it lives.
+    let mut hosts_conns = Vec::new();
+    for h in 0..hosts {
+        let store = pg_store(url, &format!("bench/host-{h}"))?;
+        let mut dir = postgres::Client::connect(url, postgres::NoTls)?;
+        let advance = dir.prepare("UPDATE spaces SET next_wake_ms = NULL WHERE id = $1")?;
+        hosts_conns.push((store, dir, advance));
+    }
+    let sent = crate::store::postgres::statements_sent();
+    let before = cpu();
+    let began = Instant::now();
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let handles: Vec<_> = hosts_conns
+            .iter_mut()
+            .map(|(store, dir, advance)| {
+                s.spawn(move || -> anyhow::Result<()> {
+                    loop {
+                        let claims = store.claim_due(2_000, 32)?;
+                        if claims.is_empty() {
+                            return Ok(());
+                        }
+                        for cl in claims {
+                            let mut sp = store.open(&cl.space)?;
+                            let i: usize = cl.space[1..].parse()?;
+                            let out = sp.commit(firing(i))?;
+                            // The schedule index would move the wake on in
+                            // the firing's transaction; here, one statement.
+                            dir.execute(&*advance, &[&cl.space])?;
+                            sp.commit(wave(cl.lease, out.seq.unwrap_or(0)))?;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a host thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    let used = cpu().since(before);
+    let secs = began.elapsed().as_secs_f64();
+    let done: i64 = c
+        .query_one("SELECT count(*) FROM commits WHERE class = 'derived'", &[])?
+        .get(0);
+    anyhow::ensure!(done as usize == herd, "{done} waves for {herd} due spaces");
+    // The directory's advance is one round trip more per wake, not counted by the store.
+    let trips = (crate::store::postgres::statements_sent() - sent) as f64 / herd as f64 + 1.0;
+    Ok((herd as f64 / secs, used, trips))
+}
