@@ -277,3 +277,41 @@ fn hosts_claiming_due_spaces_at_once_claim_each_exactly_once() {
     assert_eq!(per_host.iter().sum::<usize>(), want.len());
     println!("claims per host: {per_host:?}");
 }
+
+/// The fleet view, from the lease table: each holder, the spaces it holds
+/// live, and when it last took or renewed a lease.
+#[test]
+fn the_fleet_view_shows_each_host_with_its_spaces_and_last_renewal() {
+    use spacewake::store::SpaceStore;
+    let Some(url) = common::pg::database("fleet_view") else {
+        return;
+    };
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let a = PgStore::open(&url, "host-a/1", 60_000, sys(), Counters::new()).unwrap();
+    let b = PgStore::open(&url, "host-b/1", 60_000, sys(), Counters::new()).unwrap();
+    for i in 0..5 {
+        a.create(&format!("v{i}"), "did:key:owner").unwrap();
+    }
+    let mut held = Vec::new();
+    for i in 0..3 {
+        let mut s = a.open(&format!("v{i}")).unwrap();
+        held.push((s.acquire_lease().unwrap().unwrap(), s));
+    }
+    let mut sb = b.open("v3").unwrap();
+    let lb = sb.acquire_lease().unwrap().unwrap();
+    let view = a.fleet().unwrap();
+    assert_eq!(view.len(), 2, "{view:?}");
+    assert_eq!(
+        (view[0].holder.as_str(), view[0].spaces_held, view[0].alive),
+        ("host-a/1", 3, true)
+    );
+    assert_eq!(
+        (view[1].holder.as_str(), view[1].spaces_held),
+        ("host-b/1", 1)
+    );
+    assert!(view[0].last_renewal_ms > 1_600_000_000_000, "{view:?}");
+    // A release leaves the holder listed, holding nothing live.
+    sb.release_lease(&lb).unwrap();
+    let view = b.fleet().unwrap();
+    assert_eq!((view[1].spaces_held, view[1].alive), (0, false));
+}

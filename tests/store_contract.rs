@@ -8,7 +8,7 @@ mod common;
 use serde_json::json;
 use spacewake::clock::ManualClock;
 use spacewake::metrics::{Counter, Counters};
-use spacewake::store::postgres::PgStore;
+use spacewake::store::postgres::{PgStore, PG_MIGRATIONS};
 use spacewake::store::{
     Author, CommitClass, CommitRequest, DocOp, Lease, NewEvent, PathSeg, SpaceBackend, SpaceStore,
     Store, StoreConfig, StoreError,
@@ -366,8 +366,9 @@ fn postgres_refuses_a_newer_schema_and_migrates_once() {
             })
         })
         .collect();
+    let latest = PG_MIGRATIONS.last().unwrap().0;
     for h in handles {
-        assert_eq!(h.join().unwrap().unwrap(), 1);
+        assert_eq!(h.join().unwrap().unwrap(), latest);
     }
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     c.execute(
@@ -383,10 +384,40 @@ fn postgres_refuses_a_newer_schema_and_migrates_once() {
             e,
             StoreError::NewerDatabaseSchema {
                 found: 999,
-                supported: 1
-            }
+                supported
+            } if supported == latest
         ),
         "{e}"
     );
     assert!(e.to_string().contains("upgrade spacewake"), "{e}");
+}
+
+#[test]
+fn postgres_upgrades_a_database_migration_by_migration() {
+    let Some(url) = common::pg::database("upgrade") else {
+        return;
+    };
+    // A database an earlier binary left at migration 1, with a lease in it.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(PG_MIGRATIONS[0].2).unwrap();
+    c.batch_execute(
+        "INSERT INTO store_meta VALUES ('schema_version', '1'); \
+         INSERT INTO spaces (id, owner, created_at_ms) VALUES ('old', 'did:key:o', 0); \
+         INSERT INTO execution_lease VALUES ('old', 'host-x/1', 7, now() + interval '1 hour');",
+    )
+    .unwrap();
+    let s = PgStore::open(&url, "h", 1000, sys(), Counters::new()).unwrap();
+    assert_eq!(s.schema_version().unwrap(), PG_MIGRATIONS.last().unwrap().0);
+    let fleet = s.fleet().unwrap();
+    assert_eq!(fleet.len(), 1);
+    assert_eq!(
+        (fleet[0].holder.as_str(), fleet[0].spaces_held),
+        ("host-x/1", 1)
+    );
+    assert!(
+        fleet[0].last_renewal_ms > 0,
+        "renewed_at filled in by the migration"
+    );
+    let lease = s.open("old").unwrap().current_lease().unwrap().unwrap();
+    assert_eq!(lease.tenure, 7, "the data survives the upgrade");
 }

@@ -37,11 +37,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The PostgreSQL schema's numbered migrations, in order.
-pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "0001_core",
-    include_str!("../../schema/postgres/0001_core.sql"),
-)];
+pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "0001_core",
+        include_str!("../../schema/postgres/0001_core.sql"),
+    ),
+    (
+        2,
+        "0002_lease_renewals",
+        include_str!("../../schema/postgres/0002_lease_renewals.sql"),
+    ),
+];
 
 /// Key of the advisory lock that serialises migrations across hosts.
 const MIGRATION_LOCK: i64 = 0x7370_6163_6577_616b; // "spacewak"
@@ -140,10 +147,12 @@ impl PgStore {
                                        WHERE l.space = s.id AND l.expires_at > clock_timestamp()) \
                        ORDER BY s.undelivered DESC, s.next_wake_ms \
                        LIMIT $2 FOR UPDATE OF s SKIP LOCKED) \
-                     INSERT INTO execution_lease AS l (space, holder, epoch, expires_at) \
-                     SELECT id, $3, 1, clock_timestamp() + $4 * interval '1 millisecond' FROM due \
+                     INSERT INTO execution_lease AS l (space, holder, epoch, expires_at, renewed_at) \
+                     SELECT id, $3, 1, clock_timestamp() + $4 * interval '1 millisecond', \
+                       clock_timestamp() FROM due \
                      ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
-                       epoch = l.epoch + 1, expires_at = excluded.expires_at \
+                       epoch = l.epoch + 1, expires_at = excluded.expires_at, \
+                       renewed_at = excluded.renewed_at \
                        WHERE l.expires_at <= clock_timestamp() \
                      RETURNING space, epoch, {MS}"
                 ),
@@ -172,6 +181,50 @@ impl PgStore {
             sc.inc(Counter::FleetClaims);
         }
         Ok(claims)
+    }
+}
+
+/// One host of the fleet as the database sees it (`PgStore::fleet`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetHost {
+    /// The lease holder name (`host-id/instance`).
+    pub holder: String,
+    /// Spaces whose lease it holds live now.
+    pub spaces_held: u64,
+    /// When it last took or renewed any lease (database clock, ms).
+    pub last_renewal_ms: u64,
+    /// Whether any lease of it is still live: a host holding nothing live
+    /// is listed until its rows are taken by others.
+    pub alive: bool,
+}
+
+impl PgStore {
+    /// The fleet as the lease table shows it: every holder with a lease
+    /// row, the spaces it holds live, and its newest renewal.
+    pub fn fleet(&self) -> StoreResult<Vec<FleetHost>> {
+        let mut c = self.inner.take()?;
+        let rows = c
+            .db()
+            .query(
+                "SELECT holder, count(*) FILTER (WHERE expires_at > clock_timestamp()), \
+                 (extract(epoch from max(renewed_at)) * 1000)::bigint \
+                 FROM execution_lease GROUP BY holder ORDER BY holder",
+                &[],
+            )
+            .doing("reading the fleet")?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let held = r.get::<_, i64>(1) as u64;
+                FleetHost {
+                    holder: r.get(0),
+                    spaces_held: held,
+                    last_renewal_ms: r.get::<_, Option<i64>>(2).unwrap_or(0).max(0) as u64,
+                    alive: held > 0,
+                }
+            })
+            .collect())
     }
 }
 
@@ -398,6 +451,18 @@ impl PgSpace {
         self.conn.pool.holder.clone()
     }
 
+    /// Replaces a connection that broke (the server restarted, the
+    /// network dropped) with a fresh one from the pool: the operation that
+    /// met the break failed, with nothing of it committed; the next one
+    /// runs on a new connection.
+    fn live(&mut self) -> StoreResult<()> {
+        if self.conn.c().is_closed() {
+            self.conn = self.conn.pool.take()?;
+            self.counters.inc(Counter::PgReconnects);
+        }
+        Ok(())
+    }
+
     fn monotonic_ms(&self) -> u64 {
         self.conn.pool.clock.monotonic_ms()
     }
@@ -445,10 +510,12 @@ impl PgSpace {
         let row = tx
             .query_one(
                 &format!(
-                    "INSERT INTO execution_lease AS l (space, holder, epoch, expires_at) \
-                     VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond') \
+                    "INSERT INTO execution_lease AS l (space, holder, epoch, expires_at, renewed_at) \
+                     VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond', \
+                     clock_timestamp()) \
                      ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
-                     epoch = l.epoch + 1, expires_at = excluded.expires_at \
+                     epoch = l.epoch + 1, expires_at = excluded.expires_at, \
+                     renewed_at = excluded.renewed_at \
                      RETURNING epoch, {MS}"
                 ),
                 &[&id, &holder, &ttl_ms],
@@ -474,6 +541,7 @@ impl PgSpace {
     }
 
     fn commit_inner(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
+        self.live()?;
         let id = self.id.clone();
         let holder = self.holder();
         let ttl = self.ttl_ms();
@@ -832,10 +900,12 @@ impl SpaceStore for PgSpace {
     }
 
     fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
+        self.live()?;
         read_doc(&mut self.conn.db(), &self.id, doc)
     }
 
     fn head_seq(&mut self) -> StoreResult<u64> {
+        self.live()?;
         let row = self
             .conn
             .db()
@@ -846,6 +916,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn commits_since(&mut self, after_seq: u64, limit: usize) -> StoreResult<Vec<CommitRecord>> {
+        self.live()?;
         let rows = self
             .conn
             .db()
@@ -892,6 +963,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn streams(&mut self) -> StoreResult<Vec<StreamState>> {
+        self.live()?;
         Ok(self
             .conn
             .db()
@@ -911,6 +983,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
+        self.live()?;
         Ok(self
             .conn
             .db()
@@ -928,6 +1001,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        self.live()?;
         Ok(self
             .conn
             .db()
@@ -942,6 +1016,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
+        self.live()?;
         let id = self.id.clone();
         let holder = self.holder();
         let ttl = self.ttl_ms();
@@ -961,6 +1036,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
+        self.live()?;
         let ttl = self.ttl_ms();
         let sent_ms = self.monotonic_ms();
         let row = self
@@ -969,7 +1045,8 @@ impl SpaceStore for PgSpace {
             .query_opt(
                 &format!(
                     "UPDATE execution_lease SET expires_at = clock_timestamp() \
-                     + $4 * interval '1 millisecond' WHERE space = $1 AND holder = $2 \
+                     + $4 * interval '1 millisecond', renewed_at = clock_timestamp() \
+                     WHERE space = $1 AND holder = $2 \
                      AND epoch = $3 AND expires_at > clock_timestamp() RETURNING epoch, {MS}"
                 ),
                 &[&self.id, &held.holder, &(held.tenure as i64), &ttl],
@@ -986,6 +1063,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
+        self.live()?;
         if release(&mut self.conn.db(), &self.id, held)? == 1 {
             self.counters.inc(Counter::LeaseReleased);
         }
@@ -996,6 +1074,7 @@ impl SpaceStore for PgSpace {
     }
 
     fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
+        self.live()?;
         Ok(self
             .conn
             .db()

@@ -5,18 +5,23 @@
 
 use spacewake::pg_cluster::PgCluster;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-static CLUSTER: OnceLock<Result<PgCluster, String>> = OnceLock::new();
+static CLUSTER: OnceLock<Result<Mutex<PgCluster>, String>> = OnceLock::new();
 static NEXT_DB: AtomicU32 = AtomicU32::new(0);
 
 /// A URL to a new, empty database, or `None` (with the reason printed) when
 /// this machine has no PostgreSQL and this is not CI.
 pub fn database(test: &str) -> Option<String> {
-    let cluster = CLUSTER.get_or_init(|| PgCluster::start(None).map_err(|e| format!("{e:#}")));
+    let cluster = CLUSTER.get_or_init(|| {
+        PgCluster::start(None)
+            .map(Mutex::new)
+            .map_err(|e| format!("{e:#}"))
+    });
     match cluster {
         Ok(c) => {
             let name = format!("t{}_{}", NEXT_DB.fetch_add(1, Ordering::Relaxed), test);
+            let c = c.lock().unwrap_or_else(|p| p.into_inner());
             Some(c.create_database(&name).expect("creating a test database"))
         }
         Err(why) => {
@@ -30,6 +35,9 @@ pub fn database(test: &str) -> Option<String> {
 }
 
 /// The binary's cluster, for tests that stop and restart the server.
-pub fn cluster() -> Option<&'static PgCluster> {
-    CLUSTER.get().and_then(|c| c.as_ref().ok())
+pub fn cluster() -> Option<MutexGuard<'static, PgCluster>> {
+    CLUSTER
+        .get()
+        .and_then(|c| c.as_ref().ok())
+        .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
 }
