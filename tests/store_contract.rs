@@ -21,6 +21,8 @@ struct Fleet<B> {
     a: B,
     b: B,
     counters_a: Arc<Counters>,
+    /// The hosts' clock: commit and event times are read from it.
+    clock: Arc<ManualClock>,
     expire: Box<dyn Fn()>,
     _keep: Option<tempfile::TempDir>,
 }
@@ -48,6 +50,7 @@ fn sqlite() -> Fleet<Store> {
         a,
         b,
         counters_a,
+        clock: clock.clone(),
         expire: Box::new(move || {
             c.advance_ms(ttl + 1);
         }),
@@ -58,12 +61,21 @@ fn sqlite() -> Fleet<Store> {
 fn postgres(test: &str) -> Option<Fleet<PgStore>> {
     let url = common::pg::database(test)?;
     let counters_a = Counters::new();
-    let a = PgStore::open(&url, "host-a/1", PG_TTL_MS, sys(), counters_a.clone()).unwrap();
-    let b = PgStore::open(&url, "host-b/1", PG_TTL_MS, sys(), Counters::new()).unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let a = PgStore::open(
+        &url,
+        "host-a/1",
+        PG_TTL_MS,
+        clock.clone(),
+        counters_a.clone(),
+    )
+    .unwrap();
+    let b = PgStore::open(&url, "host-b/1", PG_TTL_MS, clock.clone(), Counters::new()).unwrap();
     Some(Fleet {
         a,
         b,
         counters_a,
+        clock,
         // Expiry is on the database's clock: wait it out.
         expire: Box::new(|| std::thread::sleep(Duration::from_millis(PG_TTL_MS + 100))),
         _keep: None,
@@ -126,6 +138,7 @@ fn commits_are_gap_free_and_atomic<B: SpaceBackend>(f: Fleet<B>) {
     ));
     let mut s = f.a.open("s1").unwrap();
     assert_eq!(s.head_seq().unwrap(), 0);
+    f.clock.set_ms(1_800_000_000_000);
     let o = s.commit(authored().op(set("d", json!({"n": 1})))).unwrap();
     assert_eq!(o.seq, Some(1));
     let o = s
@@ -159,6 +172,10 @@ fn commits_are_gap_free_and_atomic<B: SpaceBackend>(f: Fleet<B>) {
     let log = other.commits_since(0, 10).unwrap();
     assert_eq!(log.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(log[1].ops.len(), 2);
+    assert_eq!(
+        log[0].at_ms, 1_800_000_000_000,
+        "commit times are the hosts' clock"
+    );
     assert_eq!(log[1].ops[1].op, "patch");
     assert_eq!(other.commits_since(2, 10).unwrap().len(), 1);
     assert!(matches!(f.a.open("nope"), Err(StoreError::UnknownSpace(_))));

@@ -48,6 +48,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0002_lease_renewals",
         include_str!("../../schema/postgres/0002_lease_renewals.sql"),
     ),
+    (
+        3,
+        "0003_wake_at",
+        include_str!("../../schema/postgres/0003_wake_at.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
@@ -142,10 +147,10 @@ impl PgStore {
                 &format!(
                     "WITH due AS ( \
                        SELECT s.id FROM spaces s \
-                       WHERE (s.next_wake_ms <= $1 OR s.undelivered) AND s.quarantined IS NULL \
+                       WHERE s.wake_at_ms <= $1 AND s.quarantined IS NULL \
                        AND NOT EXISTS (SELECT 1 FROM execution_lease l \
                                        WHERE l.space = s.id AND l.expires_at > clock_timestamp()) \
-                       ORDER BY s.undelivered DESC, s.next_wake_ms \
+                       ORDER BY s.wake_at_ms \
                        LIMIT $2 FOR UPDATE OF s SKIP LOCKED) \
                      INSERT INTO execution_lease AS l (space, holder, epoch, expires_at, renewed_at) \
                      SELECT id, $3, 1, clock_timestamp() + $4 * interval '1 millisecond', \
@@ -560,6 +565,9 @@ impl PgSpace {
             }
         }
         let sent_ms = self.monotonic_ms();
+        // Commit and event times are on the host's (injected) clock, as on
+        // SQLite; only lease expiry is arbitrated by the database's.
+        let now_ms = self.conn.pool.clock.now_ms() as i64;
         let (client, cache) = self.conn.parts();
         // BEGIN and COMMIT are round trips of their own.
         STATEMENTS.fetch_add(2, Ordering::Relaxed);
@@ -629,14 +637,6 @@ impl PgSpace {
             None
         } else {
             let seq = head + 1;
-            let now_ms: i64 = db
-                .query_one(
-                    "UPDATE spaces SET head_seq = $2 WHERE id = $1 \
-                     RETURNING (extract(epoch from clock_timestamp()) * 1000)::bigint",
-                    &[&id, &(seq as i64)],
-                )
-                .doing("assigning the seq")?
-                .get(0);
             let epoch = req.lease.as_ref().map(|l| l.tenure as i64);
             db.execute(
                 "INSERT INTO commits (space, seq, class, principal, session, at_ms, op_count, \
@@ -687,15 +687,16 @@ impl PgSpace {
             Some(seq)
         };
 
-        // The directory's undelivered flag, in the same transaction.
+        // The new seq and the directory's undelivered flag, in one write of
+        // the space's row, in the same transaction.
         let undelivered: bool = db
             .query_one(
-                "UPDATE spaces SET undelivered = EXISTS (SELECT 1 FROM streams \
+                "UPDATE spaces SET head_seq = $2, undelivered = EXISTS (SELECT 1 FROM streams \
                  WHERE space = $1 AND head_seq > watermark_seq) WHERE id = $1 \
                  RETURNING undelivered",
-                &[&id],
+                &[&id, &(seq.unwrap_or(head) as i64)],
             )
-            .doing("updating the directory")?
+            .doing("updating the space's row")?
             .get(0);
         let released = match &req.lease {
             Some(held) if req.release_lease_if_idle && !undelivered => {
