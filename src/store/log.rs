@@ -20,19 +20,20 @@ pub(super) fn validate_name(what: &str, s: &str) -> StoreResult<()> {
     Ok(())
 }
 
-pub(super) fn apply_op(
-    tx: &Transaction<'_>,
-    path: &Path,
-    seq: u64,
+/// What operation `idx` of a commit writes: the document after it, with
+/// the texts both backends store. Pure but for `current`, which reads the
+/// document's head as the commit's transaction sees it (a patch needs it).
+pub(super) fn resolve_op(
     idx: usize,
     op: DocOp,
-) -> StoreResult<AppliedOp> {
+    current: impl FnOnce(&str) -> StoreResult<Option<Value>>,
+) -> StoreResult<(AppliedOp, Option<String>, Option<String>)> {
     let kind = op.kind();
     let (doc_id, op_path, new_value) = match op {
         DocOp::Set { id, value } => (id, None, Some(value)),
         DocOp::Delete { id } => (id, None, None),
         DocOp::Patch { id, path: p, value } => {
-            let current = read_doc(tx, path, &id)?.map(|d| d.value);
+            let current = current(&id)?;
             let patched =
                 set_at(current.as_ref(), &p, value).map_err(|reason| StoreError::BadPath {
                     index: idx,
@@ -51,6 +52,51 @@ pub(super) fn apply_op(
     let path_text = op_path
         .as_ref()
         .map(|p| serde_json::to_string(p).unwrap_or_default());
+    let applied = AppliedOp {
+        doc_id,
+        op: kind,
+        path: op_path,
+        doc_after: new_value,
+    };
+    Ok((applied, text, path_text))
+}
+
+/// Whether a stream's watermark may move from `wm` to `to_seq` with its
+/// head at `head` (`None`: the stream has no events): forward only, never
+/// past the head.
+pub(super) fn check_watermark(
+    stream: &str,
+    head_wm: Option<(u64, u64)>,
+    to_seq: u64,
+) -> StoreResult<()> {
+    let Some((head, wm)) = head_wm else {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?}: the stream has no events"
+        )));
+    };
+    if to_seq > head {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?} cannot pass its head ({to_seq} > {head})"
+        )));
+    }
+    if to_seq < wm {
+        return Err(StoreError::InvalidCommit(format!(
+            "watermark of stream {stream:?} cannot move backwards ({to_seq} < {wm})"
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn apply_op(
+    tx: &Transaction<'_>,
+    path: &Path,
+    seq: u64,
+    idx: usize,
+    op: DocOp,
+) -> StoreResult<AppliedOp> {
+    let (applied, text, path_text) =
+        resolve_op(idx, op, |id| Ok(read_doc(tx, path, id)?.map(|d| d.value)))?;
+    let (doc_id, kind) = (&applied.doc_id, applied.op);
     // The log records what was written: the patch's own value is implied by
     // the document after it, so the log keeps the full new value.
     tx.prepare_cached(
@@ -66,12 +112,7 @@ pub(super) fn apply_op(
     .at(path)?
     .execute(params![doc_id, text, seq as i64])
     .at(path)?;
-    Ok(AppliedOp {
-        doc_id,
-        op: kind,
-        path: op_path,
-        doc_after: new_value,
-    })
+    Ok(applied)
 }
 
 pub(super) fn append_event(
@@ -138,22 +179,7 @@ pub(super) fn advance_watermark(
         .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .at(path)?;
-    let Some((head, wm)) = row else {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?}: the stream has no events"
-        )));
-    };
-    let (head, wm) = (head as u64, wm as u64);
-    if to_seq > head {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?} cannot pass its head ({to_seq} > {head})"
-        )));
-    }
-    if to_seq < wm {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?} cannot move backwards ({to_seq} < {wm})"
-        )));
-    }
+    check_watermark(stream, row.map(|(h, w)| (h as u64, w as u64)), to_seq)?;
     tx.prepare_cached("UPDATE streams SET watermark_seq = ?2 WHERE stream = ?1")
         .at(path)?
         .execute(params![stream, to_seq as i64])

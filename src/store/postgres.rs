@@ -21,8 +21,7 @@
 use super::config::DEFAULT_HISTORY_COMMITS;
 use super::contract::{SpaceBackend, SpaceStore};
 use super::error::{PgContext, StoreError, StoreResult};
-use super::log::validate_name;
-use super::path::{display_path, set_at};
+use super::log::{check_watermark, resolve_op, validate_name};
 use super::records::{
     CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord, Lease,
     LoggedOp, NewEvent, StreamState,
@@ -745,34 +744,9 @@ fn apply_op(
     idx: usize,
     op: DocOp,
 ) -> StoreResult<()> {
-    let kind = op.kind();
-    let (doc_id, op_path, new_value) = match op {
-        DocOp::Set { id, value } => (id, None, Some(value)),
-        DocOp::Delete { id } => (id, None, None),
-        DocOp::Patch {
-            id: doc,
-            path: p,
-            value,
-        } => {
-            let current = read_doc(tx, id, &doc)?.map(|d| d.value);
-            let patched =
-                set_at(current.as_ref(), &p, value).map_err(|reason| StoreError::BadPath {
-                    index: idx,
-                    doc: doc.clone(),
-                    reason: format!("path {}: {reason}", display_path(&p)),
-                })?;
-            (doc, Some(p), Some(patched))
-        }
-    };
-    if doc_id.is_empty() {
-        return Err(StoreError::InvalidCommit(format!(
-            "operation {idx}: document id is empty"
-        )));
-    }
-    let text = new_value.as_ref().map(|v| v.to_string());
-    let path_text = op_path
-        .as_ref()
-        .map(|p| serde_json::to_string(p).unwrap_or_default());
+    let (applied, text, path_text) =
+        resolve_op(idx, op, |doc| Ok(read_doc(tx, id, doc)?.map(|d| d.value)))?;
+    let (doc_id, kind) = (&applied.doc_id, applied.op);
     tx.execute(
         "INSERT INTO commit_ops (space, seq, idx, doc_id, op, path, value) \
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -809,22 +783,11 @@ fn advance_watermark(
             &[&id, &stream],
         )
         .doing("reading a stream")?;
-    let Some(row) = row else {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?}: the stream has no events"
-        )));
-    };
-    let (head, wm) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
-    if to_seq > head {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?} cannot pass its head ({to_seq} > {head})"
-        )));
-    }
-    if to_seq < wm {
-        return Err(StoreError::InvalidCommit(format!(
-            "watermark of stream {stream:?} cannot move backwards ({to_seq} < {wm})"
-        )));
-    }
+    check_watermark(
+        stream,
+        row.map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64)),
+        to_seq,
+    )?;
     tx.execute(
         "UPDATE streams SET watermark_seq = $3 WHERE space = $1 AND stream = $2",
         &[&id, &stream, &(to_seq as i64)],
