@@ -24,6 +24,9 @@ struct Fleet<B> {
     /// The hosts' clock: commit and event times are read from it.
     clock: Arc<ManualClock>,
     expire: Box<dyn Fn()>,
+    /// Makes a document of a space invalid behind the store's back (bytes
+    /// that are not JSON), as a disk or an operator's stray write might.
+    corrupt: Box<dyn Fn(&str, &str)>,
     _keep: Option<tempfile::TempDir>,
 }
 
@@ -54,6 +57,14 @@ fn sqlite() -> Fleet<Store> {
         expire: Box::new(move || {
             c.advance_ms(ttl + 1);
         }),
+        corrupt: {
+            let spaces = dir.path().join("spaces");
+            Box::new(move |space, doc| {
+                let c = rusqlite::Connection::open(spaces.join(format!("{space}.sqlite"))).unwrap();
+                c.execute("UPDATE docs SET value = '{not json' WHERE id = ?1", [doc])
+                    .unwrap();
+            })
+        },
         _keep: Some(dir),
     }
 }
@@ -78,6 +89,17 @@ fn postgres(test: &str) -> Option<Fleet<PgStore>> {
         clock,
         // Expiry is on the database's clock: wait it out.
         expire: Box::new(|| std::thread::sleep(Duration::from_millis(PG_TTL_MS + 100))),
+        corrupt: {
+            let url = url.clone();
+            Box::new(move |space, doc| {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                c.execute(
+                    "UPDATE docs SET value = '{not json' WHERE space = $1 AND id = $2",
+                    &[&space, &doc],
+                )
+                .unwrap();
+            })
+        },
         _keep: None,
     })
 }
@@ -437,4 +459,45 @@ fn postgres_upgrades_a_database_migration_by_migration() {
     );
     let lease = s.open("old").unwrap().current_lease().unwrap().unwrap();
     assert_eq!(lease.tenure, 7, "the data survives the upgrade");
+}
+
+both!(
+    a_space_with_bad_rows_is_set_aside_and_the_others_serve,
+    bad_rows_set_aside
+);
+fn bad_rows_set_aside<B: SpaceBackend>(f: Fleet<B>) {
+    for id in ["bad", "good"] {
+        f.a.create(id, "did:key:owner").unwrap();
+        let mut s = f.a.open(id).unwrap();
+        s.commit(authored().op(set("d", json!({"ok": true}))))
+            .unwrap();
+    }
+    let mut bad = f.a.open("bad").unwrap();
+    (f.corrupt)("bad", "d");
+    let e = bad.read("d").unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    assert!(
+        e.to_string().contains("not valid JSON") || e.to_string().contains("invalid JSON"),
+        "{e}"
+    );
+    // Set aside: refused from then on, by this handle and by every host.
+    assert!(matches!(
+        bad.read("d"),
+        Err(StoreError::Quarantined { .. }) | Err(StoreError::Corrupt { .. })
+    ));
+    assert!(matches!(
+        f.b.open("bad"),
+        Err(StoreError::Quarantined { .. })
+    ));
+    assert_eq!(
+        f.counters_a.space_value("bad", Counter::SpacesQuarantined),
+        1
+    );
+    // The other space keeps serving.
+    let mut good = f.b.open("good").unwrap();
+    assert_eq!(good.read("d").unwrap().unwrap().value, json!({"ok": true}));
+    assert_eq!(
+        good.commit(authored().op(set("e", json!(1)))).unwrap().seq,
+        Some(2)
+    );
 }

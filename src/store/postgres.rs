@@ -428,6 +428,7 @@ impl SpaceBackend for PgStore {
             counters: self.inner.counters.space(id),
             conn: c,
             held: None,
+            quarantined: None,
         })
     }
 }
@@ -441,6 +442,8 @@ pub struct PgSpace {
     /// monotonic time at which that request was sent (a conservative start
     /// for its TTL).
     held: Option<(u64, u64)>,
+    /// Set when this space's rows failed validation: it is set aside.
+    quarantined: Option<String>,
 }
 
 /// Milliseconds since the Unix epoch of a `timestamptz` expression.
@@ -460,11 +463,49 @@ impl PgSpace {
     /// met the break failed, with nothing of it committed; the next one
     /// runs on a new connection.
     fn live(&mut self) -> StoreResult<()> {
+        if let Some(reason) = &self.quarantined {
+            return Err(StoreError::Quarantined {
+                space: self.id.clone(),
+                reason: reason.clone(),
+                path: "postgres".into(),
+            });
+        }
         if self.conn.c().is_closed() {
             self.conn = self.conn.pool.take()?;
             self.counters.inc(Counter::PgReconnects);
         }
         Ok(())
+    }
+
+    /// Sets the space aside when an operation found its rows invalid (a
+    /// document that is not JSON): its `spaces` row names the reason, every
+    /// host then refuses it, and the other spaces keep serving — the
+    /// equivalent of moving a corrupt SQLite file to `quarantine/`.
+    fn guard<T>(&mut self, r: StoreResult<T>) -> StoreResult<T> {
+        match r {
+            Err(e) if e.is_corruption() => {
+                let reason = e.to_string();
+                self.quarantined = Some(reason.clone());
+                let marked = self.conn.pool.take().and_then(|mut c| {
+                    c.db()
+                        .execute(
+                            "UPDATE spaces SET quarantined = $2 WHERE id = $1",
+                            &[&self.id, &reason],
+                        )
+                        .doing("setting a space aside")
+                });
+                self.counters.inc(Counter::SpacesQuarantined);
+                tracing::error!(space = %self.id, reason, "space set aside");
+                Err(StoreError::Corrupt {
+                    path: format!("postgres: space {}", self.id).into(),
+                    reason: match marked {
+                        Ok(_) => format!("{reason}; the space is set aside"),
+                        Err(m) => format!("{reason}; setting it aside failed: {m}"),
+                    },
+                })
+            }
+            other => other,
+        }
     }
 
     fn monotonic_ms(&self) -> u64 {
@@ -860,12 +901,13 @@ impl SpaceStore for PgSpace {
         if r.is_err() {
             self.counters.inc(Counter::CommitsRejected);
         }
-        r
+        self.guard(r)
     }
 
     fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
         self.live()?;
-        read_doc(&mut self.conn.db(), &self.id, doc)
+        let r = read_doc(&mut self.conn.db(), &self.id, doc);
+        self.guard(r)
     }
 
     fn head_seq(&mut self) -> StoreResult<u64> {
