@@ -26,11 +26,14 @@ struct Fleet<B> {
     expire: Box<dyn Fn()>,
     /// Makes a document of a space invalid behind the store's back (bytes
     /// that are not JSON), as a disk or an operator's stray write might.
-    corrupt: Box<dyn Fn(&str, &str)>,
+    corrupt: Corrupter,
     _keep: Option<tempfile::TempDir>,
 }
 
 const PG_TTL_MS: u64 = 400;
+
+/// Writes bytes that are not JSON into (space, document).
+type Corrupter = Box<dyn Fn(&str, &str)>;
 
 fn sys() -> Arc<dyn spacewake::clock::Clock> {
     Arc::new(spacewake::clock::SystemClock)
