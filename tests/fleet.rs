@@ -278,8 +278,9 @@ fn hosts_claiming_due_spaces_at_once_claim_each_exactly_once() {
     println!("claims per host: {per_host:?}");
 }
 
-/// The fleet view, from the lease table: each holder, the spaces it holds
-/// live, and when it last took or renewed a lease.
+/// The fleet view: each host with the spaces it holds live, its last lease
+/// renewal and heartbeat; a host holding nothing is alive while it sends
+/// heartbeats, and not once they stop for longer than the TTL.
 #[test]
 fn the_fleet_view_shows_each_host_with_its_spaces_and_last_renewal() {
     use spacewake::store::SpaceStore;
@@ -289,6 +290,8 @@ fn the_fleet_view_shows_each_host_with_its_spaces_and_last_renewal() {
     let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
     let a = PgStore::open(&url, "host-a/1", 60_000, sys(), Counters::new()).unwrap();
     let b = PgStore::open(&url, "host-b/1", 60_000, sys(), Counters::new()).unwrap();
+    // A host with a short TTL that holds nothing: alive only by heartbeat.
+    let c = PgStore::open(&url, "host-c/1", 300, sys(), Counters::new()).unwrap();
     for i in 0..5 {
         a.create(&format!("v{i}"), "did:key:owner").unwrap();
     }
@@ -299,19 +302,31 @@ fn the_fleet_view_shows_each_host_with_its_spaces_and_last_renewal() {
     }
     let mut sb = b.open("v3").unwrap();
     let lb = sb.acquire_lease().unwrap().unwrap();
-    let view = a.fleet().unwrap();
-    assert_eq!(view.len(), 2, "{view:?}");
-    assert_eq!(
-        (view[0].holder.as_str(), view[0].spaces_held, view[0].alive),
-        ("host-a/1", 3, true)
-    );
-    assert_eq!(
-        (view[1].holder.as_str(), view[1].spaces_held),
-        ("host-b/1", 1)
-    );
+    let view = c.fleet().unwrap();
+    let names: Vec<&str> = view.iter().map(|h| h.holder.as_str()).collect();
+    assert_eq!(names, ["host-a/1", "host-b/1", "host-c/1"], "{view:?}");
+    assert_eq!((view[0].spaces_held, view[0].alive), (3, true));
+    assert_eq!(view[1].spaces_held, 1);
     assert!(view[0].last_renewal_ms > 1_600_000_000_000, "{view:?}");
-    // A release leaves the holder listed, holding nothing live.
+    assert_eq!(
+        (view[2].spaces_held, view[2].last_renewal_ms, view[2].alive),
+        (0, 0, true)
+    );
+    assert!(view[2].last_seen_ms > 1_600_000_000_000);
+    // A release leaves b holding nothing; it stays alive by its heartbeat
+    // (its TTL is a minute). c's heartbeat ages past its 300 ms TTL.
     sb.release_lease(&lb).unwrap();
-    let view = b.fleet().unwrap();
-    assert_eq!((view[1].spaces_held, view[1].alive), (0, false));
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let view = c.fleet().unwrap();
+    assert_eq!(
+        (view[1].spaces_held, view[1].alive),
+        (0, false),
+        "judged by the reader's TTL"
+    );
+    assert!(
+        !view[2].alive,
+        "no heartbeat for longer than the TTL: {view:?}"
+    );
+    c.heartbeat().unwrap();
+    assert!(c.fleet().unwrap()[2].alive);
 }

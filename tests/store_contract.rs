@@ -451,7 +451,10 @@ fn postgres_upgrades_a_database_migration_by_migration() {
     let s = PgStore::open(&url, "h", 1000, sys(), Counters::new()).unwrap();
     assert_eq!(s.schema_version().unwrap(), PG_MIGRATIONS.last().unwrap().0);
     let fleet = s.fleet().unwrap();
-    assert_eq!(fleet.len(), 1);
+    // The old lease's holder, and this host by its heartbeat.
+    assert_eq!(fleet.len(), 2, "{fleet:?}");
+    assert_eq!(fleet[0].holder, "h");
+    let fleet = &fleet[1..];
     assert_eq!(
         (fleet[0].holder.as_str(), fleet[0].spaces_held),
         ("host-x/1", 1)

@@ -52,6 +52,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0003_wake_at",
         include_str!("../../schema/postgres/0003_wake_at.sql"),
     ),
+    (
+        4,
+        "0004_hosts",
+        include_str!("../../schema/postgres/0004_hosts.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
@@ -96,7 +101,7 @@ impl PgStore {
     ) -> StoreResult<PgStore> {
         let mut client = Client::connect(url, NoTls).doing("connecting")?;
         migrate(&mut client)?;
-        Ok(PgStore {
+        let store = PgStore {
             inner: Arc::new(PgShared {
                 url: url.to_string(),
                 clock,
@@ -106,7 +111,9 @@ impl PgStore {
                 idle: Mutex::new(vec![(client, Cache::new())]),
                 _history_commits: DEFAULT_HISTORY_COMMITS,
             }),
-        })
+        };
+        store.heartbeat()?;
+        Ok(store)
     }
 
     pub fn holder(&self) -> &str {
@@ -196,25 +203,36 @@ pub struct FleetHost {
     pub holder: String,
     /// Spaces whose lease it holds live now.
     pub spaces_held: u64,
-    /// When it last took or renewed any lease (database clock, ms).
+    /// When it last took or renewed any lease (database clock, ms; 0 when
+    /// it has no lease row).
     pub last_renewal_ms: u64,
-    /// Whether any lease of it is still live: a host holding nothing live
-    /// is listed until its rows are taken by others.
+    /// Its last heartbeat ([`PgStore::heartbeat`]; database clock, ms; 0
+    /// when it never sent one).
+    pub last_seen_ms: u64,
+    /// It holds a lease live, or its last heartbeat is younger than its
+    /// store's lease TTL.
     pub alive: bool,
 }
 
 impl PgStore {
-    /// The fleet as the lease table shows it: every holder with a lease
-    /// row, the spaces it holds live, and its newest renewal.
+    /// The fleet as the database sees it: every host that sent a
+    /// heartbeat or holds a lease row, the spaces it holds live, its newest
+    /// lease renewal and heartbeat, and whether it counts as alive (a live
+    /// lease, or a heartbeat younger than this store's TTL).
     pub fn fleet(&self) -> StoreResult<Vec<FleetHost>> {
         let mut c = self.inner.take()?;
         let rows = c
             .db()
             .query(
-                "SELECT holder, count(*) FILTER (WHERE expires_at > clock_timestamp()), \
-                 (extract(epoch from max(renewed_at)) * 1000)::bigint \
-                 FROM execution_lease GROUP BY holder ORDER BY holder",
-                &[],
+                "WITH l AS (SELECT holder, \
+                   count(*) FILTER (WHERE expires_at > clock_timestamp()) AS held, \
+                   max(renewed_at) AS renewed FROM execution_lease GROUP BY holder) \
+                 SELECT coalesce(h.holder, l.holder), coalesce(l.held, 0), \
+                   coalesce((extract(epoch from l.renewed) * 1000)::bigint, 0), \
+                   coalesce((extract(epoch from h.last_seen) * 1000)::bigint, 0), \
+                   coalesce(h.last_seen > clock_timestamp() - $1 * interval '1 millisecond', false) \
+                 FROM hosts h FULL OUTER JOIN l ON l.holder = h.holder ORDER BY 1",
+                &[&(self.inner.lease_ttl_ms as f64)],
             )
             .doing("reading the fleet")?;
         Ok(rows
@@ -224,11 +242,28 @@ impl PgStore {
                 FleetHost {
                     holder: r.get(0),
                     spaces_held: held,
-                    last_renewal_ms: r.get::<_, Option<i64>>(2).unwrap_or(0).max(0) as u64,
-                    alive: held > 0,
+                    last_renewal_ms: r.get::<_, i64>(2).max(0) as u64,
+                    last_seen_ms: r.get::<_, i64>(3).max(0) as u64,
+                    alive: held > 0 || r.get::<_, bool>(4),
                 }
             })
             .collect())
+    }
+
+    /// Records that this host is alive (`hosts.last_seen`, the database's
+    /// clock). Opening the store sends the first; a host sends one at each
+    /// lease renewal round.
+    pub fn heartbeat(&self) -> StoreResult<()> {
+        let mut c = self.inner.take()?;
+        c.db()
+            .execute(
+                "INSERT INTO hosts (holder, started_at, last_seen) \
+                 VALUES ($1, clock_timestamp(), clock_timestamp()) \
+                 ON CONFLICT (holder) DO UPDATE SET last_seen = excluded.last_seen",
+                &[&self.inner.holder],
+            )
+            .doing("sending a heartbeat")?;
+        Ok(())
     }
 }
 
