@@ -16,7 +16,7 @@ pub enum StoreError {
     #[error("space {0:?} already exists")]
     SpaceExists(String),
 
-    #[error("space {space:?} is quarantined ({reason}); its file was moved to {path}")]
+    #[error("space {space:?} is quarantined ({reason}); it was set aside in {path}")]
     Quarantined {
         space: String,
         reason: String,

@@ -18,7 +18,6 @@
 //! Connections come from a small pool shared by the spaces a store opens;
 //! an open space holds one connection until it is dropped.
 
-use super::config::DEFAULT_HISTORY_COMMITS;
 use super::contract::{SpaceBackend, SpaceStore};
 use super::error::{PgContext, StoreError, StoreResult};
 use super::log::{check_watermark, resolve_op, validate_name};
@@ -84,9 +83,6 @@ struct PgShared {
     lease_ttl_ms: u64,
     counters: Arc<Counters>,
     idle: Mutex<Vec<(Client, Cache)>>,
-    /// Kept for parity with the SQLite backend's history knob; compaction
-    /// of the PostgreSQL log is not built yet.
-    _history_commits: u64,
 }
 
 impl PgStore {
@@ -109,7 +105,6 @@ impl PgStore {
                 lease_ttl_ms,
                 counters,
                 idle: Mutex::new(vec![(client, Cache::new())]),
-                _history_commits: DEFAULT_HISTORY_COMMITS,
             }),
         };
         store.heartbeat()?;
@@ -426,10 +421,9 @@ impl SpaceBackend for PgStore {
         let n = c
             .db()
             .execute(
-                "INSERT INTO spaces (id, owner, created_at_ms) \
-                 VALUES ($1, $2, (extract(epoch from clock_timestamp()) * 1000)::bigint) \
+                "INSERT INTO spaces (id, owner, created_at_ms) VALUES ($1, $2, $3) \
                  ON CONFLICT (id) DO NOTHING",
-                &[&id, &owner],
+                &[&id, &owner, &(self.inner.clock.now_ms() as i64)],
             )
             .doing("creating a space")?;
         if n == 0 {
@@ -453,7 +447,7 @@ impl SpaceBackend for PgStore {
                     return Err(StoreError::Quarantined {
                         space: id.to_string(),
                         reason,
-                        path: "postgres".into(),
+                        path: "the PostgreSQL store (spaces.quarantined)".into(),
                     });
                 }
             }
@@ -502,7 +496,7 @@ impl PgSpace {
             return Err(StoreError::Quarantined {
                 space: self.id.clone(),
                 reason: reason.clone(),
-                path: "postgres".into(),
+                path: "the PostgreSQL store (spaces.quarantined)".into(),
             });
         }
         if self.conn.c().is_closed() {
