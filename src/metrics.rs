@@ -67,6 +67,7 @@ counters! {
     LeaseTakenOverFromOwnDeadInstance => ("lease", "takenOverFromOwnDeadInstance", Counter, "Acquisitions that took over, at once, a live lease left by a dead earlier instance of this host (the data directory's lock proves it dead)"),
     DerivedRefused => ("lease", "derivedCommitsRefused", Counter, "Derived commits refused because the writer did not hold the lease"),
     FleetClaims => ("lease", "fleetClaims", Counter, "Due spaces this host claimed from the fleet's shared wake directory (PostgreSQL store): each claim takes the space's lease"),
+    PgWakeNotices => ("store", "postgresWakeNotices", Counter, "Commits on the PostgreSQL store that made their space need a host sooner and told the fleet's wakers (NOTIFY; a latency hint)"),
     PgReconnects => ("store", "postgresReconnects", Counter, "Open spaces on the PostgreSQL store that found their connection broken (a server restart) and took a fresh one"),
     LeaseSelfFenced => ("lease", "selfFenced", Counter, "Derived commits a host refused itself, before asking the database, because its own monotonic clock said its lease's TTL (less a margin) had passed since the last renewal that succeeded"),
     ScheduleIndexed => ("schedule", "indexedEntries", Gauge, "Schedule entries in the index (as of each space's last activation)"),

@@ -330,3 +330,55 @@ fn the_fleet_view_shows_each_host_with_its_spaces_and_last_renewal() {
     c.heartbeat().unwrap();
     assert!(c.fleet().unwrap()[2].alive);
 }
+
+/// A commit that makes a space need a host sooner tells every listening
+/// host (LISTEN/NOTIFY, delivered at commit); one that changes nothing
+/// about when it needs a host says nothing.
+#[test]
+fn hosts_hear_when_a_space_needs_a_host_sooner() {
+    use spacewake::store::{Author, CommitClass, CommitRequest, NewEvent, SpaceStore};
+    use std::time::Duration;
+    let Some(url) = common::pg::database("notices") else {
+        return;
+    };
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let counters = Counters::new();
+    let a = PgStore::open(&url, "host-a/1", 60_000, sys(), counters.clone()).unwrap();
+    let b = PgStore::open(&url, "host-b/1", 60_000, sys(), Counters::new()).unwrap();
+    let mut heard = b.wake_notices().unwrap();
+    a.create("n", "did:key:owner").unwrap();
+    let mut s = a.open("n").unwrap();
+    let ev = |id: &str| NewEvent {
+        event_id: id.into(),
+        stream: "clicks".into(),
+        payload: serde_json::json!({}),
+        fired_by: "did:key:test".into(),
+    };
+    let me = Author::principal("did:key:test");
+    s.append_event(me.clone(), ev("e1")).unwrap();
+    assert_eq!(
+        heard.next(Duration::from_secs(5)).unwrap(),
+        Some(("n".to_string(), 0)),
+        "undelivered events: needed now"
+    );
+    s.append_event(me.clone(), ev("e2")).unwrap();
+    assert_eq!(
+        heard.next(Duration::from_millis(200)).unwrap(),
+        None,
+        "already needed now"
+    );
+    let mut r = CommitRequest::new(CommitClass::Authored, me.clone());
+    r.watermarks = vec![("clicks".into(), 2)];
+    s.commit(r).unwrap();
+    assert_eq!(
+        heard.next(Duration::from_millis(200)).unwrap(),
+        None,
+        "later is not news"
+    );
+    s.append_event(me, ev("e3")).unwrap();
+    assert_eq!(
+        heard.next(Duration::from_secs(5)).unwrap(),
+        Some(("n".to_string(), 0))
+    );
+    assert_eq!(counters.space_value("n", Counter::PgWakeNotices), 2);
+}

@@ -262,6 +262,44 @@ impl PgStore {
     }
 }
 
+/// This host's subscription to the fleet's "needs a host sooner" notices
+/// ([`PgStore::wake_notices`]), on a connection of its own.
+pub struct WakeNotices {
+    client: Client,
+}
+
+impl WakeNotices {
+    /// The next notice, waiting at most `wait` of real time: the space and
+    /// when it now needs a host (ms; 0 for undelivered events). `None` when
+    /// none came. A notice is a hint to look sooner, never a promise: one
+    /// may be lost (a broken connection), and the claim decides.
+    pub fn next(&mut self, wait: std::time::Duration) -> StoreResult<Option<(String, u64)>> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let n = self
+            .client
+            .notifications()
+            .timeout_iter(wait)
+            .next()
+            .doing("waiting for wake notices")?;
+        Ok(n.and_then(|n| {
+            let (at, space) = n.payload().split_once(' ')?;
+            Some((space.to_string(), at.parse().ok()?))
+        }))
+    }
+}
+
+impl PgStore {
+    /// Subscribes to the notices commits send when a space comes to need a
+    /// host sooner than before (`spec/fleet.md`, *The claim protocol*).
+    pub fn wake_notices(&self) -> StoreResult<WakeNotices> {
+        let mut client = Client::connect(&self.inner.url, NoTls).doing("connecting")?;
+        client
+            .batch_execute("LISTEN spacewake_wake")
+            .doing("listening for wake notices")?;
+        Ok(WakeNotices { client })
+    }
+}
+
 impl PgShared {
     fn take(self: &Arc<Self>) -> StoreResult<Pooled> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
@@ -602,16 +640,20 @@ impl PgSpace {
         }))
     }
 
-    /// Locks the space's row for the rest of `tx`; its newest seq.
-    fn lock_space(tx: &mut Db<'_, postgres::Transaction<'_>>, id: &str) -> StoreResult<u64> {
+    /// Locks the space's row for the rest of `tx`; its newest seq and when
+    /// it needs a host (`wake_at_ms`).
+    fn lock_space(
+        tx: &mut Db<'_, postgres::Transaction<'_>>,
+        id: &str,
+    ) -> StoreResult<(u64, Option<i64>)> {
         let row = tx
             .query_opt(
-                "SELECT head_seq FROM spaces WHERE id = $1 FOR UPDATE",
+                "SELECT head_seq, wake_at_ms FROM spaces WHERE id = $1 FOR UPDATE",
                 &[&id],
             )
             .doing("locking the space")?
             .ok_or_else(|| StoreError::UnknownSpace(id.to_string()))?;
-        Ok(row.get::<_, i64>(0) as u64)
+        Ok((row.get::<_, i64>(0) as u64, row.get(1)))
     }
 
     fn commit_inner(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
@@ -642,7 +684,7 @@ impl PgSpace {
         STATEMENTS.fetch_add(2, Ordering::Relaxed);
         let mut txn = client.transaction().doing("beginning a commit")?;
         let mut db = Db { c: &mut txn, cache };
-        let head = Self::lock_space(&mut db, &id)?;
+        let (head, wake_before) = Self::lock_space(&mut db, &id)?;
 
         if req.class == CommitClass::Derived {
             let ok = match &req.lease {
@@ -758,15 +800,32 @@ impl PgSpace {
 
         // The new seq and the directory's undelivered flag, in one write of
         // the space's row, in the same transaction.
-        let undelivered: bool = db
+        let row = db
             .query_one(
                 "UPDATE spaces SET head_seq = $2, undelivered = EXISTS (SELECT 1 FROM streams \
                  WHERE space = $1 AND head_seq > watermark_seq) WHERE id = $1 \
-                 RETURNING undelivered",
+                 RETURNING undelivered, wake_at_ms",
                 &[&id, &(seq.unwrap_or(head) as i64)],
             )
-            .doing("updating the space's row")?
-            .get(0);
+            .doing("updating the space's row")?;
+        let undelivered: bool = row.get(0);
+        let wake_after: Option<i64> = row.get(1);
+        // A space that needs a host sooner than before tells the fleet's
+        // listeners (delivered when the transaction commits; a hint only:
+        // every waker still finds due spaces by claiming).
+        let earlier = match (wake_before, wake_after) {
+            (_, None) => None,
+            (None, Some(a)) => Some(a),
+            (Some(b), Some(a)) => (a < b).then_some(a),
+        };
+        if let Some(at) = earlier {
+            db.execute(
+                "SELECT pg_notify('spacewake_wake', $1)",
+                &[&format!("{} {id}", at.max(0))],
+            )
+            .doing("telling the fleet of an earlier wake")?;
+            counters.inc(Counter::PgWakeNotices);
+        }
         let released = match &req.lease {
             Some(held) if req.release_lease_if_idle && !undelivered => {
                 release(&mut db, &id, held)? == 1
