@@ -20,6 +20,8 @@ pub struct PgCluster {
     dir: PathBuf,
     bin: PathBuf,
     port: u16,
+    /// A throwaway cluster does not sync its writes (`fsync=off`).
+    fast: bool,
     as_postgres: bool,
     keep: bool,
     /// Our end of the watcher's stdin: closing it (drop, or this process
@@ -73,27 +75,75 @@ impl PgCluster {
     /// Creates and starts a cluster in a new directory under `parent`
     /// (the system's temporary directory when `None`).
     pub fn start(parent: Option<&Path>) -> anyhow::Result<PgCluster> {
-        let bin = find_binaries().map_err(anyhow::Error::msg)?;
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let dir = parent.join(format!(
             "spacewake-pg-{}-{}",
             std::process::id(),
             crate::store::hex_id(&rand::random::<[u8; 4]>())
         ));
-        std::fs::create_dir_all(dir.join("data"))
-            .with_context(|| format!("creating {}", dir.display()))?;
+        let mut c = Self::init(dir, free_port()?, true)?;
+        c.start_server()?;
+        c.spawn_watcher()?;
+        Ok(c)
+    }
+
+    /// A cluster for development in `dir`, kept after this process ends:
+    /// created (on a free port, remembered in `dir/port`) the first time,
+    /// started again later. Returns its URL. Unlike the throwaway ones it
+    /// syncs its writes.
+    pub fn start_kept(dir: &Path) -> anyhow::Result<String> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = std::fs::canonicalize(dir)?;
+        let port_file = dir.join("port");
+        let mut c = if dir.join("data").join("PG_VERSION").is_file() {
+            let port = std::fs::read_to_string(&port_file)
+                .with_context(|| format!("reading {}", port_file.display()))?
+                .trim()
+                .parse()
+                .with_context(|| format!("{} holds no port", port_file.display()))?;
+            Self::attach(dir, port, false)?
+        } else {
+            let port = free_port()?;
+            let c = Self::init(dir, port, false)?;
+            std::fs::write(&port_file, port.to_string())?;
+            c
+        };
+        let data = c.dir.join("data");
+        let running = c
+            .run(
+                "pg_ctl",
+                &["-D".as_ref(), data.as_os_str(), "status".as_ref()],
+            )
+            .is_ok();
+        if !running {
+            c.start_server()?;
+        }
+        let url = c.url("postgres");
+        c.keep();
+        Ok(url)
+    }
+
+    fn attach(dir: PathBuf, port: u16, fast: bool) -> anyhow::Result<PgCluster> {
         // SAFETY: geteuid has no preconditions.
         let as_postgres = unsafe { libc::geteuid() } == 0;
-        let mut c = PgCluster {
+        Ok(PgCluster {
             dir,
-            bin,
-            port: free_port()?,
+            bin: find_binaries().map_err(anyhow::Error::msg)?,
+            port,
+            fast,
             as_postgres,
             keep: false,
             watcher_stdin: None,
             watcher: None,
-        };
-        if as_postgres {
+        })
+    }
+
+    /// `initdb` into `dir/data`.
+    fn init(dir: PathBuf, port: u16, fast: bool) -> anyhow::Result<PgCluster> {
+        std::fs::create_dir_all(dir.join("data"))
+            .with_context(|| format!("creating {}", dir.display()))?;
+        let c = Self::attach(dir, port, fast)?;
+        if c.as_postgres {
             let st = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
                 .arg(&c.dir)
@@ -118,8 +168,6 @@ impl PgCluster {
                 "--locale=C".as_ref(),
             ],
         )?;
-        c.start_server()?;
-        c.spawn_watcher()?;
         Ok(c)
     }
 
@@ -129,9 +177,10 @@ impl PgCluster {
     pub fn start_server(&mut self) -> anyhow::Result<()> {
         let data = self.dir.join("data");
         let opts = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200{}",
             self.port,
-            self.dir.display()
+            self.dir.display(),
+            if self.fast { " -c fsync=off" } else { "" }
         );
         let log = self.dir.join("server.log");
         self.run(
@@ -154,6 +203,19 @@ impl PgCluster {
     /// Stops the server at once (`immediate`: as a crash would), keeping
     /// its data for [`PgCluster::start_server`].
     pub fn stop(&self) -> anyhow::Result<()> {
+        self.pg_ctl_stop("immediate")
+    }
+
+    /// Stops a cluster [`PgCluster::start_kept`] started in `dir`, cleanly.
+    pub fn stop_kept(dir: &Path) -> anyhow::Result<()> {
+        let dir = std::fs::canonicalize(dir)?;
+        let c = Self::attach(dir, 0, false)?;
+        let r = c.pg_ctl_stop("fast");
+        c.keep();
+        r
+    }
+
+    fn pg_ctl_stop(&self, mode: &str) -> anyhow::Result<()> {
         let data = self.dir.join("data");
         self.run(
             "pg_ctl",
@@ -161,7 +223,7 @@ impl PgCluster {
                 "-D".as_ref(),
                 data.as_os_str(),
                 "-m".as_ref(),
-                "immediate".as_ref(),
+                mode.as_ref(),
                 "-w".as_ref(),
                 "stop".as_ref(),
             ],

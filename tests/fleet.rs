@@ -382,3 +382,50 @@ fn hosts_hear_when_a_space_needs_a_host_sooner() {
     );
     assert_eq!(counters.space_value("n", Counter::PgWakeNotices), 2);
 }
+
+/// `spacewake postgres` starts a PostgreSQL for development that outlives
+/// the command, reuses it (same URL) when run again, and `--stop` stops it.
+#[test]
+fn the_development_postgres_command_starts_reuses_and_stops_a_cluster() {
+    if let Err(why) = spacewake::pg_cluster::find_binaries() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("needs PostgreSQL: {why}");
+        }
+        eprintln!("skipped, no PostgreSQL: {why}");
+        return;
+    }
+    // Under /tmp: as root the server runs as the postgres user, who must
+    // reach the directory.
+    let dir = std::env::temp_dir().join(format!("spacewake-devpg-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+            .arg("postgres")
+            .arg("--dir")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let url = run(&[]);
+    assert!(url.starts_with("postgres://postgres@127.0.0.1:"), "{url}");
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute("CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)")
+        .unwrap();
+    drop(c);
+    assert_eq!(run(&[]), url, "running it again reuses the cluster");
+    run(&["--stop"]);
+    assert!(
+        postgres::Client::connect(&url, postgres::NoTls).is_err(),
+        "stopped"
+    );
+    // Started again, its data is still there.
+    assert_eq!(run(&[]), url);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let x: i32 = c.query_one("SELECT x FROM kept", &[]).unwrap().get(0);
+    assert_eq!(x, 7);
+    drop(c);
+    run(&["--stop"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -157,6 +157,16 @@ pub enum Command {
     },
     /// Internal helpers used by the crash and multi-host tests.
     #[command(hide = true)]
+    /// Start a PostgreSQL for development in DIR (created the first
+    /// time, kept running after this command) and print its URL; `--stop`
+    /// stops it. Uses the machine's server binaries (the distribution's
+    /// postgresql package).
+    Postgres {
+        #[arg(long, default_value = "./spacewake-postgres")]
+        dir: PathBuf,
+        #[arg(long)]
+        stop: bool,
+    },
     Debug {
         #[command(subcommand)]
         which: DebugCommand,
@@ -287,6 +297,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             piece,
             path,
         } => client::read(&client, &piece, &path),
+        Command::Postgres { dir, stop } => {
+            if stop {
+                crate::pg_cluster::PgCluster::stop_kept(&dir)?;
+                println!("stopped the PostgreSQL in {}", dir.display());
+            } else {
+                let url = crate::pg_cluster::PgCluster::start_kept(&dir)?;
+                println!("{url}");
+                eprintln!(
+                    "PostgreSQL for development in {} (stop it with: spacewake postgres --stop --dir {})",
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Debug { which } => match which {
             DebugCommand::CrashWriter { data, space } => crate::debug::crash_writer(&data, &space),
             DebugCommand::LeaseContender {
