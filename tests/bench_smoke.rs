@@ -1,6 +1,8 @@
 //! The benchmarks run end to end at a tiny scale and print every figure they
 //! promise (the real figures are in spec/performance.md).
 
+mod common;
+
 use std::process::Command;
 
 /// Runs `spacewake bench <which> --scale 0.01` and checks it succeeds and
@@ -112,11 +114,7 @@ fn bench_schedule_instructions_mode_wakes_every_space_each_round() {
 fn bench_fleet_prints_its_side_by_side_figures() {
     // It starts its own throwaway PostgreSQL; without the server binaries
     // (and outside CI) there is nothing to run.
-    if let Err(why) = spacewake::pg_cluster::find_binaries() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("bench fleet needs PostgreSQL: {why}");
-        }
-        eprintln!("bench_fleet: skipped, no PostgreSQL: {why}");
+    if !common::pg::binaries_or_skip("bench_fleet") {
         return;
     }
     prints_all(

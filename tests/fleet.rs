@@ -387,11 +387,7 @@ fn hosts_hear_when_a_space_needs_a_host_sooner() {
 /// the command, reuses it (same URL) when run again, and `--stop` stops it.
 #[test]
 fn the_development_postgres_command_starts_reuses_and_stops_a_cluster() {
-    if let Err(why) = spacewake::pg_cluster::find_binaries() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("needs PostgreSQL: {why}");
-        }
-        eprintln!("skipped, no PostgreSQL: {why}");
+    if !common::pg::binaries_or_skip("postgres_command") {
         return;
     }
     // Under /tmp: as root the server runs as the postgres user, who must

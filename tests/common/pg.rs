@@ -25,13 +25,27 @@ pub fn database(test: &str) -> Option<String> {
             Some(c.create_database(&name).expect("creating a test database"))
         }
         Err(why) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: PostgreSQL is needed and could not be started: {why}");
-            }
-            eprintln!("{test}: skipped, no PostgreSQL: {why}");
+            skip(test, why);
             None
         }
     }
+}
+
+/// Whether this machine has PostgreSQL's server binaries; without them a
+/// test prints one line saying it was skipped — or, under `CI=true`, fails.
+pub fn binaries_or_skip(test: &str) -> bool {
+    match spacewake::pg_cluster::find_binaries() {
+        Ok(_) => true,
+        Err(why) => skip(test, &why),
+    }
+}
+
+fn skip(test: &str, why: &str) -> bool {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: PostgreSQL is needed and could not be started: {why}");
+    }
+    eprintln!("{test}: skipped, no PostgreSQL: {why}");
+    false
 }
 
 /// The binary's cluster, for tests that stop and restart the server.

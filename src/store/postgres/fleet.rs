@@ -1,0 +1,186 @@
+//! The fleet's side of the PostgreSQL store: claiming due spaces from the
+//! shared wake directory, hearing of earlier wakes, host heartbeats and the
+//! fleet view (`spec/fleet.md`).
+
+use super::{PgStore, MS};
+use crate::metrics::Counter;
+use crate::store::error::{PgContext, StoreResult};
+use crate::store::records::Lease;
+use postgres::{Client, NoTls};
+
+/// A due space a host claimed: the lease it now holds for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub space: String,
+    pub lease: Lease,
+}
+
+impl PgStore {
+    /// Claims up to `limit` spaces that need a host — a wake due by
+    /// `now_ms`, or undelivered events — and whose lease nobody holds live,
+    /// in one statement: the rows are locked with `SKIP LOCKED`, so hosts
+    /// claiming at once never wait for each other and never claim the same
+    /// space, and each claimed space's lease is taken for this host (the
+    /// next epoch) before the statement commits. A claim is a lease: the host
+    /// fires write-first under it as it would under any lease, and a host
+    /// that loses it is fenced.
+    pub fn claim_due(&self, now_ms: u64, limit: usize) -> StoreResult<Vec<Claim>> {
+        let mut c = self.inner.take()?;
+        let holder = self.inner.holder.clone();
+        let rows = c
+            .db()
+            .query(
+                &format!(
+                    "WITH due AS ( \
+                       SELECT s.id FROM spaces s \
+                       WHERE s.wake_at_ms <= $1 AND s.quarantined IS NULL \
+                       AND NOT EXISTS (SELECT 1 FROM execution_lease l \
+                                       WHERE l.space = s.id AND l.expires_at > clock_timestamp()) \
+                       ORDER BY s.wake_at_ms \
+                       LIMIT $2 FOR UPDATE OF s SKIP LOCKED) \
+                     INSERT INTO execution_lease AS l (space, holder, epoch, expires_at, renewed_at) \
+                     SELECT id, $3, 1, clock_timestamp() + $4 * interval '1 millisecond', \
+                       clock_timestamp() FROM due \
+                     ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
+                       epoch = l.epoch + 1, expires_at = excluded.expires_at, \
+                       renewed_at = excluded.renewed_at \
+                       WHERE l.expires_at <= clock_timestamp() \
+                     RETURNING space, epoch, {MS}"
+                ),
+                &[
+                    &(now_ms as i64),
+                    &(limit as i64),
+                    &holder,
+                    &(self.inner.lease_ttl_ms as f64),
+                ],
+            )
+            .doing("claiming due spaces")?;
+        let claims: Vec<Claim> = rows
+            .iter()
+            .map(|r| Claim {
+                space: r.get(0),
+                lease: Lease {
+                    holder: holder.clone(),
+                    tenure: r.get::<_, i64>(1) as u64,
+                    expires_at_ms: r.get::<_, i64>(2) as u64,
+                },
+            })
+            .collect();
+        for cl in &claims {
+            let sc = self.inner.counters.space(&cl.space);
+            sc.inc(Counter::LeaseAcquired);
+            sc.inc(Counter::FleetClaims);
+        }
+        Ok(claims)
+    }
+}
+
+/// One host of the fleet as the database sees it (`PgStore::fleet`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetHost {
+    /// The lease holder name (`host-id/instance`).
+    pub holder: String,
+    /// Spaces whose lease it holds live now.
+    pub spaces_held: u64,
+    /// When it last took or renewed any lease (database clock, ms; 0 when
+    /// it has no lease row).
+    pub last_renewal_ms: u64,
+    /// Its last heartbeat ([`PgStore::heartbeat`]; database clock, ms; 0
+    /// when it never sent one).
+    pub last_seen_ms: u64,
+    /// It holds a lease live, or its last heartbeat is younger than its
+    /// store's lease TTL.
+    pub alive: bool,
+}
+
+impl PgStore {
+    /// The fleet as the database sees it: every host that sent a
+    /// heartbeat or holds a lease row, the spaces it holds live, its newest
+    /// lease renewal and heartbeat, and whether it counts as alive (a live
+    /// lease, or a heartbeat younger than this store's TTL).
+    pub fn fleet(&self) -> StoreResult<Vec<FleetHost>> {
+        let mut c = self.inner.take()?;
+        let rows = c
+            .db()
+            .query(
+                "WITH l AS (SELECT holder, \
+                   count(*) FILTER (WHERE expires_at > clock_timestamp()) AS held, \
+                   max(renewed_at) AS renewed FROM execution_lease GROUP BY holder) \
+                 SELECT coalesce(h.holder, l.holder), coalesce(l.held, 0), \
+                   coalesce((extract(epoch from l.renewed) * 1000)::bigint, 0), \
+                   coalesce((extract(epoch from h.last_seen) * 1000)::bigint, 0), \
+                   coalesce(h.last_seen > clock_timestamp() - $1 * interval '1 millisecond', false) \
+                 FROM hosts h FULL OUTER JOIN l ON l.holder = h.holder ORDER BY 1",
+                &[&(self.inner.lease_ttl_ms as f64)],
+            )
+            .doing("reading the fleet")?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let held = r.get::<_, i64>(1) as u64;
+                FleetHost {
+                    holder: r.get(0),
+                    spaces_held: held,
+                    last_renewal_ms: r.get::<_, i64>(2).max(0) as u64,
+                    last_seen_ms: r.get::<_, i64>(3).max(0) as u64,
+                    alive: held > 0 || r.get::<_, bool>(4),
+                }
+            })
+            .collect())
+    }
+
+    /// Records that this host is alive (`hosts.last_seen`, the database's
+    /// clock). Opening the store sends the first; a host sends one at each
+    /// lease renewal round.
+    pub fn heartbeat(&self) -> StoreResult<()> {
+        let mut c = self.inner.take()?;
+        c.db()
+            .execute(
+                "INSERT INTO hosts (holder, started_at, last_seen) \
+                 VALUES ($1, clock_timestamp(), clock_timestamp()) \
+                 ON CONFLICT (holder) DO UPDATE SET last_seen = excluded.last_seen",
+                &[&self.inner.holder],
+            )
+            .doing("sending a heartbeat")?;
+        Ok(())
+    }
+}
+
+/// This host's subscription to the fleet's "needs a host sooner" notices
+/// ([`PgStore::wake_notices`]), on a connection of its own.
+pub struct WakeNotices {
+    client: Client,
+}
+
+impl WakeNotices {
+    /// The next notice, waiting at most `wait` of real time: the space and
+    /// when it now needs a host (ms; 0 for undelivered events). `None` when
+    /// none came. A notice is a hint to look sooner, never a promise: one
+    /// may be lost (a broken connection), and the claim decides.
+    pub fn next(&mut self, wait: std::time::Duration) -> StoreResult<Option<(String, u64)>> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let n = self
+            .client
+            .notifications()
+            .timeout_iter(wait)
+            .next()
+            .doing("waiting for wake notices")?;
+        Ok(n.and_then(|n| {
+            let (at, space) = n.payload().split_once(' ')?;
+            Some((space.to_string(), at.parse().ok()?))
+        }))
+    }
+}
+
+impl PgStore {
+    /// Subscribes to the notices commits send when a space comes to need a
+    /// host sooner than before (`spec/fleet.md`, *The claim protocol*).
+    pub fn wake_notices(&self) -> StoreResult<WakeNotices> {
+        let mut client = Client::connect(&self.inner.url, NoTls).doing("connecting")?;
+        client
+            .batch_execute("LISTEN spacewake_wake")
+            .doing("listening for wake notices")?;
+        Ok(WakeNotices { client })
+    }
+}

@@ -1,0 +1,215 @@
+//! The PostgreSQL backend: every space of a fleet in one shared database
+//! (`schema/postgres/`), so several hosts serve the same spaces. It keeps
+//! the store's `# Contract` with these means:
+//!
+//! - **Commits** lock their space's row in `spaces` first (`FOR UPDATE`):
+//!   commits of one space are serialised as SQLite's write lock serialises
+//!   them, and the seq is the row's `head_seq + 1`, written back in the
+//!   same transaction — gap-free.
+//! - **Leases** carry an epoch (the SQLite backend's tenure) that rises
+//!   with every taking; expiry is on the database's clock
+//!   (`clock_timestamp()`), so no host's clock arbitrates. A derived commit
+//!   checks holder, epoch and expiry in its own transaction, after locking
+//!   the space's row, which a taking also locks: a takeover waits for a
+//!   commit that passed its check, and a commit after a takeover fails it.
+//! - **The directory** (next wake, undelivered) lives in the same `spaces`
+//!   row and moves in the commit's own transaction, so it is never late.
+//!
+//! Connections come from a small pool shared by the spaces a store opens;
+//! an open space holds one connection until it is dropped.
+
+mod fleet;
+mod pool;
+mod space;
+
+pub use fleet::{Claim, FleetHost, WakeNotices};
+pub use pool::statements_sent;
+pub use space::PgSpace;
+
+use super::contract::SpaceBackend;
+use super::error::{PgContext, StoreError, StoreResult};
+use crate::clock::Clock;
+use crate::metrics::{Counter, Counters};
+use pool::Cache;
+use postgres::{Client, GenericClient, NoTls};
+use std::sync::{Arc, Mutex};
+
+/// Milliseconds since the Unix epoch of a lease row's `expires_at`.
+const MS: &str = "(extract(epoch from expires_at) * 1000)::bigint";
+
+/// The PostgreSQL schema's numbered migrations, in order.
+pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "0001_core",
+        include_str!("../../../schema/postgres/0001_core.sql"),
+    ),
+    (
+        2,
+        "0002_lease_renewals",
+        include_str!("../../../schema/postgres/0002_lease_renewals.sql"),
+    ),
+    (
+        3,
+        "0003_wake_at",
+        include_str!("../../../schema/postgres/0003_wake_at.sql"),
+    ),
+    (
+        4,
+        "0004_hosts",
+        include_str!("../../../schema/postgres/0004_hosts.sql"),
+    ),
+];
+
+/// Key of the advisory lock that serialises migrations across hosts.
+const MIGRATION_LOCK: i64 = 0x7370_6163_6577_616b; // "spacewak"
+
+/// A host stops committing under a lease by itself once its own monotonic
+/// clock says this share of the TTL has passed since the start of the last
+/// renewal that succeeded: three quarters, so a holder renewing every third
+/// of the TTL has missed two renewals first.
+pub const SELF_FENCE_NUM_DEN: (u64, u64) = (3, 4);
+
+/// How many idle connections a store keeps for its spaces.
+pub(crate) const POOL_IDLE: usize = 8;
+
+/// A fleet's store: one PostgreSQL database.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<PgShared>,
+}
+
+struct PgShared {
+    url: String,
+    clock: Arc<dyn Clock>,
+    holder: String,
+    lease_ttl_ms: u64,
+    counters: Arc<Counters>,
+    idle: Mutex<Vec<(Client, Cache)>>,
+}
+
+impl PgStore {
+    /// Connects, applies pending migrations under the fleet-wide advisory
+    /// lock, and refuses a database whose schema is newer than this binary.
+    pub fn open(
+        url: &str,
+        holder: &str,
+        lease_ttl_ms: u64,
+        clock: Arc<dyn Clock>,
+        counters: Arc<Counters>,
+    ) -> StoreResult<PgStore> {
+        let mut client = Client::connect(url, NoTls).doing("connecting")?;
+        migrate(&mut client)?;
+        let store = PgStore {
+            inner: Arc::new(PgShared {
+                url: url.to_string(),
+                clock,
+                holder: holder.to_string(),
+                lease_ttl_ms,
+                counters,
+                idle: Mutex::new(vec![(client, Cache::new())]),
+            }),
+        };
+        store.heartbeat()?;
+        Ok(store)
+    }
+
+    pub fn holder(&self) -> &str {
+        &self.inner.holder
+    }
+
+    /// The schema version the database is at.
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        let mut c = self.inner.take()?;
+        let v = schema_version(c.c())?;
+        Ok(v)
+    }
+}
+
+fn schema_version(c: &mut impl GenericClient) -> StoreResult<i64> {
+    let has_meta: bool = c
+        .query_one("SELECT to_regclass('store_meta') IS NOT NULL", &[])
+        .doing("reading the schema version")?
+        .get(0);
+    if !has_meta {
+        return Ok(0);
+    }
+    let row = c
+        .query_opt(
+            "SELECT value FROM store_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .doing("reading the schema version")?;
+    Ok(row
+        .and_then(|r| r.get::<_, String>(0).parse().ok())
+        .unwrap_or(0))
+}
+
+fn migrate(client: &mut Client) -> StoreResult<()> {
+    let mut tx = client.transaction().doing("migrating")?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .doing("taking the migration lock")?;
+    let found = schema_version(&mut tx)?;
+    let supported = PG_MIGRATIONS.last().map_or(0, |m| m.0);
+    if found > supported {
+        return Err(StoreError::NewerDatabaseSchema { found, supported });
+    }
+    for (version, name, sql) in PG_MIGRATIONS {
+        if *version <= found {
+            continue;
+        }
+        tx.batch_execute(sql)
+            .doing(&format!("applying migration {name}"))?;
+        tx.execute(
+            "INSERT INTO store_meta (key, value) VALUES ('schema_version', $1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&version.to_string()],
+        )
+        .doing("recording the schema version")?;
+    }
+    tx.commit().doing("migrating")
+}
+
+impl SpaceBackend for PgStore {
+    type Space = PgSpace;
+
+    fn create(&self, id: &str, owner: &str) -> StoreResult<()> {
+        super::validate_space_id(id)?;
+        let mut c = self.inner.take()?;
+        let n = c
+            .db()
+            .execute(
+                "INSERT INTO spaces (id, owner, created_at_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO NOTHING",
+                &[&id, &owner, &(self.inner.clock.now_ms() as i64)],
+            )
+            .doing("creating a space")?;
+        if n == 0 {
+            return Err(StoreError::SpaceExists(id.to_string()));
+        }
+        self.inner.counters.space(id).inc(Counter::SpacesCreated);
+        Ok(())
+    }
+
+    fn open(&self, id: &str) -> StoreResult<PgSpace> {
+        super::validate_space_id(id)?;
+        let mut c = self.inner.take()?;
+        let row = c
+            .db()
+            .query_opt("SELECT quarantined FROM spaces WHERE id = $1", &[&id])
+            .doing("opening a space")?;
+        match row {
+            None => return Err(StoreError::UnknownSpace(id.to_string())),
+            Some(r) => {
+                if let Some(reason) = r.get::<_, Option<String>>(0) {
+                    return Err(StoreError::Quarantined {
+                        space: id.to_string(),
+                        reason,
+                        path: "the PostgreSQL store (spaces.quarantined)".into(),
+                    });
+                }
+            }
+        }
+        Ok(PgSpace::new(id, self.inner.counters.space(id), c))
+    }
+}

@@ -1,0 +1,128 @@
+//! Connections of a PostgreSQL store: a small pool, each connection with
+//! its prepared statements, and the count of statements sent.
+
+use super::{PgShared, POOL_IDLE};
+use crate::store::error::{PgContext, StoreResult};
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, NoTls, Row, Statement};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+impl PgShared {
+    pub(super) fn take(self: &Arc<Self>) -> StoreResult<Pooled> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let client = match idle {
+            Some(c) if !c.0.is_closed() => c,
+            _ => (
+                Client::connect(&self.url, NoTls).doing("connecting")?,
+                Cache::new(),
+            ),
+        };
+        Ok(Pooled {
+            client: Some(client),
+            pool: self.clone(),
+        })
+    }
+}
+
+/// A connection borrowed from the pool, returned when dropped (unless it
+/// broke: a connection that failed is closed, not reused).
+pub(super) struct Pooled {
+    client: Option<(Client, Cache)>,
+    pub(super) pool: Arc<PgShared>,
+}
+
+/// A connection's prepared statements, by their SQL: each statement is
+/// parsed and planned once per connection, not once per use (which cost
+/// the server more CPU than running it, and a round trip more).
+pub(super) type Cache = HashMap<String, Statement>;
+
+/// A client or transaction with its connection's statement cache.
+pub(super) struct Db<'a, C> {
+    pub(super) c: &'a mut C,
+    pub(super) cache: &'a mut Cache,
+}
+
+/// Statements this process sent to PostgreSQL through the store (each is
+/// one round trip): for `bench fleet`'s account of what bounds a figure.
+pub(super) static STATEMENTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many statements this process has sent through the PostgreSQL store.
+pub fn statements_sent() -> u64 {
+    STATEMENTS.load(Ordering::Relaxed)
+}
+
+impl<C: GenericClient> Db<'_, C> {
+    fn st(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        STATEMENTS.fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = self.cache.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.c.prepare(sql)?;
+        self.cache.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+    pub(super) fn execute(
+        &mut self,
+        sql: &str,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.execute(&s, p)
+    }
+    pub(super) fn query(
+        &mut self,
+        sql: &str,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.query(&s, p)
+    }
+    pub(super) fn query_opt(
+        &mut self,
+        sql: &str,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.query_opt(&s, p)
+    }
+    pub(super) fn query_one(
+        &mut self,
+        sql: &str,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let s = self.st(sql)?;
+        self.c.query_one(&s, p)
+    }
+}
+
+impl Pooled {
+    pub(super) fn c(&mut self) -> &mut Client {
+        &mut self.parts().0
+    }
+
+    pub(super) fn parts(&mut self) -> &mut (Client, Cache) {
+        self.client
+            .as_mut()
+            .expect("a pooled connection is taken only when dropped")
+    }
+
+    /// The connection with its statement cache.
+    pub(super) fn db(&mut self) -> Db<'_, Client> {
+        let (c, cache) = self.parts();
+        Db { c, cache }
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take().filter(|c| !c.0.is_closed()) else {
+            return;
+        };
+        let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_IDLE {
+            idle.push(client);
+        }
+    }
+}
