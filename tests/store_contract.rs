@@ -27,6 +27,10 @@ struct Fleet<B> {
     /// Makes a document of a space invalid behind the store's back (bytes
     /// that are not JSON), as a disk or an operator's stray write might.
     corrupt: Corrupter,
+    /// Whether a wave's commit can give the lease back on a space opened
+    /// shared: SQLite folds the release only on a file held exclusively;
+    /// PostgreSQL always can.
+    release_folds_when_shared: bool,
     _keep: Option<tempfile::TempDir>,
 }
 
@@ -60,6 +64,7 @@ fn sqlite() -> Fleet<Store> {
         expire: Box::new(move || {
             c.advance_ms(ttl + 1);
         }),
+        release_folds_when_shared: false,
         corrupt: {
             let spaces = dir.path().join("spaces");
             Box::new(move |space, doc| {
@@ -92,6 +97,7 @@ fn postgres(test: &str) -> Option<Fleet<PgStore>> {
         clock,
         // Expiry is on the database's clock: wait it out.
         expire: Box::new(|| std::thread::sleep(Duration::from_millis(PG_TTL_MS + 100))),
+        release_folds_when_shared: true,
         corrupt: {
             let url = url.clone();
             Box::new(move |space, doc| {
@@ -368,11 +374,19 @@ fn take_and_release_in_commit<B: SpaceBackend>(f: Fleet<B>) {
     wave.watermarks = vec![("wake".into(), 1)];
     wave.release_lease_if_idle = true;
     let o = sa.commit(wave).unwrap();
-    // SQLite honours the fold only on a file held exclusively (the space was
-    // opened shared here); PostgreSQL always can, in one transaction.
+    assert_eq!(o.lease_released, f.release_folds_when_shared);
     if o.lease_released {
         assert_eq!(sa.current_lease().unwrap().unwrap().expires_at_ms, 0);
-        assert!(sb.acquire_lease().unwrap().is_some());
+        assert!(
+            sb.acquire_lease().unwrap().is_some(),
+            "a given-back lease is free"
+        );
+    } else {
+        assert!(
+            sa.current_lease().unwrap().unwrap().expires_at_ms > 0,
+            "kept"
+        );
+        assert!(sb.acquire_lease().unwrap().is_none());
     }
 }
 
