@@ -82,6 +82,7 @@ mod log;
 mod migrate;
 pub mod path;
 mod plane;
+mod plane_sqlite;
 pub mod postgres;
 mod records;
 mod shared;

@@ -7,12 +7,10 @@
 //! triggered them: the hook runs inside the commit's own SQLite transaction,
 //! and an error from any hook rolls the whole transaction back.
 
-use super::error::{SqlContext, StoreResult};
+use super::error::StoreResult;
 use super::records::{AppliedOp, CommitClass, EventRecord};
-use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 use serde_json::Value;
-use std::path::Path;
 
 /// Status of a schedule entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -32,7 +30,7 @@ impl ScheduleStatus {
             ScheduleStatus::Dead => "dead",
         }
     }
-    fn parse(s: &str) -> Self {
+    pub(crate) fn parse(s: &str) -> Self {
         match s {
             "paused" => ScheduleStatus::Paused,
             "dead" => ScheduleStatus::Dead,
@@ -170,48 +168,6 @@ pub trait IndexHook: Send + Sync + 'static {
     fn on_commit(&self, commit: &CommitView<'_>, plane: &mut PlaneTx<'_>) -> Result<(), String>;
 }
 
-/// Plane access inside an open space transaction. The only way code outside
-/// the store writes plane rows.
-pub struct PlaneTx<'a> {
-    pub(crate) tx: &'a Transaction<'a>,
-    pub(crate) path: &'a Path,
-    pub(crate) space: &'a str,
-    /// Set when `schedule_index` changed, so the directory's next wake is
-    /// recomputed before the transaction commits.
-    pub(crate) schedule_touched: bool,
-    /// A policy was written: the directory must know before the commit.
-    pub(crate) policy_touched: bool,
-}
-
-const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
-     nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event, output_docs, \
-     output_read";
-
-fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
-    Ok(ScheduleRow {
-        piece: r.get(0)?,
-        entry: r.get(1)?,
-        interval_minutes: r.get(2)?,
-        callback_stream: r.get(3)?,
-        declared_at_ms: r.get::<_, i64>(4)? as u64,
-        nominal_period: r.get::<_, i64>(5)? as u64,
-        next_due_ms: r.get::<_, i64>(6)? as u64,
-        status: ScheduleStatus::parse(&r.get::<_, String>(7)?),
-        attempts: r.get(8)?,
-        fired_count: r.get::<_, i64>(9)? as u64,
-        missed_count: r.get::<_, i64>(10)? as u64,
-        skipped_count: r.get::<_, i64>(11)? as u64,
-        last_fired_ms: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
-        backoff_factor: r.get(13)?,
-        unread_fires: r.get(14)?,
-        retry_due_ms: r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
-        inflight_event: r.get(16)?,
-        output_docs: r.get(17)?,
-        output_read: r.get::<_, i64>(18)? != 0,
-    })
-}
-
 /// The declared part of a schedule row (see [`PlaneTx::declared`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeclaredRow {
@@ -219,85 +175,6 @@ pub struct DeclaredRow {
     pub entry: u32,
     pub interval_minutes: u32,
     pub callback_stream: String,
-}
-
-/// Runs a (cached) query and maps every row; errors name the file.
-fn query_rows<T>(
-    conn: &rusqlite::Connection,
-    path: &Path,
-    sql: &str,
-    params: impl rusqlite::Params,
-    map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-) -> StoreResult<Vec<T>> {
-    conn.prepare_cached(sql)
-        .at(path)?
-        .query_map(params, map)
-        .at(path)?
-        .collect::<Result<Vec<_>, _>>()
-        .at(path)
-}
-
-pub(crate) fn list_schedule(
-    conn: &rusqlite::Connection,
-    path: &Path,
-    piece: Option<&str>,
-) -> StoreResult<Vec<ScheduleRow>> {
-    // Two statements, so the one-piece lookup uses the primary key.
-    let sql = match piece {
-        Some(_) => {
-            format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index WHERE piece = ?1 ORDER BY entry")
-        }
-        None => format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index ORDER BY piece, entry"),
-    };
-    let params: Vec<&str> = piece.into_iter().collect();
-    query_rows(
-        conn,
-        path,
-        &sql,
-        rusqlite::params_from_iter(params),
-        schedule_from_row,
-    )
-}
-
-pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Vec<LedgerRow>> {
-    query_rows(
-        conn,
-        path,
-        "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, budget_skips \
-         FROM compute_ledger ORDER BY window_start_ms, bucket",
-        [],
-        |r| {
-            let bucket = match r.get::<_, String>(0)?.as_str() {
-                "scheduled" => Bucket::Scheduled,
-                _ => Bucket::Session,
-            };
-            Ok(LedgerRow {
-                bucket,
-                window_start_ms: r.get::<_, i64>(1)? as u64,
-                totals: LedgerDelta {
-                    cpu_us: r.get::<_, i64>(2)? as u64,
-                    wall_us: r.get::<_, i64>(3)? as u64,
-                    waves: r.get::<_, i64>(4)? as u64,
-                    actions: r.get::<_, i64>(5)? as u64,
-                    commits: r.get::<_, i64>(6)? as u64,
-                    budget_skips: r.get::<_, i64>(7)? as u64,
-                },
-            })
-        },
-    )
-}
-
-pub(crate) fn action_states(
-    conn: &rusqlite::Connection,
-    path: &Path,
-) -> StoreResult<Vec<(String, String)>> {
-    query_rows(
-        conn,
-        path,
-        "SELECT node, inputs_hash FROM action_state",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
 }
 
 /// One action's attributed compute in one window.
@@ -312,32 +189,6 @@ pub struct ActionCost {
     pub cpu_us: u64,
     pub wall_us: u64,
     pub runs: u64,
-}
-
-pub(crate) fn list_action_costs(
-    conn: &rusqlite::Connection,
-    path: &Path,
-    limit: usize,
-) -> StoreResult<Vec<ActionCost>> {
-    query_rows(
-        conn,
-        path,
-        "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
-         FROM action_costs ORDER BY cpu_us DESC, piece, action LIMIT ?1",
-        [limit as i64],
-        |r| {
-            Ok(ActionCost {
-                window_start_ms: r.get::<_, i64>(0)? as u64,
-                piece: r.get(1)?,
-                action: r.get(2)?,
-                kind: r.get(3)?,
-                pattern: r.get(4)?,
-                cpu_us: r.get::<_, i64>(5)? as u64,
-                wall_us: r.get::<_, i64>(6)? as u64,
-                runs: r.get::<_, i64>(7)? as u64,
-            })
-        },
-    )
 }
 
 /// One recorded fire of a schedule entry.
@@ -357,146 +208,102 @@ pub struct FireRecord {
 /// See [`PlaneTx::record_fire`].
 pub const PRUNE_EVERY_PERIODS: u64 = 8;
 
-/// An entry's newest `keep` fires, oldest first.
-pub(crate) fn list_fires(
-    conn: &rusqlite::Connection,
-    path: &Path,
-    piece: &str,
-    entry: u32,
-    keep: usize,
-) -> StoreResult<Vec<FireRecord>> {
-    let mut rows = query_rows(
-        conn,
-        path,
-        "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
-         FROM schedule_fires WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms, event_id",
-        params![piece, entry],
-        |r| {
-            Ok(FireRecord {
-                piece: r.get(0)?,
-                entry: r.get(1)?,
-                fired_ms: r.get::<_, i64>(2)? as u64,
-                event_id: r.get(3)?,
-                period: r.get::<_, i64>(4)? as u64,
-                due_ms: r.get::<_, i64>(5)? as u64,
-                missed_periods: r.get::<_, i64>(6)? as u64,
-                outcome: r.get(7)?,
-            })
-        },
-    )?;
-    rows.drain(..rows.len().saturating_sub(keep));
-    Ok(rows)
+/// What a backend gives [`PlaneTx`]: the plane rows of one space, read and
+/// written inside a transaction the backend has open. The SQLite files
+/// implement it in `plane_sqlite.rs`, the shared PostgreSQL database in
+/// `postgres/plane.rs`; the rules (when to prune, what marks the
+/// directory) stay in [`PlaneTx`], written once.
+pub(crate) trait PlaneRows {
+    fn doc(&mut self, id: &str) -> StoreResult<Option<Value>>;
+    fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>>;
+    fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>>;
+    fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()>;
+    fn delete_schedule(&mut self, piece: &str, entry: Option<u32>) -> StoreResult<usize>;
+    fn add_ledger(
+        &mut self,
+        bucket: Bucket,
+        window_start_ms: u64,
+        delta: &LedgerDelta,
+    ) -> StoreResult<()>;
+    /// Inserts `fire`; with `prune_to`, then drops the entry's fires older
+    /// than its newest `prune_to`.
+    fn record_fire(&mut self, fire: &FireRecord, prune_to: Option<usize>) -> StoreResult<()>;
+    fn add_action_cost(&mut self, cost: &ActionCost) -> StoreResult<()>;
+    fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()>;
+    fn policy(&mut self, key: &str) -> StoreResult<Option<String>>;
+    fn has_policies(&mut self) -> StoreResult<bool>;
+    fn set_policy(&mut self, key: &str, value: Option<&str>) -> StoreResult<()>;
+    fn note_event_failure(
+        &mut self,
+        event_id: &str,
+        stream: &str,
+        seq: u64,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<u32>;
+    fn clear_event_failure(&mut self, event_id: &str) -> StoreResult<()>;
+    /// Writes the dead letter (its failures are cleared by the caller).
+    fn dead_letter(
+        &mut self,
+        ev: &EventRecord,
+        attempts: u32,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<()>;
 }
 
-/// Earliest due time among active entries, for the host directory.
-pub(crate) fn earliest_due(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Option<u64>> {
-    conn.prepare_cached(
-        "SELECT MIN(t) FROM ( \
-           SELECT MIN(next_due_ms) AS t FROM schedule_index WHERE status = 'active' \
-           UNION ALL SELECT MIN(retry_due_ms) FROM schedule_index \
-             WHERE retry_due_ms IS NOT NULL AND status = 'active')",
-    )
-    .at(path)?
-    .query_row([], |r| r.get::<_, Option<i64>>(0))
-    .map(|v| v.map(|v| v as u64))
-    .at(path)
+/// Plane access inside an open space transaction. The only way code outside
+/// the store writes plane rows.
+pub struct PlaneTx<'a> {
+    rows: &'a mut (dyn PlaneRows + 'a),
+    space: &'a str,
+    /// Set when `schedule_index` changed, so the directory's next wake is
+    /// recomputed before the transaction commits.
+    pub(crate) schedule_touched: bool,
+    /// A policy was written: the directory must know before the commit.
+    pub(crate) policy_touched: bool,
 }
 
 impl<'a> PlaneTx<'a> {
+    pub(crate) fn new(rows: &'a mut (dyn PlaneRows + 'a), space: &'a str) -> Self {
+        PlaneTx {
+            rows,
+            space,
+            schedule_touched: false,
+            policy_touched: false,
+        }
+    }
+
     pub fn space(&self) -> &str {
         self.space
     }
 
     /// Current head of a document, as this transaction sees it.
-    pub fn doc(&self, id: &str) -> StoreResult<Option<Value>> {
-        let v: Option<Option<String>> = self
-            .tx
-            .prepare_cached("SELECT value FROM docs WHERE id = ?1")
-            .at(self.path)?
-            .query_row([id], |r| r.get(0))
-            .optional()
-            .at(self.path)?;
-        Ok(v.flatten().and_then(|s| serde_json::from_str(&s).ok()))
+    pub fn doc(&mut self, id: &str) -> StoreResult<Option<Value>> {
+        self.rows.doc(id)
     }
 
-    pub fn schedule(&self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
-        list_schedule(self.tx, self.path, piece)
+    pub fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        self.rows.schedule(piece)
     }
 
     /// Only what the index hook compares to decide whether a declaration
     /// changed: (piece, entry, interval, callback stream), by primary key
     /// when `piece` is given. Cheaper than [`PlaneTx::schedule`]'s full rows
     /// on the path every re-commit of a result takes.
-    pub fn declared(&self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
-        let sql = match piece {
-            Some(_) => {
-                "SELECT piece, entry, interval_minutes, callback_stream \
-                 FROM schedule_index WHERE piece = ?1"
-            }
-            None => "SELECT piece, entry, interval_minutes, callback_stream FROM schedule_index",
-        };
-        let params: Vec<&str> = piece.into_iter().collect();
-        query_rows(
-            self.tx,
-            self.path,
-            sql,
-            rusqlite::params_from_iter(params),
-            |r| {
-                Ok(DeclaredRow {
-                    piece: r.get(0)?,
-                    entry: r.get(1)?,
-                    interval_minutes: r.get(2)?,
-                    callback_stream: r.get(3)?,
-                })
-            },
-        )
+    pub fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
+        self.rows.declared(piece)
     }
 
     pub fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
         self.schedule_touched = true;
-        let sql = format!(
-            "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
-        );
-        self.tx
-            .prepare_cached(&sql)
-            .at(self.path)?
-            .execute(params![
-                self.space,
-                row.piece,
-                row.entry,
-                row.interval_minutes,
-                row.callback_stream,
-                row.declared_at_ms as i64,
-                row.nominal_period as i64,
-                row.next_due_ms as i64,
-                row.status.as_str(),
-                row.attempts,
-                row.fired_count as i64,
-                row.missed_count as i64,
-                row.skipped_count as i64,
-                row.last_fired_ms.map(|v| v as i64),
-                row.backoff_factor,
-                row.unread_fires,
-                row.retry_due_ms.map(|v| v as i64),
-                row.inflight_event,
-                row.output_docs,
-                row.output_read as i64,
-            ])
-            .at(self.path)?;
-        Ok(())
+        self.rows.upsert_schedule(row)
     }
 
     /// Removes one entry, or every entry of `piece` when `entry` is `None`.
     pub fn delete_schedule(&mut self, piece: &str, entry: Option<u32>) -> StoreResult<usize> {
         self.schedule_touched = true;
-        self.tx
-            .prepare_cached(
-                "DELETE FROM schedule_index WHERE piece = ?1 AND (?2 IS NULL OR entry = ?2)",
-            )
-            .at(self.path)?
-            .execute(params![piece, entry])
-            .at(self.path)
+        self.rows.delete_schedule(piece, entry)
     }
 
     /// Adds `delta` to the ledger row of (`bucket`, `window_start_ms`).
@@ -506,30 +313,7 @@ impl<'a> PlaneTx<'a> {
         window_start_ms: u64,
         delta: &LedgerDelta,
     ) -> StoreResult<()> {
-        self.tx
-            .prepare_cached(
-                "INSERT INTO compute_ledger (space, bucket, window_start_ms, cpu_us, wall_us, \
-                 waves, actions, commits, budget_skips) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                 ON CONFLICT (bucket, window_start_ms) DO UPDATE SET \
-                 cpu_us = cpu_us + excluded.cpu_us, wall_us = wall_us + excluded.wall_us, \
-                 waves = waves + excluded.waves, actions = actions + excluded.actions, \
-                 commits = commits + excluded.commits, \
-                 budget_skips = budget_skips + excluded.budget_skips",
-            )
-            .at(self.path)?
-            .execute(params![
-                self.space,
-                bucket.as_str(),
-                window_start_ms as i64,
-                delta.cpu_us as i64,
-                delta.wall_us as i64,
-                delta.waves as i64,
-                delta.actions as i64,
-                delta.commits as i64,
-                delta.budget_skips as i64,
-            ])
-            .at(self.path)?;
-        Ok(())
+        self.rows.add_ledger(bucket, window_start_ms, delta)
     }
 
     /// Appends to an entry's fire history, keeping its newest `keep` rows.
@@ -550,37 +334,18 @@ impl<'a> PlaneTx<'a> {
         outcome: &str,
         keep: usize,
     ) -> StoreResult<()> {
-        self.tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO schedule_fires \
-                 (piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .at(self.path)?
-            .execute(params![
-                piece,
-                entry,
-                fired_ms as i64,
-                event_id,
-                period as i64,
-                due_ms as i64,
-                missed_periods as i64,
-                outcome
-            ])
-            .at(self.path)?;
-        if outcome == "fired" && !period.is_multiple_of(PRUNE_EVERY_PERIODS) {
-            return Ok(());
-        }
-        self.tx
-            .prepare_cached(
-                "DELETE FROM schedule_fires WHERE piece = ?1 AND entry = ?2 AND fired_ms < \
-                 (SELECT MIN(fired_ms) FROM (SELECT fired_ms FROM schedule_fires \
-                   WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms DESC LIMIT ?3))",
-            )
-            .at(self.path)?
-            .execute(params![piece, entry, keep as i64])
-            .at(self.path)?;
-        Ok(())
+        let prune = outcome != "fired" || period.is_multiple_of(PRUNE_EVERY_PERIODS);
+        let fire = FireRecord {
+            piece: piece.to_string(),
+            entry,
+            fired_ms,
+            event_id: event_id.to_string(),
+            period,
+            due_ms,
+            missed_periods,
+            outcome: outcome.to_string(),
+        };
+        self.rows.record_fire(&fire, prune.then_some(keep))
     }
 
     /// Adds one action's metered cost to its per-window attribution row.
@@ -596,74 +361,66 @@ impl<'a> PlaneTx<'a> {
         wall_us: u64,
         runs: u64,
     ) -> StoreResult<()> {
-        self.tx
-            .prepare_cached(
-                "INSERT INTO action_costs (window_start_ms, piece, action, kind, pattern, cpu_us, \
-                 wall_us, runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                 ON CONFLICT (window_start_ms, piece, action) DO UPDATE SET \
-                 cpu_us = cpu_us + excluded.cpu_us, wall_us = wall_us + excluded.wall_us, \
-                 runs = runs + excluded.runs",
-            )
-            .at(self.path)?
-            .execute(params![
-                window_start_ms as i64,
-                piece,
-                action,
-                kind,
-                pattern,
-                cpu_us as i64,
-                wall_us as i64,
-                runs as i64
-            ])
-            .at(self.path)?;
-        Ok(())
+        self.rows.add_action_cost(&ActionCost {
+            window_start_ms,
+            piece: piece.to_string(),
+            action: action.to_string(),
+            kind: kind.to_string(),
+            pattern: pattern.to_string(),
+            cpu_us,
+            wall_us,
+            runs,
+        })
     }
 
     /// Records the inputs hash a derivation node last ran on.
     pub fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()> {
-        self.tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO action_state (node, inputs_hash, seq) VALUES (?1, ?2, ?3)",
-            )
-            .at(self.path)?
-            .execute(params![node, inputs_hash, seq as i64])
-            .at(self.path)?;
-        Ok(())
+        self.rows.set_action_state(node, inputs_hash, seq)
     }
 
-    pub fn policy(&self, key: &str) -> StoreResult<Option<String>> {
-        self.tx
-            .prepare_cached("SELECT value FROM space_policy WHERE key = ?1")
-            .at(self.path)?
-            .query_row([key], |r| r.get(0))
-            .optional()
-            .at(self.path)
+    pub fn policy(&mut self, key: &str) -> StoreResult<Option<String>> {
+        self.rows.policy(key)
     }
 
     /// Whether the space has any policy row of its own.
-    pub fn has_policies(&self) -> StoreResult<bool> {
-        self.tx
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM space_policy)")
-            .at(self.path)?
-            .query_row([], |r| r.get(0))
-            .at(self.path)
+    pub fn has_policies(&mut self) -> StoreResult<bool> {
+        self.rows.has_policies()
     }
 
     pub fn set_policy(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
         self.policy_touched |= value.is_some();
-        match value {
-            Some(v) => self
-                .tx
-                .prepare_cached("INSERT OR REPLACE INTO space_policy (key, value) VALUES (?1, ?2)")
-                .at(self.path)?
-                .execute([key, v]),
-            None => self
-                .tx
-                .prepare_cached("DELETE FROM space_policy WHERE key = ?1")
-                .at(self.path)?
-                .execute([key]),
-        }
-        .at(self.path)?;
-        Ok(())
+        self.rows.set_policy(key, value)
+    }
+
+    /// One more failed wave for event `event_id` (of `stream`, appended by
+    /// commit `seq`), with its error. Returns its attempts so far.
+    pub fn note_event_failure(
+        &mut self,
+        event_id: &str,
+        stream: &str,
+        seq: u64,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<u32> {
+        self.rows
+            .note_event_failure(event_id, stream, seq, error, now_ms)
+    }
+
+    /// Forgets the failures of an event that was delivered after all.
+    pub fn clear_event_failure(&mut self, event_id: &str) -> StoreResult<()> {
+        self.rows.clear_event_failure(event_id)
+    }
+
+    /// Records `ev` as dead-lettered (in the transaction that moves its
+    /// watermark past it) and forgets its failures.
+    pub fn dead_letter(
+        &mut self,
+        ev: &EventRecord,
+        attempts: u32,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<()> {
+        self.rows.dead_letter(ev, attempts, error, now_ms)?;
+        self.rows.clear_event_failure(&ev.event_id)
     }
 }

@@ -24,6 +24,7 @@ use super::log::{
 };
 use super::path::{get_at, PathSeg};
 use super::plane::{self, CommitView, LedgerRow, PlaneTx, ScheduleRow};
+use super::plane_sqlite::{self, SqlitePlane};
 use super::records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocRead,
     EventRecord, Lease, NewEvent, StreamState,
@@ -116,7 +117,7 @@ impl Space {
         // is right, and a read (no write lock) shows it.
         let read = (|| {
             Ok(Projection {
-                next_wake_ms: plane::earliest_due(&space.conn, &space.path)?,
+                next_wake_ms: plane_sqlite::earliest_due(&space.conn, &space.path)?,
                 undelivered: has_undelivered(&space.conn, &space.path)?,
             })
         })();
@@ -342,13 +343,12 @@ impl Space {
             Some(seq)
         };
 
-        let mut plane = PlaneTx {
+        let mut rows = SqlitePlane {
             tx: &tx,
             path: &path,
             space: &space_id,
-            schedule_touched: false,
-            policy_touched: false,
         };
+        let mut plane = PlaneTx::new(&mut rows, &space_id);
         let view = CommitView {
             space: &space_id,
             seq: seq.unwrap_or(0),
@@ -481,7 +481,7 @@ impl Space {
     ) -> StoreResult<Projection> {
         Ok(Projection {
             next_wake_ms: if schedule_touched {
-                plane::earliest_due(conn, path)?
+                plane_sqlite::earliest_due(conn, path)?
             } else {
                 current.next_wake_ms
             },
@@ -515,7 +515,7 @@ impl Space {
         let mut truth = self.projection;
         if std::mem::take(&mut self.later_pending) {
             truth = Projection {
-                next_wake_ms: plane::earliest_due(&tx, &path)?,
+                next_wake_ms: plane_sqlite::earliest_due(&tx, &path)?,
                 undelivered: has_undelivered(&tx, &path)?,
             }
             .covered_by_due_wake(self.shared.clock.now_ms());
@@ -594,13 +594,12 @@ impl Space {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(&path)?;
-        let mut plane = PlaneTx {
+        let mut rows = SqlitePlane {
             tx: &tx,
             path: &path,
             space: &space_id,
-            schedule_touched: false,
-            policy_touched: false,
         };
+        let mut plane = PlaneTx::new(&mut rows, &space_id);
         let out = f(&mut plane)?;
         let touched = plane.schedule_touched;
         if plane.policy_touched {
@@ -827,7 +826,7 @@ impl Space {
 
     pub fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
         self.check_open()?;
-        let r = plane::list_schedule(&self.conn, &self.path, piece);
+        let r = plane_sqlite::list_schedule(&self.conn, &self.path, piece);
         self.guard(r)
     }
 
@@ -844,21 +843,21 @@ impl Space {
         keep: usize,
     ) -> StoreResult<Vec<plane::FireRecord>> {
         self.check_open()?;
-        let r = plane::list_fires(&self.conn, &self.path, piece, entry, keep);
+        let r = plane_sqlite::list_fires(&self.conn, &self.path, piece, entry, keep);
         self.guard(r)
     }
 
     /// The most expensive actions by attributed CPU, across windows.
     pub fn action_costs(&mut self, limit: usize) -> StoreResult<Vec<plane::ActionCost>> {
         self.check_open()?;
-        let r = plane::list_action_costs(&self.conn, &self.path, limit);
+        let r = plane_sqlite::list_action_costs(&self.conn, &self.path, limit);
         self.guard(r)
     }
 
     /// Every derivation node's recorded inputs hash.
     pub fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
         self.check_open()?;
-        let r = plane::action_states(&self.conn, &self.path);
+        let r = plane_sqlite::action_states(&self.conn, &self.path);
         self.guard(r)
     }
 
@@ -936,20 +935,20 @@ impl Space {
     /// Undelivered events whose waves failed their tenure.
     pub fn event_failures(&mut self) -> StoreResult<Vec<super::dead_letters::EventFailure>> {
         self.check_open()?;
-        let r = super::dead_letters::event_failures(&self.conn, &self.path);
+        let r = plane_sqlite::event_failures(&self.conn, &self.path);
         self.guard(r)
     }
 
     /// Events consumed without delivery after their retries, oldest first.
     pub fn dead_letters(&mut self) -> StoreResult<Vec<super::dead_letters::DeadLetter>> {
         self.check_open()?;
-        let r = super::dead_letters::dead_letters(&self.conn, &self.path);
+        let r = plane_sqlite::dead_letters(&self.conn, &self.path);
         self.guard(r)
     }
 
     pub fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
         self.check_open()?;
-        let r = plane::list_ledger(&self.conn, &self.path);
+        let r = plane_sqlite::list_ledger(&self.conn, &self.path);
         self.guard(r)
     }
 }

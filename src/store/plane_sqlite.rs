@@ -1,0 +1,524 @@
+//! The plane's rows in a space's SQLite file: the [`PlaneRows`] of a space
+//! transaction, and the plain reads of the same tables for a handle.
+
+use super::dead_letters::{DeadLetter, EventFailure};
+use super::error::{SqlContext, StoreResult};
+use super::plane::{
+    ActionCost, Bucket, DeclaredRow, FireRecord, LedgerDelta, LedgerRow, PlaneRows, ScheduleRow,
+    ScheduleStatus,
+};
+use super::records::EventRecord;
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde_json::Value;
+use std::path::Path;
+
+const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
+     nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
+     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event, output_docs, \
+     output_read";
+
+fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
+    Ok(ScheduleRow {
+        piece: r.get(0)?,
+        entry: r.get(1)?,
+        interval_minutes: r.get(2)?,
+        callback_stream: r.get(3)?,
+        declared_at_ms: r.get::<_, i64>(4)? as u64,
+        nominal_period: r.get::<_, i64>(5)? as u64,
+        next_due_ms: r.get::<_, i64>(6)? as u64,
+        status: ScheduleStatus::parse(&r.get::<_, String>(7)?),
+        attempts: r.get(8)?,
+        fired_count: r.get::<_, i64>(9)? as u64,
+        missed_count: r.get::<_, i64>(10)? as u64,
+        skipped_count: r.get::<_, i64>(11)? as u64,
+        last_fired_ms: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
+        backoff_factor: r.get(13)?,
+        unread_fires: r.get(14)?,
+        retry_due_ms: r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
+        inflight_event: r.get(16)?,
+        output_docs: r.get(17)?,
+        output_read: r.get::<_, i64>(18)? != 0,
+    })
+}
+
+/// Runs a (cached) query and maps every row; errors name the file.
+fn query_rows<T>(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    sql: &str,
+    params: impl rusqlite::Params,
+    map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> StoreResult<Vec<T>> {
+    conn.prepare_cached(sql)
+        .at(path)?
+        .query_map(params, map)
+        .at(path)?
+        .collect::<Result<Vec<_>, _>>()
+        .at(path)
+}
+
+pub(crate) fn list_schedule(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    piece: Option<&str>,
+) -> StoreResult<Vec<ScheduleRow>> {
+    // Two statements, so the one-piece lookup uses the primary key.
+    let sql = match piece {
+        Some(_) => {
+            format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index WHERE piece = ?1 ORDER BY entry")
+        }
+        None => format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index ORDER BY piece, entry"),
+    };
+    let params: Vec<&str> = piece.into_iter().collect();
+    query_rows(
+        conn,
+        path,
+        &sql,
+        rusqlite::params_from_iter(params),
+        schedule_from_row,
+    )
+}
+
+pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Vec<LedgerRow>> {
+    query_rows(
+        conn,
+        path,
+        "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, budget_skips \
+         FROM compute_ledger ORDER BY window_start_ms, bucket",
+        [],
+        |r| {
+            let bucket = match r.get::<_, String>(0)?.as_str() {
+                "scheduled" => Bucket::Scheduled,
+                _ => Bucket::Session,
+            };
+            Ok(LedgerRow {
+                bucket,
+                window_start_ms: r.get::<_, i64>(1)? as u64,
+                totals: LedgerDelta {
+                    cpu_us: r.get::<_, i64>(2)? as u64,
+                    wall_us: r.get::<_, i64>(3)? as u64,
+                    waves: r.get::<_, i64>(4)? as u64,
+                    actions: r.get::<_, i64>(5)? as u64,
+                    commits: r.get::<_, i64>(6)? as u64,
+                    budget_skips: r.get::<_, i64>(7)? as u64,
+                },
+            })
+        },
+    )
+}
+
+pub(crate) fn action_states(
+    conn: &rusqlite::Connection,
+    path: &Path,
+) -> StoreResult<Vec<(String, String)>> {
+    query_rows(
+        conn,
+        path,
+        "SELECT node, inputs_hash FROM action_state",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+}
+
+pub(crate) fn list_action_costs(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    limit: usize,
+) -> StoreResult<Vec<ActionCost>> {
+    query_rows(
+        conn,
+        path,
+        "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
+         FROM action_costs ORDER BY cpu_us DESC, piece, action LIMIT ?1",
+        [limit as i64],
+        |r| {
+            Ok(ActionCost {
+                window_start_ms: r.get::<_, i64>(0)? as u64,
+                piece: r.get(1)?,
+                action: r.get(2)?,
+                kind: r.get(3)?,
+                pattern: r.get(4)?,
+                cpu_us: r.get::<_, i64>(5)? as u64,
+                wall_us: r.get::<_, i64>(6)? as u64,
+                runs: r.get::<_, i64>(7)? as u64,
+            })
+        },
+    )
+}
+
+/// An entry's newest `keep` fires, oldest first.
+pub(crate) fn list_fires(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    piece: &str,
+    entry: u32,
+    keep: usize,
+) -> StoreResult<Vec<FireRecord>> {
+    let mut rows = query_rows(
+        conn,
+        path,
+        "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
+         FROM schedule_fires WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms, event_id",
+        params![piece, entry],
+        |r| {
+            Ok(FireRecord {
+                piece: r.get(0)?,
+                entry: r.get(1)?,
+                fired_ms: r.get::<_, i64>(2)? as u64,
+                event_id: r.get(3)?,
+                period: r.get::<_, i64>(4)? as u64,
+                due_ms: r.get::<_, i64>(5)? as u64,
+                missed_periods: r.get::<_, i64>(6)? as u64,
+                outcome: r.get(7)?,
+            })
+        },
+    )?;
+    rows.drain(..rows.len().saturating_sub(keep));
+    Ok(rows)
+}
+
+/// Earliest due time among active entries, for the host directory.
+pub(crate) fn earliest_due(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Option<u64>> {
+    conn.prepare_cached(
+        "SELECT MIN(t) FROM ( \
+           SELECT MIN(next_due_ms) AS t FROM schedule_index WHERE status = 'active' \
+           UNION ALL SELECT MIN(retry_due_ms) FROM schedule_index \
+             WHERE retry_due_ms IS NOT NULL AND status = 'active')",
+    )
+    .at(path)?
+    .query_row([], |r| r.get::<_, Option<i64>>(0))
+    .map(|v| v.map(|v| v as u64))
+    .at(path)
+}
+
+pub(crate) fn event_failures(
+    conn: &rusqlite::Connection,
+    path: &Path,
+) -> StoreResult<Vec<EventFailure>> {
+    query_rows(
+        conn,
+        path,
+        "SELECT event_id, attempts, last_error FROM event_failures",
+        [],
+        |r| {
+            Ok(EventFailure {
+                event_id: r.get(0)?,
+                attempts: r.get(1)?,
+                last_error: r.get(2)?,
+            })
+        },
+    )
+}
+
+pub(crate) fn dead_letters(
+    conn: &rusqlite::Connection,
+    path: &Path,
+) -> StoreResult<Vec<DeadLetter>> {
+    query_rows(
+        conn,
+        path,
+        "SELECT event_id, stream, seq, payload, fired_by, attempts, error, dead_lettered_ms \
+         FROM dead_letters ORDER BY seq",
+        [],
+        |r| {
+            let payload: String = r.get(3)?;
+            Ok(DeadLetter {
+                event_id: r.get(0)?,
+                stream: r.get(1)?,
+                seq: r.get::<_, i64>(2)? as u64,
+                payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
+                fired_by: r.get(4)?,
+                attempts: r.get(5)?,
+                error: r.get(6)?,
+                dead_lettered_ms: r.get::<_, i64>(7)? as u64,
+            })
+        },
+    )
+}
+
+/// The plane rows of one space file, inside its open transaction.
+pub(crate) struct SqlitePlane<'a> {
+    pub(crate) tx: &'a Transaction<'a>,
+    pub(crate) path: &'a Path,
+    pub(crate) space: &'a str,
+}
+
+impl PlaneRows for SqlitePlane<'_> {
+    fn doc(&mut self, id: &str) -> StoreResult<Option<Value>> {
+        let v: Option<Option<String>> = self
+            .tx
+            .prepare_cached("SELECT value FROM docs WHERE id = ?1")
+            .at(self.path)?
+            .query_row([id], |r| r.get(0))
+            .optional()
+            .at(self.path)?;
+        Ok(v.flatten().and_then(|s| serde_json::from_str(&s).ok()))
+    }
+
+    fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        list_schedule(self.tx, self.path, piece)
+    }
+
+    fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
+        let sql = match piece {
+            Some(_) => {
+                "SELECT piece, entry, interval_minutes, callback_stream \
+                 FROM schedule_index WHERE piece = ?1"
+            }
+            None => "SELECT piece, entry, interval_minutes, callback_stream FROM schedule_index",
+        };
+        let params: Vec<&str> = piece.into_iter().collect();
+        query_rows(
+            self.tx,
+            self.path,
+            sql,
+            rusqlite::params_from_iter(params),
+            |r| {
+                Ok(DeclaredRow {
+                    piece: r.get(0)?,
+                    entry: r.get(1)?,
+                    interval_minutes: r.get(2)?,
+                    callback_stream: r.get(3)?,
+                })
+            },
+        )
+    }
+
+    fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+        );
+        self.tx
+            .prepare_cached(&sql)
+            .at(self.path)?
+            .execute(params![
+                self.space,
+                row.piece,
+                row.entry,
+                row.interval_minutes,
+                row.callback_stream,
+                row.declared_at_ms as i64,
+                row.nominal_period as i64,
+                row.next_due_ms as i64,
+                row.status.as_str(),
+                row.attempts,
+                row.fired_count as i64,
+                row.missed_count as i64,
+                row.skipped_count as i64,
+                row.last_fired_ms.map(|v| v as i64),
+                row.backoff_factor,
+                row.unread_fires,
+                row.retry_due_ms.map(|v| v as i64),
+                row.inflight_event,
+                row.output_docs,
+                row.output_read as i64,
+            ])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    fn delete_schedule(&mut self, piece: &str, entry: Option<u32>) -> StoreResult<usize> {
+        self.tx
+            .prepare_cached(
+                "DELETE FROM schedule_index WHERE piece = ?1 AND (?2 IS NULL OR entry = ?2)",
+            )
+            .at(self.path)?
+            .execute(params![piece, entry])
+            .at(self.path)
+    }
+
+    fn add_ledger(
+        &mut self,
+        bucket: Bucket,
+        window_start_ms: u64,
+        delta: &LedgerDelta,
+    ) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO compute_ledger (space, bucket, window_start_ms, cpu_us, wall_us, \
+                 waves, actions, commits, budget_skips) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 ON CONFLICT (bucket, window_start_ms) DO UPDATE SET \
+                 cpu_us = cpu_us + excluded.cpu_us, wall_us = wall_us + excluded.wall_us, \
+                 waves = waves + excluded.waves, actions = actions + excluded.actions, \
+                 commits = commits + excluded.commits, \
+                 budget_skips = budget_skips + excluded.budget_skips",
+            )
+            .at(self.path)?
+            .execute(params![
+                self.space,
+                bucket.as_str(),
+                window_start_ms as i64,
+                delta.cpu_us as i64,
+                delta.wall_us as i64,
+                delta.waves as i64,
+                delta.actions as i64,
+                delta.commits as i64,
+                delta.budget_skips as i64,
+            ])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    fn record_fire(&mut self, f: &FireRecord, prune_to: Option<usize>) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO schedule_fires \
+                 (piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .at(self.path)?
+            .execute(params![
+                f.piece,
+                f.entry,
+                f.fired_ms as i64,
+                f.event_id,
+                f.period as i64,
+                f.due_ms as i64,
+                f.missed_periods as i64,
+                f.outcome
+            ])
+            .at(self.path)?;
+        let Some(keep) = prune_to else {
+            return Ok(());
+        };
+        self.tx
+            .prepare_cached(
+                "DELETE FROM schedule_fires WHERE piece = ?1 AND entry = ?2 AND fired_ms < \
+                 (SELECT MIN(fired_ms) FROM (SELECT fired_ms FROM schedule_fires \
+                   WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms DESC LIMIT ?3))",
+            )
+            .at(self.path)?
+            .execute(params![f.piece, f.entry, keep as i64])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    fn add_action_cost(&mut self, c: &ActionCost) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO action_costs (window_start_ms, piece, action, kind, pattern, cpu_us, \
+                 wall_us, runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (window_start_ms, piece, action) DO UPDATE SET \
+                 cpu_us = cpu_us + excluded.cpu_us, wall_us = wall_us + excluded.wall_us, \
+                 runs = runs + excluded.runs",
+            )
+            .at(self.path)?
+            .execute(params![
+                c.window_start_ms as i64,
+                c.piece,
+                c.action,
+                c.kind,
+                c.pattern,
+                c.cpu_us as i64,
+                c.wall_us as i64,
+                c.runs as i64
+            ])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO action_state (node, inputs_hash, seq) VALUES (?1, ?2, ?3)",
+            )
+            .at(self.path)?
+            .execute(params![node, inputs_hash, seq as i64])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    fn policy(&mut self, key: &str) -> StoreResult<Option<String>> {
+        self.tx
+            .prepare_cached("SELECT value FROM space_policy WHERE key = ?1")
+            .at(self.path)?
+            .query_row([key], |r| r.get(0))
+            .optional()
+            .at(self.path)
+    }
+
+    fn has_policies(&mut self) -> StoreResult<bool> {
+        self.tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM space_policy)")
+            .at(self.path)?
+            .query_row([], |r| r.get(0))
+            .at(self.path)
+    }
+
+    fn set_policy(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
+        match value {
+            Some(v) => self
+                .tx
+                .prepare_cached("INSERT OR REPLACE INTO space_policy (key, value) VALUES (?1, ?2)")
+                .at(self.path)?
+                .execute([key, v]),
+            None => self
+                .tx
+                .prepare_cached("DELETE FROM space_policy WHERE key = ?1")
+                .at(self.path)?
+                .execute([key]),
+        }
+        .at(self.path)?;
+        Ok(())
+    }
+
+    fn note_event_failure(
+        &mut self,
+        event_id: &str,
+        stream: &str,
+        seq: u64,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<u32> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO event_failures (event_id, stream, seq, attempts, last_error, last_ms) \
+                 VALUES (?1, ?2, ?3, 1, ?4, ?5) ON CONFLICT (event_id) DO UPDATE SET \
+                 attempts = attempts + 1, last_error = excluded.last_error, \
+                 last_ms = excluded.last_ms RETURNING attempts",
+            )
+            .at(self.path)?
+            .query_row(
+                params![event_id, stream, seq as i64, error, now_ms as i64],
+                |r| r.get(0),
+            )
+            .at(self.path)
+    }
+
+    fn clear_event_failure(&mut self, event_id: &str) -> StoreResult<()> {
+        self.tx
+            .prepare_cached("DELETE FROM event_failures WHERE event_id = ?1")
+            .at(self.path)?
+            .execute([event_id])
+            .at(self.path)?;
+        Ok(())
+    }
+
+    fn dead_letter(
+        &mut self,
+        ev: &EventRecord,
+        attempts: u32,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO dead_letters (event_id, stream, seq, payload, fired_by, \
+                 attempts, error, dead_lettered_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .at(self.path)?
+            .execute(params![
+                ev.event_id,
+                ev.stream,
+                ev.seq as i64,
+                ev.payload.to_string(),
+                ev.fired_by,
+                attempts,
+                error,
+                now_ms as i64
+            ])
+            .at(self.path)?;
+        Ok(())
+    }
+}
