@@ -70,6 +70,7 @@ counters! {
     PgWakeNotices => ("store", "postgresWakeNotices", Counter, "Commits on the PostgreSQL store that made their space need a host sooner and told the fleet's wakers (NOTIFY; a latency hint)"),
     PgReconnects => ("store", "postgresReconnects", Counter, "Open spaces on the PostgreSQL store that found their connection broken (a server restart) and took a fresh one"),
     LeaseSelfFenced => ("lease", "selfFenced", Counter, "Derived commits a host refused itself, before asking the database, because its own monotonic clock said its lease's TTL (less a margin) had passed since the last renewal that succeeded"),
+    PlaneWritesRefused => ("lease", "planeWritesRefused", Counter, "Plane-only writes (schedule state, ledger, dead letters) a host made under a lease that the database no longer showed it holding, refused (PostgreSQL store)"),
     ScheduleIndexed => ("schedule", "indexedEntries", Gauge, "Schedule entries in the index (as of each space's last activation)"),
     ScheduleDue => ("schedule", "due", Counter, "Schedule entries found due by a firing pass"),
     ScheduleFired => ("schedule", "fired", Counter, "Wake events appended (write-first) to callback streams"),

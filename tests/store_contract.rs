@@ -10,7 +10,8 @@ use spacewake::clock::ManualClock;
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::postgres::{PgStore, PG_MIGRATIONS};
 use spacewake::store::{
-    Author, CommitClass, CommitRequest, DocOp, Lease, NewEvent, PathSeg, SpaceBackend, SpaceStore,
+    Author, Bucket, CommitClass, CommitRequest, CommitView, DocOp, EventRecord, IndexHook, Lease,
+    LedgerDelta, NewEvent, PathSeg, PlaneTx, ScheduleRow, ScheduleStatus, SpaceBackend, SpaceStore,
     Store, StoreConfig, StoreError,
 };
 use std::sync::Arc;
@@ -520,4 +521,262 @@ fn bad_rows_set_aside<B: SpaceBackend>(f: Fleet<B>) {
         good.commit(authored().op(set("e", json!(1)))).unwrap().seq,
         Some(2)
     );
+}
+
+/// An index hook for the plane checks: a document `sched:P` holding
+/// `{"due": N}` declares one schedule entry of piece P due at N (any other
+/// value removes it), and a document holding `{"fail": true}` makes the
+/// hook refuse the commit.
+struct DueHook;
+
+impl IndexHook for DueHook {
+    fn name(&self) -> &'static str {
+        "due-hook"
+    }
+
+    fn on_commit(&self, c: &CommitView<'_>, plane: &mut PlaneTx<'_>) -> Result<(), String> {
+        for op in c.ops {
+            let after = op.doc_after.as_ref();
+            if after.and_then(|v| v.get("fail")).is_some() {
+                return Err(format!("document {} asks the hook to fail", op.doc_id));
+            }
+            let Some(piece) = op.doc_id.strip_prefix("sched:") else {
+                continue;
+            };
+            let r = match after.and_then(|v| v.get("due")).and_then(|v| v.as_u64()) {
+                Some(due) => {
+                    plane.upsert_schedule(&ScheduleRow::new(piece, 0, 60, "tick", c.at_ms, due))
+                }
+                None => plane.delete_schedule(piece, None).map(|_| ()),
+            };
+            r.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+both!(index_hooks_are_atomic_with_their_commit, hooks_atomic);
+fn hooks_atomic<B: SpaceBackend>(f: Fleet<B>) {
+    f.a.add_hook(Arc::new(DueHook));
+    f.a.create("s", "did:key:owner").unwrap();
+    let mut s = f.a.open("s").unwrap();
+    let dir = |f: &Fleet<B>| f.a.directory_next_wake("s").unwrap();
+
+    // The hook's row is written with the commit, and the directory knows.
+    s.commit(authored().op(set("sched:p", json!({"due": 5_000}))))
+        .unwrap();
+    let rows = s.schedule(None).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].piece.as_str(), rows[0].next_due_ms), ("p", 5_000));
+    assert_eq!(dir(&f), Some(5_000));
+
+    // A hook that refuses aborts the whole commit: no seq, no document, no row.
+    let e = s
+        .commit(
+            authored()
+                .op(set("x", json!(1)))
+                .op(set("sched:q", json!({"due": 10})))
+                .op(set("bad", json!({"fail": true}))),
+        )
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Hook { .. }), "{e}");
+    assert_eq!(s.head_seq().unwrap(), 1);
+    assert!(s.read("x").unwrap().is_none());
+    assert_eq!(s.schedule(None).unwrap().len(), 1);
+    assert_eq!(dir(&f), Some(5_000));
+    assert_eq!(f.counters_a.space_value("s", Counter::HookFailures), 1);
+
+    // So does the caller's extension; and what it writes lands with the commit.
+    let e = s
+        .commit_with(authored().op(set("sched:q", json!({"due": 10}))), |_, p| {
+            p.set_action_state("node", "h1", 2)
+                .map_err(|e| e.to_string())?;
+            Err("the extension refuses".into())
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("the extension refuses"), "{e}");
+    assert!(s.action_states().unwrap().is_empty());
+    assert_eq!(dir(&f), Some(5_000));
+    let out = s
+        .commit_with(
+            authored().op(set("sched:p", json!({"due": 3_000}))),
+            |v, p| {
+                let delta = LedgerDelta {
+                    commits: 1,
+                    ..Default::default()
+                };
+                p.add_ledger(Bucket::Session, 0, &delta)
+                    .and_then(|_| p.set_action_state("node", "h1", v.seq))
+                    .map_err(|e| e.to_string())
+            },
+        )
+        .unwrap();
+    assert_eq!(out.seq, Some(2));
+    assert_eq!(
+        s.action_states().unwrap(),
+        vec![("node".to_string(), "h1".to_string())]
+    );
+    assert_eq!(s.ledger().unwrap()[0].totals.commits, 1);
+    // Earlier: the directory follows at once.
+    assert_eq!(dir(&f), Some(3_000));
+
+    // The entry removed: nothing is due, and the directory says so.
+    s.commit(authored().op(set("sched:p", json!({})))).unwrap();
+    assert!(s.schedule(None).unwrap().is_empty());
+    assert_eq!(dir(&f), None);
+}
+
+both!(plane_rows_and_a_directory_never_late, plane_rows);
+fn plane_rows<B: SpaceBackend>(f: Fleet<B>) {
+    f.a.create("s", "did:key:owner").unwrap();
+    let mut s = f.a.open("s").unwrap();
+    let dir = |f: &Fleet<B>| f.a.directory_next_wake("s").unwrap();
+    let mut row = ScheduleRow::new("p", 0, 60, "tick", 0, 9_000);
+
+    // The schedule moves the directory: earlier at once, later when it is
+    // the truth, never later than the earliest due entry.
+    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    assert_eq!(dir(&f), Some(9_000));
+    row.retry_due_ms = Some(4_000);
+    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    assert_eq!(dir(&f), Some(4_000), "a retry is a wake");
+    row.retry_due_ms = None;
+    row.next_due_ms = 12_000;
+    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    let d = dir(&f).unwrap();
+    assert!(d <= 12_000, "never late: {d}");
+    row.status = ScheduleStatus::Paused;
+    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    assert_eq!(
+        s.schedule(Some("p")).unwrap()[0].status,
+        ScheduleStatus::Paused
+    );
+
+    // A plane transaction that fails writes nothing.
+    let e = s
+        .plane(|p| {
+            p.delete_schedule("p", None)?;
+            Err::<(), _>(StoreError::InvalidCommit("changed my mind".into()))
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("changed my mind"), "{e}");
+    assert_eq!(s.schedule(None).unwrap().len(), 1);
+
+    // Ledger rows add up per (bucket, window).
+    let d = LedgerDelta {
+        cpu_us: 10,
+        waves: 1,
+        ..Default::default()
+    };
+    for _ in 0..3 {
+        s.plane(|p| p.add_ledger(Bucket::Scheduled, 60_000, &d))
+            .unwrap();
+    }
+    s.plane(|p| p.add_ledger(Bucket::Session, 60_000, &d))
+        .unwrap();
+    let ledger = s.ledger().unwrap();
+    assert_eq!(ledger.len(), 2);
+    let sched = ledger
+        .iter()
+        .find(|r| r.bucket == Bucket::Scheduled)
+        .unwrap();
+    assert_eq!((sched.totals.cpu_us, sched.totals.waves), (30, 3));
+
+    // Fires: readers see the newest `keep`, oldest first.
+    for (i, outcome) in ["failed", "retried", "failed", "fired"].iter().enumerate() {
+        s.plane(|p| {
+            p.record_fire(
+                "p",
+                0,
+                1_000 * i as u64,
+                &format!("w{i}"),
+                i as u64,
+                0,
+                0,
+                outcome,
+                2,
+            )
+        })
+        .unwrap();
+    }
+    let fires = s.fires("p", 0, 2).unwrap();
+    let ids: Vec<&str> = fires.iter().map(|f| f.event_id.as_str()).collect();
+    assert_eq!(ids, ["w2", "w3"]);
+
+    // Policies.
+    assert!(!s.plane(|p| p.has_policies()).unwrap());
+    s.plane(|p| p.set_policy("budget", Some("100"))).unwrap();
+    assert_eq!(
+        s.plane(|p| p.policy("budget")).unwrap().as_deref(),
+        Some("100")
+    );
+    s.plane(|p| p.set_policy("budget", None)).unwrap();
+    assert!(!s.plane(|p| p.has_policies()).unwrap());
+
+    // Event failures count up, and a dead letter replaces them.
+    for _ in 0..2 {
+        s.plane(|p| p.note_event_failure("e1", "in", 1, "boom", 5))
+            .unwrap();
+    }
+    assert_eq!(s.event_failures().unwrap()[0].attempts, 2);
+    let ev = EventRecord {
+        event_id: "e1".into(),
+        stream: "in".into(),
+        seq: 1,
+        payload: json!({"n": 1}),
+        fired_by: "did:key:test".into(),
+        fired_at_ms: 0,
+    };
+    s.plane(|p| p.dead_letter(&ev, 3, "boom", 7)).unwrap();
+    assert!(s.event_failures().unwrap().is_empty());
+    let dl = s.dead_letters().unwrap();
+    assert_eq!(dl.len(), 1);
+    assert_eq!(
+        (dl[0].attempts, dl[0].payload.clone()),
+        (3, json!({"n": 1}))
+    );
+
+    // Another space's rows are its own.
+    f.a.create("t", "did:key:owner").unwrap();
+    let mut t = f.a.open("t").unwrap();
+    assert!(t.schedule(None).unwrap().is_empty());
+    assert!(t.ledger().unwrap().is_empty());
+    assert!(t.dead_letters().unwrap().is_empty());
+    assert_eq!(f.a.directory_next_wake("t").unwrap(), None);
+}
+
+/// PostgreSQL only: a host that lost its lease writes no plane row (on
+/// SQLite one host owns a space's file, and its file lock is the fence).
+#[test]
+fn postgres_refuses_plane_writes_from_a_host_that_lost_its_lease() {
+    let Some(f) = postgres("plane_fenced") else {
+        return;
+    };
+    f.a.create("s", "did:key:owner").unwrap();
+    let mut a = f.a.open("s").unwrap();
+    let mut b = f.b.open("s").unwrap();
+    a.acquire_lease().unwrap().unwrap();
+    let d = LedgerDelta {
+        waves: 1,
+        ..Default::default()
+    };
+    a.plane(|p| p.add_ledger(Bucket::Scheduled, 0, &d)).unwrap();
+    (f.expire)();
+    b.acquire_lease().unwrap().unwrap();
+    let e = a
+        .plane(|p| p.add_ledger(Bucket::Scheduled, 0, &d))
+        .unwrap_err();
+    assert!(matches!(e, StoreError::NotLeaseHolder(_)), "{e}");
+    assert_eq!(
+        f.counters_a.space_value("s", Counter::PlaneWritesRefused),
+        1
+    );
+    assert_eq!(
+        b.ledger().unwrap()[0].totals.waves,
+        1,
+        "only the first write landed"
+    );
+    // The new holder writes.
+    b.plane(|p| p.add_ledger(Bucket::Scheduled, 0, &d)).unwrap();
+    assert_eq!(b.ledger().unwrap()[0].totals.waves, 2);
 }

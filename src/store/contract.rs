@@ -6,17 +6,42 @@
 //! against each. The rules each implementation keeps are the store's
 //! `# Contract` (in `store/mod.rs`).
 
+use super::dead_letters::{DeadLetter, EventFailure};
 use super::error::StoreResult;
+use super::plane::{CommitView, FireRecord, IndexHook, LedgerRow, PlaneTx, ScheduleRow};
 use super::records::{Author, CommitClass, NewEvent, StreamState};
 use super::records::{CommitOutcome, CommitRecord, CommitRequest, DocRead, EventRecord, Lease};
+use std::sync::Arc;
 
 /// One open space: its commits, reads, events and lease.
 pub trait SpaceStore {
     fn space_id(&self) -> &str;
 
     /// Writes one commit atomically (see the contract's *Commits*,
-    /// *Events* and *Fencing*).
-    fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome>;
+    /// *Events* and *Fencing*), running the store's index hooks inside it.
+    fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
+        self.commit_with(req, |_, _| Ok(()))
+    }
+
+    /// Like [`SpaceStore::commit`], with `extra` running in the same
+    /// transaction after the index hooks; an error from either writes
+    /// nothing.
+    fn commit_with(
+        &mut self,
+        req: CommitRequest,
+        extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+    ) -> StoreResult<CommitOutcome>;
+
+    /// Runs `f` in a plane-only transaction (no commit, no seq), keeping
+    /// the directory's next wake early-never-late.
+    fn plane<T>(&mut self, f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>) -> StoreResult<T>;
+
+    fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>>;
+    fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>>;
+    fn fires(&mut self, piece: &str, entry: u32, keep: usize) -> StoreResult<Vec<FireRecord>>;
+    fn action_states(&mut self) -> StoreResult<Vec<(String, String)>>;
+    fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>>;
+    fn dead_letters(&mut self) -> StoreResult<Vec<DeadLetter>>;
 
     /// Appends one event as an authored commit; idempotent by `eventId`.
     fn append_event(&mut self, author: Author, event: NewEvent) -> StoreResult<CommitOutcome> {
@@ -60,14 +85,46 @@ pub trait SpaceBackend {
 
     /// Opens a created space.
     fn open(&self, id: &str) -> StoreResult<Self::Space>;
+
+    /// Registers an index hook for every commit through this store.
+    fn add_hook(&self, hook: Arc<dyn IndexHook>);
+
+    /// When the directory says space `id` next needs a host for its
+    /// schedule: never later than its earliest due entry.
+    fn directory_next_wake(&self, id: &str) -> StoreResult<Option<u64>>;
 }
 
 impl SpaceStore for super::Space {
     fn space_id(&self) -> &str {
         self.id()
     }
-    fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
-        super::Space::commit(self, req)
+    fn commit_with(
+        &mut self,
+        req: CommitRequest,
+        extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+    ) -> StoreResult<CommitOutcome> {
+        super::Space::commit_with(self, req, extra)
+    }
+    fn plane<T>(&mut self, f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        super::Space::plane(self, f)
+    }
+    fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        super::Space::schedule(self, piece)
+    }
+    fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
+        super::Space::ledger(self)
+    }
+    fn fires(&mut self, piece: &str, entry: u32, keep: usize) -> StoreResult<Vec<FireRecord>> {
+        super::Space::fires(self, piece, entry, keep)
+    }
+    fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
+        super::Space::action_states(self)
+    }
+    fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>> {
+        super::Space::event_failures(self)
+    }
+    fn dead_letters(&mut self) -> StoreResult<Vec<DeadLetter>> {
+        super::Space::dead_letters(self)
     }
     fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
         super::Space::read(self, doc)
@@ -108,5 +165,14 @@ impl SpaceBackend for super::Store {
     }
     fn open(&self, id: &str) -> StoreResult<super::Space> {
         self.open_space(id)
+    }
+    fn add_hook(&self, hook: Arc<dyn IndexHook>) {
+        super::Store::add_hook(self, hook)
+    }
+    fn directory_next_wake(&self, id: &str) -> StoreResult<Option<u64>> {
+        Ok(self
+            .directory()
+            .projection(id)?
+            .and_then(|p| p.next_wake_ms))
     }
 }

@@ -19,6 +19,7 @@
 //! an open space holds one connection until it is dropped.
 
 mod fleet;
+mod plane;
 mod pool;
 mod space;
 
@@ -28,11 +29,12 @@ pub use space::PgSpace;
 
 use super::contract::SpaceBackend;
 use super::error::{PgContext, StoreError, StoreResult};
+use super::plane::IndexHook;
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
 use pool::Cache;
 use postgres::{Client, GenericClient, NoTls};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Milliseconds since the Unix epoch of a lease row's `expires_at`.
 const MS: &str = "(extract(epoch from expires_at) * 1000)::bigint";
@@ -58,6 +60,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         4,
         "0004_hosts",
         include_str!("../../../schema/postgres/0004_hosts.sql"),
+    ),
+    (
+        5,
+        "0005_plane",
+        include_str!("../../../schema/postgres/0005_plane.sql"),
     ),
 ];
 
@@ -86,6 +93,8 @@ struct PgShared {
     lease_ttl_ms: u64,
     counters: Arc<Counters>,
     idle: Mutex<Vec<(Client, Cache)>>,
+    /// Index hooks run inside every commit's transaction.
+    hooks: RwLock<Arc<Vec<Arc<dyn IndexHook>>>>,
 }
 
 impl PgStore {
@@ -108,6 +117,7 @@ impl PgStore {
                 lease_ttl_ms,
                 counters,
                 idle: Mutex::new(vec![(client, Cache::new())]),
+                hooks: RwLock::new(Arc::new(Vec::new())),
             }),
         };
         store.heartbeat()?;
@@ -116,6 +126,14 @@ impl PgStore {
 
     pub fn holder(&self) -> &str {
         &self.inner.holder
+    }
+
+    /// Registers an index hook for every commit made through this store.
+    pub fn add_hook(&self, hook: Arc<dyn IndexHook>) {
+        let mut hooks = self.inner.hooks.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = (**hooks).clone();
+        next.push(hook);
+        *hooks = Arc::new(next);
     }
 
     /// The schema version the database is at.
@@ -211,5 +229,19 @@ impl SpaceBackend for PgStore {
             }
         }
         Ok(PgSpace::new(id, self.inner.counters.space(id), c))
+    }
+
+    fn add_hook(&self, hook: Arc<dyn IndexHook>) {
+        PgStore::add_hook(self, hook)
+    }
+
+    fn directory_next_wake(&self, id: &str) -> StoreResult<Option<u64>> {
+        let mut c = self.inner.take()?;
+        let row = c
+            .db()
+            .query_opt("SELECT next_wake_ms FROM spaces WHERE id = $1", &[&id])
+            .doing("reading the directory")?
+            .ok_or_else(|| StoreError::UnknownSpace(id.to_string()))?;
+        Ok(row.get::<_, Option<i64>>(0).map(|v| v.max(0) as u64))
     }
 }

@@ -1,15 +1,18 @@
 //! One space on the PostgreSQL store: commits, reads, events and its
 //! lease, with self-fencing, reconnection and bad rows set aside.
 
+use super::plane::{self as rows, PgPlane, EARLIEST_DUE};
 use super::pool::{Db, Pooled, STATEMENTS};
 use super::{MS, SELF_FENCE_NUM_DEN};
 use crate::metrics::{Counter, SpaceCounters};
 use crate::store::contract::SpaceStore;
+use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreError, StoreResult};
 use crate::store::log::{check_watermark, resolve_op, validate_name};
+use crate::store::plane::{ActionCost, CommitView, FireRecord, LedgerRow, PlaneTx, ScheduleRow};
 use crate::store::records::{
-    CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead, EventRecord, Lease,
-    LoggedOp, NewEvent, StreamState,
+    AppliedOp, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
+    EventRecord, Lease, LoggedOp, NewEvent, StreamState,
 };
 use postgres::{GenericClient, Row};
 use serde_json::Value;
@@ -178,7 +181,85 @@ impl PgSpace {
         Ok((row.get::<_, i64>(0) as u64, row.get(1)))
     }
 
-    fn commit_inner(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
+    /// Like [`SpaceStore::commit`], with `extra` running inside the same
+    /// transaction after the index hooks (the firing of a schedule entry:
+    /// advance the entry and append its event, atomically). An error from
+    /// `extra` aborts the commit.
+    pub fn commit_with(
+        &mut self,
+        req: CommitRequest,
+        extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+    ) -> StoreResult<CommitOutcome> {
+        let r = self.commit_inner(req, extra);
+        if r.is_err() {
+            self.counters.inc(Counter::CommitsRejected);
+        }
+        self.guard(r)
+    }
+
+    /// Runs `f` in a plane-only transaction (no commit, no seq): schedule
+    /// state, ledger, policy, dead letters. It holds the space's row lock,
+    /// and moves `next_wake_ms` with the schedule in the same transaction.
+    /// While this handle holds the space's lease, the transaction first
+    /// checks that the database still shows it (holder, epoch, expiry) and
+    /// is refused otherwise: a host that lost its lease writes no plane row.
+    pub fn plane<T>(
+        &mut self,
+        f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let r = self.plane_inner(f);
+        self.guard(r)
+    }
+
+    fn plane_inner<T>(
+        &mut self,
+        f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.live()?;
+        let id = self.id.clone();
+        let holder = self.holder();
+        let held = self.held.map(|h| h.0);
+        let counters = self.counters.clone();
+        let (client, cache) = self.conn.parts();
+        STATEMENTS.fetch_add(2, Ordering::Relaxed);
+        let mut txn = client.transaction().doing("beginning a plane write")?;
+        let mut db = Db { c: &mut txn, cache };
+        let (_, wake_before) = Self::lock_space(&mut db, &id)?;
+        if let Some(epoch) = held {
+            if !lease_is_live(&mut db, &id, &holder, epoch)? {
+                counters.inc(Counter::PlaneWritesRefused);
+                return Err(StoreError::NotLeaseHolder(format!(
+                    "the lease of {holder} at epoch {epoch} is no longer held"
+                )));
+            }
+        }
+        let mut plane_rows = PgPlane {
+            db: &mut db,
+            space: &id,
+        };
+        let mut plane = PlaneTx::new(&mut plane_rows, &id);
+        let out = f(&mut plane)?;
+        if plane.schedule_touched {
+            let row = db
+                .query_one(
+                    &format!(
+                        "UPDATE spaces SET next_wake_ms = {EARLIEST_DUE} WHERE id = $1 \
+                         RETURNING wake_at_ms"
+                    ),
+                    &[&id],
+                )
+                .doing("moving the space's next wake")?;
+            notify_if_earlier(&mut db, &id, wake_before, row.get(0), &counters)?;
+        }
+        txn.commit().doing("committing a plane write")?;
+        Ok(out)
+    }
+
+    fn commit_inner(
+        &mut self,
+        req: CommitRequest,
+        extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+    ) -> StoreResult<CommitOutcome> {
         self.live()?;
         let id = self.id.clone();
         let holder = self.holder();
@@ -198,6 +279,13 @@ impl PgSpace {
             }
         }
         let sent_ms = self.monotonic_ms();
+        let hooks = self
+            .conn
+            .pool
+            .hooks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         // Commit and event times are on the host's (injected) clock, as on
         // SQLite; only lease expiry is arbitrated by the database's.
         let now_ms = self.conn.pool.clock.now_ms() as i64;
@@ -211,14 +299,7 @@ impl PgSpace {
         if req.class == CommitClass::Derived {
             let ok = match &req.lease {
                 None => false,
-                Some(l) => db
-                    .query_opt(
-                        "SELECT 1 FROM execution_lease WHERE space = $1 AND holder = $2 \
-                         AND epoch = $3 AND expires_at > clock_timestamp()",
-                        &[&id, &l.holder, &(l.tenure as i64)],
-                    )
-                    .doing("checking the lease")?
-                    .is_some(),
+                Some(l) => lease_is_live(&mut db, &id, &l.holder, l.tenure)?,
             };
             if !ok {
                 counters.inc(Counter::DerivedRefused);
@@ -265,7 +346,8 @@ impl PgSpace {
         counters.add(Counter::EventsDuplicate, duplicates.len() as i64);
 
         let nothing = req.ops.is_empty() && fresh.is_empty() && req.watermarks.is_empty();
-        let mut appended = Vec::with_capacity(fresh.len());
+        let mut view_ops: Vec<AppliedOp> = Vec::with_capacity(req.ops.len());
+        let mut records: Vec<EventRecord> = Vec::with_capacity(fresh.len());
         let seq = if nothing {
             None
         } else {
@@ -288,7 +370,7 @@ impl PgSpace {
             )
             .doing("writing the commit")?;
             for (idx, op) in req.ops.into_iter().enumerate() {
-                apply_op(&mut db, &id, seq, idx, op)?;
+                view_ops.push(apply_op(&mut db, &id, seq, idx, op)?);
             }
             for e in fresh {
                 db.execute(
@@ -312,7 +394,14 @@ impl PgSpace {
                     &[&id, &e.stream, &(seq as i64)],
                 )
                 .doing("moving a stream's head")?;
-                appended.push(e.event_id);
+                records.push(EventRecord {
+                    event_id: e.event_id,
+                    stream: e.stream,
+                    seq,
+                    payload: e.payload,
+                    fired_by: e.fired_by,
+                    fired_at_ms: now_ms as u64,
+                });
             }
             for (stream, to) in &req.watermarks {
                 advance_watermark(&mut db, &id, stream, *to)?;
@@ -320,34 +409,55 @@ impl PgSpace {
             Some(seq)
         };
 
-        // The new seq and the directory's undelivered flag, in one write of
-        // the space's row, in the same transaction.
+        // The index hooks and the caller's extension, in the same
+        // transaction: an error from either writes nothing.
+        let mut plane_rows = PgPlane {
+            db: &mut db,
+            space: &id,
+        };
+        let mut plane = PlaneTx::new(&mut plane_rows, &id);
+        let view = CommitView {
+            space: &id,
+            seq: seq.unwrap_or(0),
+            class: req.class,
+            at_ms: now_ms as u64,
+            ops: &view_ops,
+            events: &records,
+        };
+        if seq.is_some() {
+            for hook in hooks.iter() {
+                if let Err(reason) = hook.on_commit(&view, &mut plane) {
+                    counters.inc(Counter::HookFailures);
+                    return Err(StoreError::Hook {
+                        hook: hook.name().to_string(),
+                        reason,
+                    });
+                }
+            }
+        }
+        extra(&view, &mut plane).map_err(|reason| StoreError::Hook {
+            hook: "commit extension".into(),
+            reason,
+        })?;
+        let schedule_touched = plane.schedule_touched;
+        let appended: Vec<String> = records.into_iter().map(|r| r.event_id).collect();
+
+        // The new seq, the directory's undelivered flag and (when the
+        // schedule changed) its next wake, in one write of the space's row,
+        // in the same transaction.
         let row = db
             .query_one(
-                "UPDATE spaces SET head_seq = $2, undelivered = EXISTS (SELECT 1 FROM streams \
-                 WHERE space = $1 AND head_seq > watermark_seq) WHERE id = $1 \
-                 RETURNING undelivered, wake_at_ms",
-                &[&id, &(seq.unwrap_or(head) as i64)],
+                &format!(
+                    "UPDATE spaces SET head_seq = $2, undelivered = EXISTS (SELECT 1 FROM \
+                     streams WHERE space = $1 AND head_seq > watermark_seq), \
+                     next_wake_ms = CASE WHEN $3 THEN {EARLIEST_DUE} ELSE next_wake_ms END \
+                     WHERE id = $1 RETURNING undelivered, wake_at_ms"
+                ),
+                &[&id, &(seq.unwrap_or(head) as i64), &schedule_touched],
             )
             .doing("updating the space's row")?;
         let undelivered: bool = row.get(0);
-        let wake_after: Option<i64> = row.get(1);
-        // A space that needs a host sooner than before tells the fleet's
-        // listeners (delivered when the transaction commits; a hint only:
-        // every waker still finds due spaces by claiming).
-        let earlier = match (wake_before, wake_after) {
-            (_, None) => None,
-            (None, Some(a)) => Some(a),
-            (Some(b), Some(a)) => (a < b).then_some(a),
-        };
-        if let Some(at) = earlier {
-            db.execute(
-                "SELECT pg_notify('spacewake_wake', $1)",
-                &[&format!("{} {id}", at.max(0))],
-            )
-            .doing("telling the fleet of an earlier wake")?;
-            counters.inc(Counter::PgWakeNotices);
-        }
+        notify_if_earlier(&mut db, &id, wake_before, row.get(1), &counters)?;
         let released = match &req.lease {
             Some(held) if req.release_lease_if_idle && !undelivered => {
                 release(&mut db, &id, held)? == 1
@@ -388,13 +498,57 @@ impl PgSpace {
     }
 }
 
+/// Whether the lease row shows `holder` at `epoch`, unexpired by the
+/// database's clock.
+fn lease_is_live(
+    tx: &mut Db<'_, postgres::Transaction<'_>>,
+    id: &str,
+    holder: &str,
+    epoch: u64,
+) -> StoreResult<bool> {
+    Ok(tx
+        .query_opt(
+            "SELECT 1 FROM execution_lease WHERE space = $1 AND holder = $2 \
+             AND epoch = $3 AND expires_at > clock_timestamp()",
+            &[&id, &holder, &(epoch as i64)],
+        )
+        .doing("checking the lease")?
+        .is_some())
+}
+
+/// A space that needs a host sooner than before tells the fleet's
+/// listeners (delivered when the transaction commits; a hint only: every
+/// waker still finds due spaces by claiming).
+fn notify_if_earlier(
+    tx: &mut Db<'_, postgres::Transaction<'_>>,
+    id: &str,
+    before: Option<i64>,
+    after: Option<i64>,
+    counters: &SpaceCounters,
+) -> StoreResult<()> {
+    let earlier = match (before, after) {
+        (_, None) => None,
+        (None, Some(a)) => Some(a),
+        (Some(b), Some(a)) => (a < b).then_some(a),
+    };
+    if let Some(at) = earlier {
+        tx.execute(
+            "SELECT pg_notify('spacewake_wake', $1)",
+            &[&format!("{} {id}", at.max(0))],
+        )
+        .doing("telling the fleet of an earlier wake")?;
+        counters.inc(Counter::PgWakeNotices);
+    }
+    Ok(())
+}
+
 fn apply_op(
     tx: &mut Db<'_, postgres::Transaction<'_>>,
     id: &str,
     seq: u64,
     idx: usize,
     op: DocOp,
-) -> StoreResult<()> {
+) -> StoreResult<AppliedOp> {
     let (applied, text, path_text) =
         resolve_op(idx, op, |doc| Ok(read_doc(tx, id, doc)?.map(|d| d.value)))?;
     let (doc_id, kind) = (&applied.doc_id, applied.op);
@@ -419,7 +573,7 @@ fn apply_op(
         &[&id, &doc_id, &text, &(seq as i64)],
     )
     .doing("writing a document")?;
-    Ok(())
+    Ok(applied)
 }
 
 fn advance_watermark(
@@ -501,17 +655,91 @@ fn lease_from_row(holder: String, r: &Row) -> Lease {
     }
 }
 
+/// The plane's rows of this space, read outside any transaction.
+impl PgSpace {
+    fn read_rows<T>(
+        &mut self,
+        f: impl FnOnce(&mut Db<'_, postgres::Client>, &str) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.live()?;
+        let r = f(&mut self.conn.db(), &self.id);
+        self.guard(r)
+    }
+
+    pub fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        self.read_rows(|db, id| rows::list_schedule(db, id, piece))
+    }
+
+    pub fn schedule_count(&mut self) -> StoreResult<u64> {
+        self.read_rows(|db, id| {
+            let r = db
+                .query_one(
+                    "SELECT count(*) FROM schedule_index WHERE space = $1",
+                    &[&id],
+                )
+                .doing("counting schedule entries")?;
+            Ok(r.get::<_, i64>(0) as u64)
+        })
+    }
+
+    /// An entry's newest `keep` fires, oldest first.
+    pub fn fires(&mut self, piece: &str, entry: u32, keep: usize) -> StoreResult<Vec<FireRecord>> {
+        self.read_rows(|db, id| rows::list_fires(db, id, piece, entry, keep))
+    }
+
+    pub fn action_costs(&mut self, limit: usize) -> StoreResult<Vec<ActionCost>> {
+        self.read_rows(|db, id| rows::list_action_costs(db, id, limit))
+    }
+
+    pub fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
+        self.read_rows(rows::action_states)
+    }
+
+    pub fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>> {
+        self.read_rows(rows::event_failures)
+    }
+
+    pub fn dead_letters(&mut self) -> StoreResult<Vec<DeadLetter>> {
+        self.read_rows(rows::dead_letters)
+    }
+
+    pub fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
+        self.read_rows(rows::list_ledger)
+    }
+}
+
 impl SpaceStore for PgSpace {
     fn space_id(&self) -> &str {
         &self.id
     }
 
-    fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
-        let r = self.commit_inner(req);
-        if r.is_err() {
-            self.counters.inc(Counter::CommitsRejected);
-        }
-        self.guard(r)
+    fn commit_with(
+        &mut self,
+        req: CommitRequest,
+        extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+    ) -> StoreResult<CommitOutcome> {
+        PgSpace::commit_with(self, req, extra)
+    }
+    fn plane<T>(&mut self, f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        PgSpace::plane(self, f)
+    }
+    fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        PgSpace::schedule(self, piece)
+    }
+    fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
+        PgSpace::ledger(self)
+    }
+    fn fires(&mut self, piece: &str, entry: u32, keep: usize) -> StoreResult<Vec<FireRecord>> {
+        PgSpace::fires(self, piece, entry, keep)
+    }
+    fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
+        PgSpace::action_states(self)
+    }
+    fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>> {
+        PgSpace::event_failures(self)
+    }
+    fn dead_letters(&mut self) -> StoreResult<Vec<DeadLetter>> {
+        PgSpace::dead_letters(self)
     }
 
     fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {

@@ -1,0 +1,541 @@
+//! The plane's rows of one space in the shared database: the
+//! [`PlaneRows`] of a space transaction, and the plain reads of the same
+//! tables for a handle. Every row is keyed by its space, like the core's.
+
+use super::pool::Db;
+use crate::store::dead_letters::{DeadLetter, EventFailure};
+use crate::store::error::{PgContext, StoreResult};
+use crate::store::plane::{
+    ActionCost, Bucket, DeclaredRow, FireRecord, LedgerDelta, LedgerRow, PlaneRows, ScheduleRow,
+    ScheduleStatus,
+};
+use crate::store::records::EventRecord;
+use postgres::{GenericClient, Row};
+use serde_json::Value;
+
+const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
+     nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
+     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event, output_docs, \
+     output_read";
+
+/// When a space next needs a host for its schedule: the earliest due or
+/// retry among its active entries (the SQL the commit's write of the
+/// `spaces` row embeds).
+pub(super) const EARLIEST_DUE: &str = "(SELECT MIN(LEAST(next_due_ms, \
+     COALESCE(retry_due_ms, next_due_ms))) FROM schedule_index \
+     WHERE space = $1 AND status = 'active')";
+
+fn schedule_from_row(r: &Row) -> ScheduleRow {
+    let u = |i: usize| r.get::<_, i64>(i) as u64;
+    let n = |i: usize| r.get::<_, i32>(i) as u32;
+    ScheduleRow {
+        piece: r.get(0),
+        entry: n(1),
+        interval_minutes: n(2),
+        callback_stream: r.get(3),
+        declared_at_ms: u(4),
+        nominal_period: u(5),
+        next_due_ms: u(6),
+        status: ScheduleStatus::parse(r.get(7)),
+        attempts: n(8),
+        fired_count: u(9),
+        missed_count: u(10),
+        skipped_count: u(11),
+        last_fired_ms: r.get::<_, Option<i64>>(12).map(|v| v as u64),
+        backoff_factor: n(13),
+        unread_fires: n(14),
+        retry_due_ms: r.get::<_, Option<i64>>(15).map(|v| v as u64),
+        inflight_event: r.get(16),
+        output_docs: r.get(17),
+        output_read: r.get(18),
+    }
+}
+
+pub(super) fn list_schedule<C: GenericClient>(
+    db: &mut Db<'_, C>,
+    space: &str,
+    piece: Option<&str>,
+) -> StoreResult<Vec<ScheduleRow>> {
+    // Two statements, so the one-piece lookup uses the primary key.
+    let rows = match piece {
+        Some(p) => db.query(
+            &format!(
+                "SELECT {SCHEDULE_COLUMNS} FROM schedule_index WHERE space = $1 AND piece = $2 \
+                 ORDER BY entry"
+            ),
+            &[&space, &p],
+        ),
+        None => db.query(
+            &format!(
+                "SELECT {SCHEDULE_COLUMNS} FROM schedule_index WHERE space = $1 \
+                 ORDER BY piece, entry"
+            ),
+            &[&space],
+        ),
+    }
+    .doing("reading the schedule")?;
+    Ok(rows.iter().map(schedule_from_row).collect())
+}
+
+pub(super) fn list_ledger<C: GenericClient>(
+    db: &mut Db<'_, C>,
+    space: &str,
+) -> StoreResult<Vec<LedgerRow>> {
+    let rows = db
+        .query(
+            "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, \
+             budget_skips FROM compute_ledger WHERE space = $1 ORDER BY window_start_ms, bucket",
+            &[&space],
+        )
+        .doing("reading the ledger")?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let u = |i: usize| r.get::<_, i64>(i) as u64;
+            LedgerRow {
+                bucket: match r.get::<_, &str>(0) {
+                    "scheduled" => Bucket::Scheduled,
+                    _ => Bucket::Session,
+                },
+                window_start_ms: u(1),
+                totals: LedgerDelta {
+                    cpu_us: u(2),
+                    wall_us: u(3),
+                    waves: u(4),
+                    actions: u(5),
+                    commits: u(6),
+                    budget_skips: u(7),
+                },
+            }
+        })
+        .collect())
+}
+
+pub(super) fn action_states<C: GenericClient>(
+    db: &mut Db<'_, C>,
+    space: &str,
+) -> StoreResult<Vec<(String, String)>> {
+    let rows = db
+        .query(
+            "SELECT node, inputs_hash FROM action_state WHERE space = $1",
+            &[&space],
+        )
+        .doing("reading action state")?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+pub(super) fn list_action_costs<C: GenericClient>(
+    db: &mut Db<'_, C>,
+    space: &str,
+    limit: usize,
+) -> StoreResult<Vec<ActionCost>> {
+    let rows = db
+        .query(
+            "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
+             FROM action_costs WHERE space = $1 ORDER BY cpu_us DESC, piece, action LIMIT $2",
+            &[&space, &(limit as i64)],
+        )
+        .doing("reading action costs")?;
+    Ok(rows
+        .iter()
+        .map(|r| ActionCost {
+            window_start_ms: r.get::<_, i64>(0) as u64,
+            piece: r.get(1),
+            action: r.get(2),
+            kind: r.get(3),
+            pattern: r.get(4),
+            cpu_us: r.get::<_, i64>(5) as u64,
+            wall_us: r.get::<_, i64>(6) as u64,
+            runs: r.get::<_, i64>(7) as u64,
+        })
+        .collect())
+}
+
+/// An entry's newest `keep` fires, oldest first.
+pub(super) fn list_fires<C: GenericClient>(
+    db: &mut Db<'_, C>,
+    space: &str,
+    piece: &str,
+    entry: u32,
+    keep: usize,
+) -> StoreResult<Vec<FireRecord>> {
+    let rows = db
+        .query(
+            "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
+             FROM (SELECT * FROM schedule_fires WHERE space = $1 AND piece = $2 AND entry = $3 \
+             ORDER BY fired_ms DESC, event_id DESC LIMIT $4) newest ORDER BY fired_ms, event_id",
+            &[&space, &piece, &(entry as i32), &(keep as i64)],
+        )
+        .doing("reading fires")?;
+    Ok(rows
+        .iter()
+        .map(|r| FireRecord {
+            piece: r.get(0),
+            entry: r.get::<_, i32>(1) as u32,
+            fired_ms: r.get::<_, i64>(2) as u64,
+            event_id: r.get(3),
+            period: r.get::<_, i64>(4) as u64,
+            due_ms: r.get::<_, i64>(5) as u64,
+            missed_periods: r.get::<_, i64>(6) as u64,
+            outcome: r.get(7),
+        })
+        .collect())
+}
+
+pub(super) fn event_failures<C: GenericClient>(
+    db: &mut Db<'_, C>,
+    space: &str,
+) -> StoreResult<Vec<EventFailure>> {
+    let rows = db
+        .query(
+            "SELECT event_id, attempts, last_error FROM event_failures WHERE space = $1",
+            &[&space],
+        )
+        .doing("reading event failures")?;
+    Ok(rows
+        .iter()
+        .map(|r| EventFailure {
+            event_id: r.get(0),
+            attempts: r.get::<_, i32>(1) as u32,
+            last_error: r.get(2),
+        })
+        .collect())
+}
+
+pub(super) fn dead_letters<C: GenericClient>(
+    db: &mut Db<'_, C>,
+    space: &str,
+) -> StoreResult<Vec<DeadLetter>> {
+    let rows = db
+        .query(
+            "SELECT event_id, stream, seq, payload, fired_by, attempts, error, dead_lettered_ms \
+             FROM dead_letters WHERE space = $1 ORDER BY seq",
+            &[&space],
+        )
+        .doing("reading dead letters")?;
+    Ok(rows
+        .iter()
+        .map(|r| DeadLetter {
+            event_id: r.get(0),
+            stream: r.get(1),
+            seq: r.get::<_, i64>(2) as u64,
+            payload: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(Value::Null),
+            fired_by: r.get(4),
+            attempts: r.get::<_, i32>(5) as u32,
+            error: r.get(6),
+            dead_lettered_ms: r.get::<_, i64>(7) as u64,
+        })
+        .collect())
+}
+
+/// The plane rows of one space, inside a transaction that holds the
+/// space's row lock.
+pub(super) struct PgPlane<'a, 'd, 't> {
+    pub(super) db: &'a mut Db<'d, postgres::Transaction<'t>>,
+    pub(super) space: &'a str,
+}
+
+impl PlaneRows for PgPlane<'_, '_, '_> {
+    fn doc(&mut self, id: &str) -> StoreResult<Option<Value>> {
+        let row = self
+            .db
+            .query_opt(
+                "SELECT value FROM docs WHERE space = $1 AND id = $2",
+                &[&self.space, &id],
+            )
+            .doing("reading a document")?;
+        Ok(row
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .and_then(|s| serde_json::from_str(&s).ok()))
+    }
+
+    fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        list_schedule(self.db, self.space, piece)
+    }
+
+    fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
+        const COLS: &str = "SELECT piece, entry, interval_minutes, callback_stream \
+                            FROM schedule_index WHERE space = $1";
+        let rows = match piece {
+            Some(p) => self
+                .db
+                .query(&format!("{COLS} AND piece = $2"), &[&self.space, &p]),
+            None => self.db.query(COLS, &[&self.space]),
+        }
+        .doing("reading the schedule")?;
+        Ok(rows
+            .iter()
+            .map(|r| DeclaredRow {
+                piece: r.get(0),
+                entry: r.get::<_, i32>(1) as u32,
+                interval_minutes: r.get::<_, i32>(2) as u32,
+                callback_stream: r.get(3),
+            })
+            .collect())
+    }
+
+    fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
+        let updates = SCHEDULE_COLUMNS
+            .split(", ")
+            .filter(|c| !matches!(*c, "piece" | "entry"))
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO schedule_index (space, {SCHEDULE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, \
+             $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
+             ON CONFLICT (space, piece, entry) DO UPDATE SET {updates}"
+        );
+        self.db
+            .execute(
+                &sql,
+                &[
+                    &self.space,
+                    &row.piece,
+                    &(row.entry as i32),
+                    &(row.interval_minutes as i32),
+                    &row.callback_stream,
+                    &(row.declared_at_ms as i64),
+                    &(row.nominal_period as i64),
+                    &(row.next_due_ms as i64),
+                    &row.status.as_str(),
+                    &(row.attempts as i32),
+                    &(row.fired_count as i64),
+                    &(row.missed_count as i64),
+                    &(row.skipped_count as i64),
+                    &row.last_fired_ms.map(|v| v as i64),
+                    &(row.backoff_factor as i32),
+                    &(row.unread_fires as i32),
+                    &row.retry_due_ms.map(|v| v as i64),
+                    &row.inflight_event,
+                    &row.output_docs,
+                    &row.output_read,
+                ],
+            )
+            .doing("writing a schedule entry")?;
+        Ok(())
+    }
+
+    fn delete_schedule(&mut self, piece: &str, entry: Option<u32>) -> StoreResult<usize> {
+        let entry = entry.map(|e| e as i32);
+        let n = self
+            .db
+            .execute(
+                "DELETE FROM schedule_index WHERE space = $1 AND piece = $2 \
+                 AND ($3::integer IS NULL OR entry = $3)",
+                &[&self.space, &piece, &entry],
+            )
+            .doing("removing schedule entries")?;
+        Ok(n as usize)
+    }
+
+    fn add_ledger(
+        &mut self,
+        bucket: Bucket,
+        window_start_ms: u64,
+        d: &LedgerDelta,
+    ) -> StoreResult<()> {
+        self.db
+            .execute(
+                "INSERT INTO compute_ledger AS l (space, bucket, window_start_ms, cpu_us, \
+                 wall_us, waves, actions, commits, budget_skips) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (space, bucket, window_start_ms) DO UPDATE SET \
+                 cpu_us = l.cpu_us + excluded.cpu_us, wall_us = l.wall_us + excluded.wall_us, \
+                 waves = l.waves + excluded.waves, actions = l.actions + excluded.actions, \
+                 commits = l.commits + excluded.commits, \
+                 budget_skips = l.budget_skips + excluded.budget_skips",
+                &[
+                    &self.space,
+                    &bucket.as_str(),
+                    &(window_start_ms as i64),
+                    &(d.cpu_us as i64),
+                    &(d.wall_us as i64),
+                    &(d.waves as i64),
+                    &(d.actions as i64),
+                    &(d.commits as i64),
+                    &(d.budget_skips as i64),
+                ],
+            )
+            .doing("adding to the ledger")?;
+        Ok(())
+    }
+
+    fn record_fire(&mut self, f: &FireRecord, prune_to: Option<usize>) -> StoreResult<()> {
+        self.db
+            .execute(
+                "INSERT INTO schedule_fires (space, piece, entry, fired_ms, event_id, period, \
+                 due_ms, missed_periods, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (space, piece, entry, fired_ms, event_id, outcome) DO UPDATE SET \
+                 period = excluded.period, due_ms = excluded.due_ms, \
+                 missed_periods = excluded.missed_periods",
+                &[
+                    &self.space,
+                    &f.piece,
+                    &(f.entry as i32),
+                    &(f.fired_ms as i64),
+                    &f.event_id,
+                    &(f.period as i64),
+                    &(f.due_ms as i64),
+                    &(f.missed_periods as i64),
+                    &f.outcome,
+                ],
+            )
+            .doing("recording a fire")?;
+        let Some(keep) = prune_to else {
+            return Ok(());
+        };
+        self.db
+            .execute(
+                "DELETE FROM schedule_fires WHERE space = $1 AND piece = $2 AND entry = $3 \
+                 AND fired_ms < (SELECT MIN(fired_ms) FROM (SELECT fired_ms FROM schedule_fires \
+                 WHERE space = $1 AND piece = $2 AND entry = $3 \
+                 ORDER BY fired_ms DESC LIMIT $4) newest)",
+                &[&self.space, &f.piece, &(f.entry as i32), &(keep as i64)],
+            )
+            .doing("pruning fires")?;
+        Ok(())
+    }
+
+    fn add_action_cost(&mut self, c: &ActionCost) -> StoreResult<()> {
+        self.db
+            .execute(
+                "INSERT INTO action_costs AS a (space, window_start_ms, piece, action, kind, \
+                 pattern, cpu_us, wall_us, runs) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (space, window_start_ms, piece, action) DO UPDATE SET \
+                 cpu_us = a.cpu_us + excluded.cpu_us, wall_us = a.wall_us + excluded.wall_us, \
+                 runs = a.runs + excluded.runs",
+                &[
+                    &self.space,
+                    &(c.window_start_ms as i64),
+                    &c.piece,
+                    &c.action,
+                    &c.kind,
+                    &c.pattern,
+                    &(c.cpu_us as i64),
+                    &(c.wall_us as i64),
+                    &(c.runs as i64),
+                ],
+            )
+            .doing("adding an action's cost")?;
+        Ok(())
+    }
+
+    fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()> {
+        self.db
+            .execute(
+                "INSERT INTO action_state (space, node, inputs_hash, seq) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (space, node) DO UPDATE SET \
+                 inputs_hash = excluded.inputs_hash, seq = excluded.seq",
+                &[&self.space, &node, &inputs_hash, &(seq as i64)],
+            )
+            .doing("recording action state")?;
+        Ok(())
+    }
+
+    fn policy(&mut self, key: &str) -> StoreResult<Option<String>> {
+        Ok(self
+            .db
+            .query_opt(
+                "SELECT value FROM space_policy WHERE space = $1 AND key = $2",
+                &[&self.space, &key],
+            )
+            .doing("reading a policy")?
+            .map(|r| r.get(0)))
+    }
+
+    fn has_policies(&mut self) -> StoreResult<bool> {
+        Ok(self
+            .db
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM space_policy WHERE space = $1)",
+                &[&self.space],
+            )
+            .doing("reading policies")?
+            .get(0))
+    }
+
+    fn set_policy(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
+        match value {
+            Some(v) => self.db.execute(
+                "INSERT INTO space_policy (space, key, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (space, key) DO UPDATE SET value = excluded.value",
+                &[&self.space, &key, &v],
+            ),
+            None => self.db.execute(
+                "DELETE FROM space_policy WHERE space = $1 AND key = $2",
+                &[&self.space, &key],
+            ),
+        }
+        .doing("writing a policy")?;
+        Ok(())
+    }
+
+    fn note_event_failure(
+        &mut self,
+        event_id: &str,
+        stream: &str,
+        seq: u64,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<u32> {
+        let row = self
+            .db
+            .query_one(
+                "INSERT INTO event_failures AS f (space, event_id, stream, seq, attempts, \
+                 last_error, last_ms) VALUES ($1, $2, $3, $4, 1, $5, $6) \
+                 ON CONFLICT (space, event_id) DO UPDATE SET attempts = f.attempts + 1, \
+                 last_error = excluded.last_error, last_ms = excluded.last_ms \
+                 RETURNING attempts",
+                &[
+                    &self.space,
+                    &event_id,
+                    &stream,
+                    &(seq as i64),
+                    &error,
+                    &(now_ms as i64),
+                ],
+            )
+            .doing("noting an event's failure")?;
+        Ok(row.get::<_, i32>(0) as u32)
+    }
+
+    fn clear_event_failure(&mut self, event_id: &str) -> StoreResult<()> {
+        self.db
+            .execute(
+                "DELETE FROM event_failures WHERE space = $1 AND event_id = $2",
+                &[&self.space, &event_id],
+            )
+            .doing("clearing an event's failures")?;
+        Ok(())
+    }
+
+    fn dead_letter(
+        &mut self,
+        ev: &EventRecord,
+        attempts: u32,
+        error: &str,
+        now_ms: u64,
+    ) -> StoreResult<()> {
+        self.db
+            .execute(
+                "INSERT INTO dead_letters (space, event_id, stream, seq, payload, fired_by, \
+                 attempts, error, dead_lettered_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (space, event_id) DO UPDATE SET attempts = excluded.attempts, \
+                 error = excluded.error, dead_lettered_ms = excluded.dead_lettered_ms",
+                &[
+                    &self.space,
+                    &ev.event_id,
+                    &ev.stream,
+                    &(ev.seq as i64),
+                    &ev.payload.to_string(),
+                    &ev.fired_by,
+                    &(attempts as i32),
+                    &error,
+                    &(now_ms as i64),
+                ],
+            )
+            .doing("writing a dead letter")?;
+        Ok(())
+    }
+}
