@@ -472,7 +472,12 @@ fn an_old_space_file_is_upgraded_and_a_newer_one_is_refused() {
         )
         .unwrap();
     }
-    t.store.directory().insert_space("old", "o", 0).unwrap();
+    t.store
+        .directory()
+        .files()
+        .unwrap()
+        .insert_space("old", "o", 0)
+        .unwrap();
     let mut s = t.store.open_space("old").unwrap();
     assert_eq!(s.read("kept").unwrap().unwrap().value, json!({"v": 1}));
     assert!(s.schedule(None).unwrap().is_empty(), "migration 2 ran");

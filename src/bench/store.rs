@@ -215,6 +215,8 @@ fn discovery(dir: &Path, registered: usize, due: usize) -> anyhow::Result<f64> {
     let now = store.clock().now_ms();
     store
         .directory()
+        .files()
+        .context("the discovery benchmark registers spaces in a SQLite directory")?
         .insert_many((0..registered).map(|i| {
             let wake = if i % (registered / due).max(1) == 0 && i / (registered / due).max(1) < due
             {

@@ -24,7 +24,7 @@ pub struct StoreConfig {
     /// Commits whose operations are kept in the log (the newest ones);
     /// older commits keep their row (who, when, how many operations) and
     /// lose their operations, and delivered events older than them their
-    /// payload (`Space::compact_history`). 0 keeps everything.
+    /// payload (`FileSpace::compact_history`). 0 keeps everything.
     pub history_commits: u64,
     pub synchronous: Synchronous,
     /// Overrides the lease holder name (tests run two "hosts" in one process).

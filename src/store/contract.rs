@@ -1,6 +1,6 @@
 //! The store's boundary as traits: what a backend gives the layers above
 //! for one space ([`SpaceStore`]) and for the set of spaces
-//! ([`SpaceBackend`]). The SQLite files ([`super::Store`], [`super::Space`])
+//! ([`SpaceBackend`]). The SQLite files ([`super::FileStore`], [`super::FileSpace`])
 //! and the shared PostgreSQL database ([`super::postgres::PgStore`]) both
 //! implement them, and `tests/store_contract.rs` runs one behavioural suite
 //! against each. The rules each implementation keeps are the store's
@@ -94,7 +94,7 @@ pub trait SpaceBackend {
     fn directory_next_wake(&self, id: &str) -> StoreResult<Option<u64>>;
 }
 
-impl SpaceStore for super::Space {
+impl SpaceStore for super::FileSpace {
     fn space_id(&self) -> &str {
         self.id()
     }
@@ -103,71 +103,71 @@ impl SpaceStore for super::Space {
         req: CommitRequest,
         extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
     ) -> StoreResult<CommitOutcome> {
-        super::Space::commit_with(self, req, extra)
+        super::FileSpace::commit_with(self, req, extra)
     }
     fn plane<T>(&mut self, f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        super::Space::plane(self, f)
+        super::FileSpace::plane(self, f)
     }
     fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
-        super::Space::schedule(self, piece)
+        super::FileSpace::schedule(self, piece)
     }
     fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
-        super::Space::ledger(self)
+        super::FileSpace::ledger(self)
     }
     fn fires(&mut self, piece: &str, entry: u32, keep: usize) -> StoreResult<Vec<FireRecord>> {
-        super::Space::fires(self, piece, entry, keep)
+        super::FileSpace::fires(self, piece, entry, keep)
     }
     fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
-        super::Space::action_states(self)
+        super::FileSpace::action_states(self)
     }
     fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>> {
-        super::Space::event_failures(self)
+        super::FileSpace::event_failures(self)
     }
     fn dead_letters(&mut self) -> StoreResult<Vec<DeadLetter>> {
-        super::Space::dead_letters(self)
+        super::FileSpace::dead_letters(self)
     }
     fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
-        super::Space::read(self, doc)
+        super::FileSpace::read(self, doc)
     }
     fn head_seq(&mut self) -> StoreResult<u64> {
-        super::Space::head_seq(self)
+        super::FileSpace::head_seq(self)
     }
     fn commits_since(&mut self, after_seq: u64, limit: usize) -> StoreResult<Vec<CommitRecord>> {
-        super::Space::commits_since(self, after_seq, limit)
+        super::FileSpace::commits_since(self, after_seq, limit)
     }
     fn streams(&mut self) -> StoreResult<Vec<StreamState>> {
-        super::Space::streams(self)
+        super::FileSpace::streams(self)
     }
     fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
-        super::Space::undelivered_events(self, limit)
+        super::FileSpace::undelivered_events(self, limit)
     }
     fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>> {
-        super::Space::event(self, event_id)
+        super::FileSpace::event(self, event_id)
     }
     fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
-        super::Space::acquire_lease(self)
+        super::FileSpace::acquire_lease(self)
     }
     fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
-        super::Space::renew_lease(self, held)
+        super::FileSpace::renew_lease(self, held)
     }
     fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
-        super::Space::release_lease(self, held)
+        super::FileSpace::release_lease(self, held)
     }
     fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
-        super::Space::current_lease(self)
+        super::FileSpace::current_lease(self)
     }
 }
 
-impl SpaceBackend for super::Store {
-    type Space = super::Space;
+impl SpaceBackend for super::FileStore {
+    type Space = super::FileSpace;
     fn create(&self, id: &str, owner: &str) -> StoreResult<()> {
         self.create_space(id, owner)
     }
-    fn open(&self, id: &str) -> StoreResult<super::Space> {
+    fn open(&self, id: &str) -> StoreResult<super::FileSpace> {
         self.open_space(id)
     }
     fn add_hook(&self, hook: Arc<dyn IndexHook>) {
-        super::Store::add_hook(self, hook)
+        super::FileStore::add_hook(self, hook)
     }
     fn directory_next_wake(&self, id: &str) -> StoreResult<Option<u64>> {
         Ok(self

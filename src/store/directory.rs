@@ -13,7 +13,7 @@
 //! projection *earlier* before its SQLite commit and *later* only after it.
 //! A crash between the two steps leaves the projection early: discovery
 //! then opens a space with nothing to do and corrects the row
-//! ([`Directory::set_projection`]). It can never leave a due space unfound.
+//! ([`FileDirectory::set_projection`]). It can never leave a due space unfound.
 
 use super::error::{SqlContext, StoreError, StoreResult};
 use super::migrate::{migrate, HOST_MIGRATIONS};
@@ -78,7 +78,7 @@ pub struct Discovered {
     pub undelivered: bool,
 }
 
-pub struct Directory {
+pub struct FileDirectory {
     path: PathBuf,
     conn: Mutex<Connection>,
     /// Writes so far; every [`CHECKPOINT_EVERY_WRITES`]th nudges the
@@ -97,7 +97,7 @@ const CHECKPOINT_EVERY_WRITES: u64 = 256;
 const INLINE_CHECKPOINT_PAGES: u32 = 10_000;
 
 /// Checkpoints the host file on its own connection and thread, nudged by
-/// [`Directory::with`]. Why: with SQLite's automatic checkpoint, the write
+/// [`FileDirectory::with`]. Why: with SQLite's automatic checkpoint, the write
 /// that crossed 1,000 pages ran the checkpoint — two fsyncs — while
 /// holding the directory's lock, and every space thread and session open
 /// queued behind it. Under load (each session wave writes the directory
@@ -131,8 +131,8 @@ fn spawn_checkpointer(path: &Path, rx: Receiver<()>, done: Arc<AtomicU64>) -> St
     Ok(())
 }
 
-impl Directory {
-    pub fn open(path: &Path) -> StoreResult<Directory> {
+impl FileDirectory {
+    pub fn open(path: &Path) -> StoreResult<FileDirectory> {
         let mut conn = Connection::open(path).at(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .at(path)?;
@@ -148,7 +148,7 @@ impl Directory {
         let (nudge, rx) = std::sync::mpsc::sync_channel(1);
         let checkpoints = Arc::new(AtomicU64::new(0));
         spawn_checkpointer(path, rx, checkpoints.clone())?;
-        Ok(Directory {
+        Ok(FileDirectory {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
             writes: AtomicU64::new(0),
@@ -499,10 +499,10 @@ mod tests {
     use super::*;
 
     /// A directory in a fresh temporary directory, with space `s` in it.
-    fn one_space() -> (tempfile::TempDir, PathBuf, Directory) {
+    fn one_space() -> (tempfile::TempDir, PathBuf, FileDirectory) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("host.sqlite");
-        let d = Directory::open(&path).unwrap();
+        let d = FileDirectory::open(&path).unwrap();
         d.insert_space("s", "did:key:owner", 0).unwrap();
         (dir, path, d)
     }
@@ -514,7 +514,7 @@ mod tests {
         let (_dir, path, host) = one_space();
         assert_eq!(host.grants_version().unwrap(), 0);
         // The operator's CLI: another connection to the same file.
-        let cli = Directory::open(&path).unwrap();
+        let cli = FileDirectory::open(&path).unwrap();
         cli.set_grant("s", "did:key:bob", Some("write")).unwrap();
         assert_eq!(host.grants_version().unwrap(), 1);
         assert_eq!(

@@ -24,7 +24,7 @@ pub enum FileAccess {
     /// while it is open (SQLite's shared-memory WAL index, `-shm`).
     Shared,
     /// This connection alone until it closes or reopens shared
-    /// ([`Space::share`]): SQLite keeps the WAL index in its own memory, so
+    /// ([`FileSpace::share`]): SQLite keeps the WAL index in its own memory, so
     /// opening sets up no `-shm` mapping and no transaction takes its file
     /// locks — about a fifth of a scheduled wake's CPU. Anyone else opening
     /// the file meanwhile waits (the busy timeout), so it is for short
@@ -143,7 +143,7 @@ fn keep_wal_files(conn: &Connection, path: &Path) -> StoreResult<()> {
     // cut back.
     conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
         .at(path)?;
-    // Closing does not checkpoint by itself: `Space`'s drop decides, by the
+    // Closing does not checkpoint by itself: `FileSpace`'s drop decides, by the
     // WAL's size (see `space::CLOSE_CHECKPOINT_BYTES`).
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,

@@ -1,7 +1,7 @@
 //! The execution lease of one space file: who may commit derived writes
 //! and plane rows for it, for how long, and how a holder renews or gives
 //! it back (`spec/storage.md`, *Leases*): the SQL, as functions over a
-//! connection or transaction; `Space` wraps them (`space.rs`).
+//! connection or transaction; `FileSpace` wraps them (`space.rs`).
 
 use super::error::{SqlContext, StoreError, StoreResult};
 use super::records::Lease;

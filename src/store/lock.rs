@@ -8,7 +8,7 @@
 //! Holding the lock also proves that no earlier process of this host is
 //! alive (the kernel drops the lock when a process dies, however it dies),
 //! so a restarted host may take over at once every lease its dead
-//! instances left behind (see `Space::acquire_lease`).
+//! instances left behind (see `FileSpace::acquire_lease`).
 //!
 //! # The file
 //! The lock is `flock(2)` on `host.lock` (taken with `File::try_lock`).

@@ -1,7 +1,7 @@
 //! The log's SQL, over a plain connection or a transaction: applying a
 //! commit's document operations, appending events (idempotent by event id),
 //! watermarks, undelivered events, document reads and the commit log.
-//! `Space` (`space.rs`) wraps these in its transactions.
+//! `FileSpace` (`space.rs`) wraps these in its transactions.
 
 use super::error::{SqlContext, StoreError, StoreResult};
 use super::path::{display_path, set_at};

@@ -144,7 +144,7 @@ pub struct CommitRequest {
     /// Required for a derived commit.
     pub lease: Option<Lease>,
     /// Take the space's lease for a new tenure in this commit's transaction
-    /// (as [`Space::acquire_lease`] would); a live lease of another holder
+    /// (as [`FileSpace::acquire_lease`] would); a live lease of another holder
     /// refuses the whole commit (`NotLeaseHolder`). The firing that begins
     /// a scheduled tenure takes its lease this way (`spec/scheduling.md`).
     pub take_lease: bool,

@@ -1,7 +1,7 @@
-//! State shared by a [`super::Store`] and every space it opens.
+//! State shared by a [`super::FileStore`] and every space it opens.
 
 use super::config::{FaultAction, FaultPoint, StoreConfig};
-use super::directory::Directory;
+use super::directory::FileDirectory;
 use super::error::{StoreError, StoreResult};
 use super::plane::IndexHook;
 use crate::clock::Clock;
@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 pub(crate) struct StoreShared {
     pub(crate) cfg: StoreConfig,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) directory: Directory,
+    pub(crate) directory: FileDirectory,
     pub(crate) hooks: RwLock<Arc<Vec<Arc<dyn IndexHook>>>>,
     pub(crate) counters: Arc<Counters>,
     /// `host-id/instance-id`: who we are when we hold a lease.

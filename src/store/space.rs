@@ -37,12 +37,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// An open space file. Not `Sync`: a space has one writer thread at a time.
-pub struct Space {
+pub struct FileSpace {
     id: String,
     path: PathBuf,
     conn: Connection,
     access: FileAccess,
-    /// `PRAGMA wal_autocheckpoint` as set by [`Space::defer_checkpoints`],
+    /// `PRAGMA wal_autocheckpoint` as set by [`FileSpace::defer_checkpoints`],
     /// re-applied when the connection is reopened.
     autocheckpoint_pages: Option<u32>,
     /// Why the connection is gone (its reopen failed); every call fails.
@@ -51,7 +51,7 @@ pub struct Space {
     counters: SpaceCounters,
     /// What this handle last wrote to (or read from) the directory.
     projection: Projection,
-    /// Hold "later" moves of the directory until [`Space::settle_projection`]
+    /// Hold "later" moves of the directory until [`FileSpace::settle_projection`]
     /// (the directory stays early meanwhile, which is always allowed).
     defer_later: bool,
     /// A "later" move is owed to the directory.
@@ -59,13 +59,13 @@ pub struct Space {
     quarantined: Option<String>,
 }
 
-impl std::fmt::Debug for Space {
+impl std::fmt::Debug for FileSpace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Space").field("id", &self.id).finish()
+        f.debug_struct("FileSpace").field("id", &self.id).finish()
     }
 }
 
-impl Drop for Space {
+impl Drop for FileSpace {
     fn drop(&mut self) {
         // Best effort: an early directory is allowed, only wasteful.
         let _ = self.settle_projection();
@@ -82,7 +82,7 @@ impl Drop for Space {
 /// fsyncs; a parked space keeps at most this much WAL on disk.
 pub const CLOSE_CHECKPOINT_BYTES: u64 = 256 * 1024;
 
-impl Space {
+impl FileSpace {
     /// `directory_view`: the space's projection as the directory has it.
     pub(crate) fn new(
         id: String,
@@ -91,14 +91,14 @@ impl Space {
         access: FileAccess,
         shared: Arc<StoreShared>,
         directory_view: Projection,
-    ) -> StoreResult<Space> {
+    ) -> StoreResult<FileSpace> {
         let counters = shared.counters.space(&id);
         counters.inc(Counter::SpacesOpened);
         counters.inc(Counter::SpacesOpen);
         if access == FileAccess::Exclusive {
             counters.inc(Counter::SpacesOpenedExclusive);
         }
-        let mut space = Space {
+        let mut space = FileSpace {
             id,
             path,
             conn,
@@ -234,7 +234,7 @@ impl Space {
         self.commit_with(req, |_, _| Ok(()))
     }
 
-    /// Like [`Space::commit`], with `extra` running inside the same
+    /// Like [`FileSpace::commit`], with `extra` running inside the same
     /// transaction after the index hooks (e.g. the firing of a schedule
     /// entry: advance the entry and append its event, atomically). An error
     /// from `extra` aborts the commit.
@@ -530,7 +530,7 @@ impl Space {
     }
 
     /// A "later" move is due after a commit: made now, or owed until
-    /// [`Space::settle_projection`] while later moves are deferred.
+    /// [`FileSpace::settle_projection`] while later moves are deferred.
     fn owe_later(&mut self, owed: bool) -> StoreResult<()> {
         if !owed {
             return Ok(());
@@ -544,7 +544,7 @@ impl Space {
 
     /// Defers the directory's "later" moves: a space server running
     /// several transactions in a row (a firing, the wave that delivers it)
-    /// moves the directory later once, at [`Space::settle_projection`],
+    /// moves the directory later once, at [`FileSpace::settle_projection`],
     /// instead of in a transaction of its own after each.
     pub fn defer_later_moves(&mut self) {
         self.defer_later = true;
@@ -667,7 +667,7 @@ impl Space {
 
     /// Moves checkpointing off the commit path: SQLite then checkpoints only
     /// when the WAL passes `safety_pages` (a bound on its size), and the
-    /// owner calls [`Space::checkpoint`] when idle. A checkpoint syncs the
+    /// owner calls [`FileSpace::checkpoint`] when idle. A checkpoint syncs the
     /// database file, which would otherwise stall whichever commit crossed
     /// the default threshold.
     pub fn defer_checkpoints(&mut self, safety_pages: u32) -> StoreResult<()> {
@@ -682,7 +682,7 @@ impl Space {
 
     /// At close: checkpoint and truncate the WAL if it has grown past
     /// [`CLOSE_CHECKPOINT_BYTES`] (connections never checkpoint on close by
-    /// themselves; see `Store::connect`). Best effort: a busy or failed
+    /// themselves; see `FileStore::connect`). Best effort: a busy or failed
     /// checkpoint leaves the WAL for the next one, which is always safe.
     fn checkpoint_if_large(&mut self) {
         if self.quarantined.is_some() || self.lost.is_some() {

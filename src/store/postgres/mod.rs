@@ -18,6 +18,7 @@
 //! Connections come from a small pool shared by the spaces a store opens;
 //! an open space holds one connection until it is dropped.
 
+mod directory;
 mod fleet;
 mod plane;
 mod pool;
@@ -27,9 +28,11 @@ pub use fleet::{Claim, FleetHost, WakeNotices};
 pub use pool::statements_sent;
 pub use space::PgSpace;
 
+use super::config::StoreConfig;
 use super::contract::SpaceBackend;
 use super::error::{PgContext, StoreError, StoreResult};
 use super::plane::IndexHook;
+use super::shared::WakeListener;
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
 use pool::Cache;
@@ -88,6 +91,8 @@ pub struct PgStore {
 
 struct PgShared {
     url: String,
+    /// The host's settings (its lease TTL and holder are the two below).
+    cfg: StoreConfig,
     clock: Arc<dyn Clock>,
     holder: String,
     lease_ttl_ms: u64,
@@ -95,6 +100,8 @@ struct PgShared {
     idle: Mutex<Vec<(Client, Cache)>>,
     /// Index hooks run inside every commit's transaction.
     hooks: RwLock<Arc<Vec<Arc<dyn IndexHook>>>>,
+    /// Told when a commit through this process moved a space's wake earlier.
+    on_earlier: RwLock<Option<WakeListener>>,
 }
 
 impl PgStore {
@@ -107,21 +114,75 @@ impl PgStore {
         clock: Arc<dyn Clock>,
         counters: Arc<Counters>,
     ) -> StoreResult<PgStore> {
+        let mut cfg = StoreConfig::new("");
+        cfg.holder = Some(holder.to_string());
+        cfg.lease_ttl_ms = lease_ttl_ms;
+        PgStore::open_with(url, cfg, clock, counters)
+    }
+
+    /// [`PgStore::open`] with a host's settings: the lease TTL from `cfg`,
+    /// the holder from `cfg.holder` or, when unset, a fresh
+    /// `host-…/instance` identity of its own.
+    pub fn open_with(
+        url: &str,
+        cfg: StoreConfig,
+        clock: Arc<dyn Clock>,
+        counters: Arc<Counters>,
+    ) -> StoreResult<PgStore> {
         let mut client = Client::connect(url, NoTls).doing("connecting")?;
         migrate(&mut client)?;
+        let holder = cfg.holder.clone().unwrap_or_else(|| {
+            format!(
+                "host-{}/{}",
+                super::hex_id(&rand::random::<[u8; 6]>()),
+                super::hex_id(&rand::random::<[u8; 6]>())
+            )
+        });
         let store = PgStore {
             inner: Arc::new(PgShared {
                 url: url.to_string(),
+                lease_ttl_ms: cfg.lease_ttl_ms,
+                cfg,
                 clock,
-                holder: holder.to_string(),
-                lease_ttl_ms,
+                holder,
                 counters,
                 idle: Mutex::new(vec![(client, Cache::new())]),
                 hooks: RwLock::new(Arc::new(Vec::new())),
+                on_earlier: RwLock::new(None),
             }),
         };
         store.heartbeat()?;
         Ok(store)
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.cfg
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.inner.counters
+    }
+
+    /// Registers the listener told when a commit through this process
+    /// moved a space's wake earlier (other hosts hear of it by NOTIFY).
+    pub fn set_wake_listener(&self, f: WakeListener) {
+        *self
+            .inner
+            .on_earlier
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(f);
+    }
+
+    pub fn create_space(&self, id: &str, owner: &str) -> StoreResult<()> {
+        SpaceBackend::create(self, id, owner)
+    }
+
+    pub fn open_space(&self, id: &str) -> StoreResult<PgSpace> {
+        SpaceBackend::open(self, id)
     }
 
     pub fn holder(&self) -> &str {

@@ -21,6 +21,8 @@ use std::sync::atomic::Ordering;
 /// One space of the shared database, holding a pooled connection.
 pub struct PgSpace {
     id: String,
+    /// Where the space lives, for messages.
+    path: std::path::PathBuf,
     counters: SpaceCounters,
     conn: Pooled,
     /// The lease this handle took or renewed last: its epoch, and the
@@ -35,11 +37,68 @@ impl PgSpace {
     pub(super) fn new(id: &str, counters: SpaceCounters, conn: Pooled) -> PgSpace {
         PgSpace {
             id: id.to_string(),
+            path: format!("postgres: space {id}").into(),
             counters,
             conn,
             held: None,
             quarantined: None,
         }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Names the space in messages (it has no file).
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    pub fn counters(&self) -> &SpaceCounters {
+        &self.counters
+    }
+
+    /// What the directory holds for this space: on PostgreSQL it moves
+    /// inside every transaction, so it is the truth already.
+    pub fn reconcile_projection(&mut self) -> StoreResult<crate::store::Projection> {
+        self.read_rows(|db, id| {
+            let r = db
+                .query_opt(
+                    "SELECT next_wake_ms, undelivered FROM spaces WHERE id = $1",
+                    &[&id],
+                )
+                .doing("reading the space's row")?
+                .ok_or_else(|| StoreError::UnknownSpace(id.to_string()))?;
+            Ok(crate::store::Projection {
+                next_wake_ms: r.get::<_, Option<i64>>(0).map(|v| v.max(0) as u64),
+                undelivered: r.get(1),
+            })
+        })
+    }
+
+    pub fn has_undelivered(&mut self) -> StoreResult<bool> {
+        Ok(self.reconcile_projection()?.undelivered)
+    }
+
+    /// Drops the operation payloads of commits older than the newest
+    /// `history_commits` (their commit rows stay, so seqs stay gap-free),
+    /// as the SQLite backend does. Returns (commits compacted, rows
+    /// removed).
+    pub fn compact_history(&mut self) -> StoreResult<(u64, u64)> {
+        let keep = self.conn.pool.cfg.history_commits;
+        if keep == 0 {
+            return Ok((0, 0));
+        }
+        self.read_rows(|db, id| {
+            let n = db
+                .execute(
+                    "DELETE FROM commit_ops WHERE space = $1 AND seq <= \
+                     (SELECT head_seq FROM spaces WHERE id = $1) - $2",
+                    &[&id, &(keep as i64)],
+                )
+                .doing("compacting history")?;
+            Ok((if n > 0 { 1 } else { 0 }, n))
+        })
     }
 
     fn ttl_ms(&self) -> f64 {
@@ -97,6 +156,21 @@ impl PgSpace {
                 })
             }
             other => other,
+        }
+    }
+
+    /// Tells this process's waker that the space needs a host sooner.
+    fn tell_earlier(&self, at: Option<u64>) {
+        let Some(at) = at else { return };
+        let f = self
+            .conn
+            .pool
+            .on_earlier
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(f) = f {
+            f(&self.id, at);
         }
     }
 
@@ -239,6 +313,7 @@ impl PgSpace {
         };
         let mut plane = PlaneTx::new(&mut plane_rows, &id);
         let out = f(&mut plane)?;
+        let mut earlier = None;
         if plane.schedule_touched {
             let row = db
                 .query_one(
@@ -249,9 +324,10 @@ impl PgSpace {
                     &[&id],
                 )
                 .doing("moving the space's next wake")?;
-            notify_if_earlier(&mut db, &id, wake_before, row.get(0), &counters)?;
+            earlier = notify_if_earlier(&mut db, &id, wake_before, row.get(0), &counters)?;
         }
         txn.commit().doing("committing a plane write")?;
+        self.tell_earlier(earlier);
         Ok(out)
     }
 
@@ -457,7 +533,7 @@ impl PgSpace {
             )
             .doing("updating the space's row")?;
         let undelivered: bool = row.get(0);
-        notify_if_earlier(&mut db, &id, wake_before, row.get(1), &counters)?;
+        let earlier = notify_if_earlier(&mut db, &id, wake_before, row.get(1), &counters)?;
         let released = match &req.lease {
             Some(held) if req.release_lease_if_idle && !undelivered => {
                 release(&mut db, &id, held)? == 1
@@ -465,6 +541,7 @@ impl PgSpace {
             _ => false,
         };
         txn.commit().doing("committing")?;
+        self.tell_earlier(earlier);
         if let Some(t) = &taken {
             self.held = Some((t.tenure, sent_ms));
         }
@@ -525,7 +602,7 @@ fn notify_if_earlier(
     before: Option<i64>,
     after: Option<i64>,
     counters: &SpaceCounters,
-) -> StoreResult<()> {
+) -> StoreResult<Option<u64>> {
     let earlier = match (before, after) {
         (_, None) => None,
         (None, Some(a)) => Some(a),
@@ -539,7 +616,7 @@ fn notify_if_earlier(
         .doing("telling the fleet of an earlier wake")?;
         counters.inc(Counter::PgWakeNotices);
     }
-    Ok(())
+    Ok(earlier.map(|a| a.max(0) as u64))
 }
 
 fn apply_op(
