@@ -780,3 +780,103 @@ fn postgres_refuses_plane_writes_from_a_host_that_lost_its_lease() {
     b.plane(|p| p.add_ledger(Bucket::Scheduled, 0, &d)).unwrap();
     assert_eq!(b.ledger().unwrap()[0].totals.waves, 2);
 }
+
+/// The directory's questions, asked of both backends through the facade:
+/// entries, counts, pages, discovery, upcoming wakes, grants and their
+/// version, settings.
+#[test]
+fn the_directory_answers_the_same_on_both_backends() {
+    let files = tempfile::tempdir().unwrap();
+    // On this clock, nothing scheduled below is due yet.
+    let clock: Arc<dyn spacewake::clock::Clock> = Arc::new(ManualClock::default());
+    let t0 = spacewake::clock::Clock::now_ms(&*clock);
+    let mut stores = vec![(
+        "sqlite",
+        Store::open(
+            StoreConfig::new(files.path()),
+            clock.clone(),
+            Counters::new(),
+        )
+        .unwrap(),
+    )];
+    if let Some(url) = common::pg::database("directory") {
+        let cfg = StoreConfig::new(files.path());
+        let store = Store::open_postgres(&url, cfg, clock.clone(), Counters::new()).unwrap();
+        stores.push(("postgres", store));
+    }
+    for (name, store) in stores {
+        for id in ["a", "b", "c"] {
+            store.create_space(id, "did:key:owner").unwrap();
+        }
+        let dir = store.directory();
+        assert_eq!(dir.count().unwrap(), 3, "{name}");
+        assert_eq!(dir.owned_by("did:key:owner").unwrap(), 3, "{name}");
+        let page = dir.list(Some("a"), 1).unwrap();
+        assert_eq!(page.len(), 1, "{name}");
+        assert_eq!(page[0].id, "b", "{name}");
+        assert_eq!(dir.all().unwrap().len(), 3, "{name}");
+        assert!(dir.get("zz").unwrap().is_none(), "{name}");
+
+        // Grants: the owner, a grant, a revocation; each bumps the version.
+        assert_eq!(
+            dir.access("a", "did:key:owner").unwrap().as_deref(),
+            Some("owner"),
+            "{name}"
+        );
+        assert_eq!(dir.access("a", "did:key:other").unwrap(), None, "{name}");
+        let v0 = dir.grants_version().unwrap();
+        dir.set_grant("a", "did:key:other", Some("read")).unwrap();
+        assert_eq!(
+            dir.access("a", "did:key:other").unwrap().as_deref(),
+            Some("read"),
+            "{name}"
+        );
+        dir.set_grant("a", "did:key:other", None).unwrap();
+        assert_eq!(dir.access("a", "did:key:other").unwrap(), None, "{name}");
+        assert_eq!(dir.grants_version().unwrap(), v0 + 2, "{name}");
+        assert!(dir.set_grant("a", "did:key:x", Some("admin")).is_err());
+
+        // Settings: the first value written stays.
+        assert_eq!(dir.meta("k").unwrap(), None, "{name}");
+        assert_eq!(dir.meta_or_init("k", || "one".into()).unwrap(), "one");
+        assert_eq!(dir.meta_or_init("k", || "two".into()).unwrap(), "one");
+
+        // Discovery and the waker's window follow the plane.
+        let mut s = store.open_space("b").unwrap();
+        s.plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, t0 + 5_000)))
+            .unwrap();
+        s.commit(authored().event(event("e1", "in"))).unwrap();
+        let mut c = store.open_space("c").unwrap();
+        c.plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, t0 + 9_000)))
+            .unwrap();
+        let wakes: Vec<(String, u64)> = dir
+            .upcoming_wakes(10)
+            .unwrap()
+            .into_iter()
+            .map(|w| (w.space, w.at_ms))
+            .collect();
+        assert_eq!(
+            wakes,
+            vec![("b".to_string(), t0 + 5_000), ("c".to_string(), t0 + 9_000)],
+            "{name}"
+        );
+        assert_eq!(dir.earliest_wake().unwrap(), Some(t0 + 5_000), "{name}");
+        let mut found: Vec<String> = dir
+            .discover(t0 + 6_000)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.id)
+            .collect();
+        found.sort();
+        assert_eq!(found, ["b"], "{name}: due or undelivered, 6 s on");
+        let mut found: Vec<String> = dir
+            .discover(t0 + 1_000)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.id)
+            .collect();
+        found.sort();
+        assert_eq!(found, ["b"], "{name}: undelivered events are due at once");
+        assert!(dir.get("b").unwrap().unwrap().undelivered, "{name}");
+    }
+}

@@ -234,6 +234,42 @@ pub struct DataArgs {
     /// The host's data directory (the one `serve --data` uses).
     #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
     pub data: PathBuf,
+    /// A fleet's PostgreSQL database (`postgres://…`, the one `serve
+    /// --store` uses): the command then acts on every space of the fleet,
+    /// in the database directly.
+    #[arg(long, env = "SPACEWAKE_STORE")]
+    pub store: Option<String>,
+}
+
+/// Opens the fleet's database at `url` (applying its migrations) with a
+/// host's settings.
+pub(crate) fn open_database(
+    url: &str,
+    cfg: StoreConfig,
+    clock: Arc<dyn crate::clock::Clock>,
+) -> anyhow::Result<Store> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        anyhow::bail!(
+            "--store must be a postgres:// URL (got {url:?}); \
+             leave it out to keep the spaces in SQLite files under --data"
+        );
+    }
+    Store::open_postgres(url, cfg, clock, Counters::new())
+        .with_context(|| format!("opening the fleet's database {}", redact(url)))
+}
+
+/// `url` without its password, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let user = &url[s + 3..at];
+            match user.split_once(':') {
+                Some((name, _)) => format!("{}{name}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// Opens an existing data directory on the system clock. Never creates

@@ -49,7 +49,9 @@ pub enum Target {
 pub struct Local {
     pub store: Store,
     pub data: PathBuf,
-    _lock: DirectoryLock,
+    /// A data directory is held locked; a fleet's database is shared by
+    /// design, so nothing is locked for it.
+    _lock: Option<DirectoryLock>,
 }
 
 impl Local {
@@ -75,6 +77,18 @@ impl Target {
             let addr = host_port(server)?;
             let key = signing_key(args)?;
             return Ok(Target::Server(Box::new(Remote::new(addr, key, None))));
+        }
+        if let Some(url) = &args.data.store {
+            let store = super::open_database(
+                url,
+                crate::store::StoreConfig::new(data),
+                std::sync::Arc::new(SystemClock),
+            )?;
+            return Ok(Target::Directory(Local {
+                store,
+                data: PathBuf::from(super::redact(url)),
+                _lock: None,
+            }));
         }
         if let Some(info) = lock::holder(data) {
             let Some(addr) = info.listen.clone() else {
@@ -106,7 +120,7 @@ impl Target {
         Ok(Target::Directory(Local {
             store,
             data: data.clone(),
-            _lock: lock,
+            _lock: Some(lock),
         }))
     }
 
@@ -120,6 +134,9 @@ impl Target {
                 ),
                 None => format!("(via the server at {})", r.addr),
             },
+            Target::Directory(l) if l.store.postgres().is_some() => {
+                format!("(on the fleet's database {} directly)", l.data.display())
+            }
             Target::Directory(l) => format!(
                 "(on the data directory {} directly: no server is running)",
                 l.data.display()

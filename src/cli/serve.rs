@@ -18,6 +18,11 @@ pub struct ServeArgs {
     /// Data directory (created if missing).
     #[arg(long, env = "SPACEWAKE_DATA", default_value = "./spacewake-data")]
     pub data: PathBuf,
+    /// Where the spaces live. Omitted: SQLite files under --data. A
+    /// `postgres://…` URL: a PostgreSQL database shared by a fleet of hosts,
+    /// each still with its own --data (its key, lock and console token).
+    #[arg(long, env = "SPACEWAKE_STORE")]
+    pub store: Option<String>,
     /// Address to listen on.
     #[arg(long, env = "SPACEWAKE_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -169,7 +174,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             started_at_ms: clock.now_ms(),
         },
     )?;
-    let store = Store::open(cfg, clock, Counters::new()).context("opening the data directory")?;
+    let store = match &args.store {
+        None => Store::open(cfg, clock, Counters::new()).context("opening the data directory")?,
+        Some(url) => super::open_database(url, cfg, clock)?,
+    };
     // Operators: the host's own key (whoever can read the data directory)
     // and every --operator.
     let host_key = crate::operator::host_key(&args.data)?;

@@ -61,6 +61,35 @@ macro_rules! each {
     };
 }
 
+/// Like `each!`, for the calls the async edge makes (directory reads on a
+/// session's open, the health route): on PostgreSQL they run off the
+/// runtime's thread (see [`off_runtime`]).
+macro_rules! each_edge {
+    ($v:expr, $b:ident => $e:expr) => {
+        match $v {
+            Self::Files($b) => $e,
+            Self::Postgres($b) => off_runtime(|| $e),
+        }
+    };
+}
+
+/// Runs `f` where the synchronous PostgreSQL client may block: that client
+/// drives a small runtime of its own, which tokio refuses to start on a
+/// thread that is running another runtime's tasks. Called from such a
+/// thread (an HTTP or WebSocket handler reading the directory), `f` runs
+/// on a scoped thread of its own while the caller waits — the same
+/// blocking the SQLite directory's calls make there; everywhere else
+/// (space servers, the waker, blocking tasks) it runs in place.
+pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
 impl Store {
     /// Opens (creating if needed) the SQLite data directory `cfg.data_dir`.
     pub fn open(
@@ -133,7 +162,7 @@ impl Store {
     }
 
     pub fn create_space(&self, id: &str, owner: &str) -> StoreResult<()> {
-        each!(self, s => s.create_space(id, owner))
+        each_edge!(self, s => s.create_space(id, owner))
     }
 
     /// A space's file (SQLite), or the name of its place in the database.
@@ -146,7 +175,7 @@ impl Store {
 
     /// See [`FileStore::window_spend`].
     pub fn window_spend(&self, id: &str, window_start_ms: u64) -> StoreResult<WindowSpend> {
-        each!(self, s => s.window_spend(id, window_start_ms))
+        each_edge!(self, s => s.window_spend(id, window_start_ms))
     }
 
     pub fn open_space(&self, id: &str) -> StoreResult<Space> {
@@ -158,7 +187,7 @@ impl Store {
     pub fn open_space_with(&self, id: &str, access: FileAccess) -> StoreResult<Space> {
         match self {
             Store::Files(s) => s.open_space_with(id, access).map(Space::Files),
-            Store::Postgres(s) => s.open_space(id).map(Space::Postgres),
+            Store::Postgres(s) => off_runtime(|| s.open_space(id)).map(Space::Postgres),
         }
     }
 }
@@ -356,65 +385,65 @@ impl std::fmt::Debug for Space {
 
 impl Directory<'_> {
     pub fn get(&self, id: &str) -> StoreResult<Option<SpaceEntry>> {
-        each!(self, d => d.get(id))
+        each_edge!(self, d => d.get(id))
     }
 
     pub fn owned_by(&self, owner: &str) -> StoreResult<u64> {
-        each!(self, d => d.owned_by(owner))
+        each_edge!(self, d => d.owned_by(owner))
     }
 
     /// All spaces, in id order, one bounded page at a time after `after`.
     pub fn list(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<SpaceEntry>> {
-        each!(self, d => d.list(after, limit))
+        each_edge!(self, d => d.list(after, limit))
     }
 
     pub fn all(&self) -> StoreResult<Vec<SpaceEntry>> {
-        each!(self, d => d.all())
+        each_edge!(self, d => d.all())
     }
 
     pub fn count(&self) -> StoreResult<u64> {
-        each!(self, d => d.count())
+        each_edge!(self, d => d.count())
     }
 
     /// Boot discovery: every healthy space with undelivered events or a
     /// wake due at or before `now_ms`.
     pub fn discover(&self, now_ms: u64) -> StoreResult<Vec<Discovered>> {
-        each!(self, d => d.discover(now_ms))
+        each_edge!(self, d => d.discover(now_ms))
     }
 
     pub fn earliest_wake(&self) -> StoreResult<Option<u64>> {
-        each!(self, d => d.earliest_wake())
+        each_edge!(self, d => d.earliest_wake())
     }
 
     /// The next `limit` wakes in time order.
     pub fn upcoming_wakes(&self, limit: usize) -> StoreResult<Vec<UpcomingWake>> {
-        each!(self, d => d.upcoming_wakes(limit))
+        each_edge!(self, d => d.upcoming_wakes(limit))
     }
 
     pub fn settle_no_budget_policy(&self, id: &str) -> StoreResult<()> {
-        each!(self, d => d.settle_no_budget_policy(id))
+        each_edge!(self, d => d.settle_no_budget_policy(id))
     }
 
     pub fn projection(&self, id: &str) -> StoreResult<Option<Projection>> {
-        each!(self, d => d.projection(id))
+        each_edge!(self, d => d.projection(id))
     }
 
     /// Grants `did` access to a space (`"read"` or `"write"`); `None` revokes.
     pub fn set_grant(&self, space: &str, did: &str, access: Option<&str>) -> StoreResult<()> {
-        each!(self, d => d.set_grant(space, did, access))
+        each_edge!(self, d => d.set_grant(space, did, access))
     }
 
     pub fn grants_version(&self) -> StoreResult<u64> {
-        each!(self, d => d.grants_version())
+        each_edge!(self, d => d.grants_version())
     }
 
     /// The access `did` has to `space`: `"owner"`, `"write"`, `"read"` or none.
     pub fn access(&self, space: &str, did: &str) -> StoreResult<Option<String>> {
-        each!(self, d => d.access(space, did))
+        each_edge!(self, d => d.access(space, did))
     }
 
     pub fn meta(&self, key: &str) -> StoreResult<Option<String>> {
-        each!(self, d => d.meta(key))
+        each_edge!(self, d => d.meta(key))
     }
 
     pub fn meta_or_init(&self, key: &str, init: impl FnOnce() -> String) -> StoreResult<String> {

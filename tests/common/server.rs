@@ -33,6 +33,7 @@ pub fn spacewake() -> Command {
         "SPACEWAKE_SPACE",
         "SPACEWAKE_KEY",
         "SPACEWAKE_LISTEN",
+        "SPACEWAKE_STORE",
     ] {
         c.env_remove(var);
     }

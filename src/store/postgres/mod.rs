@@ -69,6 +69,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0005_plane",
         include_str!("../../../schema/postgres/0005_plane.sql"),
     ),
+    (
+        6,
+        "0006_grants",
+        include_str!("../../../schema/postgres/0006_grants.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
@@ -267,6 +272,8 @@ impl SpaceBackend for PgStore {
             return Err(StoreError::SpaceExists(id.to_string()));
         }
         self.inner.counters.space(id).inc(Counter::SpacesCreated);
+        // As on SQLite: a created space is parked, and keeps no counters.
+        self.inner.counters.retire_space(id);
         Ok(())
     }
 

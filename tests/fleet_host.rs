@@ -1,0 +1,220 @@
+//! The host on the PostgreSQL store: sessions, scheduled wakes and their
+//! leases through the real host (its waker, write-first firing, delivery
+//! with nobody connected) with the spaces in a fleet's shared database, and
+//! a second host of the fleet seeing and continuing the first one's work.
+//! Time is a manual clock for the host; lease expiry is the database's.
+
+mod common;
+
+use common::wait;
+use serde_json::json;
+use spacewake::clock::{Clock, ManualClock};
+use spacewake::host::{Host, HostConfig, Trigger};
+use spacewake::metrics::{Counter, Counters};
+use spacewake::store::path::parse_dotted;
+use spacewake::store::{Store, StoreConfig};
+use std::sync::Arc;
+
+const PATTERN: &str = r#"
+import { pattern, handler, computed, SCHEDULE, Cell, Default } from "commonfabric";
+
+const tick = handler<{ fireTime?: number }, { count: Cell<number>; next: number }>(
+  (_ev, { count, next }) => { count.set(next); },
+);
+const bump = handler<{ by?: number }, { count: Cell<number> }>(
+  (ev, { count }) => { count.set(count.get() + (ev?.by ?? 1)); },
+);
+
+export default pattern<{ count: Default<number, 0> }>(({ count }) => {
+  const next = computed(() => count + 1);
+  return {
+    [SCHEDULE]: [{ intervalMinutes: 60, callback: tick({ count, next }) }],
+    bump: bump({ count }),
+    count,
+  };
+});
+"#;
+
+/// A host on the fleet's database `url`, as holder `holder`.
+fn pg_host(url: &str, holder: &str, clock: Arc<ManualClock>) -> Host {
+    let mut cfg = StoreConfig::new(std::env::temp_dir());
+    cfg.holder = Some(holder.into());
+    let store = Store::open_postgres(url, cfg, clock, Counters::new()).unwrap();
+    let host = Host::new(
+        store,
+        HostConfig {
+            idle_park_ms: 10,
+            ..Default::default()
+        },
+    );
+    host.start_waker();
+    host
+}
+
+fn c(h: &Host, space: &str, counter: Counter) -> i64 {
+    h.counters().space_value(space, counter)
+}
+
+fn read(h: &Host, space: &str, piece: &str, path: &str) -> serde_json::Value {
+    h.ask_blocking(
+        space,
+        Trigger::Session,
+        spacewake::host::Read {
+            piece: Some(piece.into()),
+            doc: None,
+            path: parse_dotted(path),
+        },
+    )
+    .unwrap()
+    .value
+}
+
+#[test]
+fn a_host_on_postgres_serves_and_fires_and_another_host_carries_on() {
+    let Some(url) = common::pg::database("host_on_postgres") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::default());
+    let a = pg_host(&url, "host-a/1", clock.clone());
+    let piece = common::deploy_source(&a, "s", PATTERN);
+    assert_eq!(read(&a, "s", &piece, "count"), json!(0));
+    common::park(&a, &clock, "s");
+
+    // The schedule is indexed in the database, and the directory knows.
+    let row = a.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    let entry = a.store().directory().get("s").unwrap().unwrap();
+    assert_eq!(entry.next_wake_ms, Some(row.next_due_ms));
+
+    // At the due time the waker fires and the callback runs, nobody connected.
+    clock.set_ms(row.next_due_ms);
+    wait("fire and deliver", || {
+        c(&a, "s", Counter::ScheduleDelivered) == 1
+    });
+    wait("park", || common::settled(&a, "s"));
+    assert_eq!(c(&a, "s", Counter::ScheduleLeaseWithFiring), 1);
+    assert_eq!(c(&a, "s", Counter::LeaseReleasedWithWave), 1);
+    assert_eq!(read(&a, "s", &piece, "count"), json!(1));
+    common::park(&a, &clock, "s");
+    let after = a.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    assert_eq!((after.fired_count, after.nominal_period), (1, 2));
+    assert_eq!(
+        a.store()
+            .directory()
+            .get("s")
+            .unwrap()
+            .unwrap()
+            .next_wake_ms,
+        Some(after.next_due_ms),
+        "the directory moved to the next occurrence in the firing's transaction"
+    );
+    a.shutdown();
+    drop(a);
+
+    // Another host of the fleet sees the space as the first one left it,
+    // serves a session on it, and fires its next occurrence.
+    let b = pg_host(&url, "host-b/1", clock.clone());
+    assert_eq!(read(&b, "s", &piece, "count"), json!(1));
+    let out = b.ask_blocking(
+        "s",
+        Trigger::Events,
+        spacewake::host::SendEvent {
+            author: spacewake::store::Author::principal("did:key:owner"),
+            piece: piece.clone(),
+            path: parse_dotted("bump"),
+            event_id: Some("e1".into()),
+            payload: json!({"by": 10}),
+        },
+    );
+    assert!(out.is_ok(), "{out:?}");
+    wait("the event processed", || {
+        c(&b, "s", Counter::EventsProcessed) >= 1
+    });
+    assert_eq!(read(&b, "s", &piece, "count"), json!(11));
+    common::park(&b, &clock, "s");
+    clock.set_ms(after.next_due_ms.max(clock.now_ms()));
+    wait("the second occurrence delivered", || {
+        c(&b, "s", Counter::ScheduleDelivered) == 1
+    });
+    wait("park", || common::settled(&b, "s"));
+    assert_eq!(read(&b, "s", &piece, "count"), json!(12));
+    let mut s = b.store().open_space("s").unwrap();
+    assert_eq!(s.schedule(None).unwrap()[0].fired_count, 2);
+    let lease = s.current_lease().unwrap().unwrap();
+    assert_eq!(lease.holder, "host-b/1");
+    b.shutdown();
+}
+
+/// `serve --store postgres://…`: two host processes, each with its own data
+/// directory, on one database. A client's space on the first is served by
+/// the second after the first stops, from where it was; the operator's
+/// `spaces --store` lists the fleet's spaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_a_postgres_store_hands_spaces_between_hosts() {
+    use common::server::{spacewake, Server};
+    use common::wire::{connect, deploy, next_value, send, track};
+    use spacewake::protocol::Identity;
+    // The test's own PostgreSQL client may not block on this runtime's thread.
+    let url = tokio::task::spawn_blocking(|| common::pg::database("serve_store"));
+    let Some(url) = url.await.unwrap() else {
+        return;
+    };
+    let me = Identity::generate();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let args = [
+        "--store",
+        url.as_str(),
+        "--lease-ttl-ms",
+        "3000",
+        "--lease-renew-ms",
+        "1000",
+    ];
+    let a = Server::start(dir_a.path(), &args);
+    let (mut c, _) = connect(&a, &me, "home").await;
+    let piece = deploy(&mut c, json!({"value": 0})).await;
+    track(&mut c, &piece, "value", None).await;
+    assert_eq!(next_value(&mut c).await.1, json!(0));
+    send(&mut c, &piece, "increment", json!({})).await;
+    assert_eq!(next_value(&mut c).await.1, json!(1));
+    c.close().await.unwrap();
+    // A graceful stop parks the space and gives its lease back.
+    a.signal(libc::SIGTERM);
+    let mut a = a;
+    assert!(a.wait_exit(std::time::Duration::from_secs(20)).is_some());
+
+    let b = Server::start(dir_b.path(), &args);
+    let (mut c, opened) = connect(&b, &me, "home").await;
+    assert!(
+        opened.head_seq >= 2,
+        "the space was found in the fleet's database"
+    );
+    track(&mut c, &piece, "value", None).await;
+    assert_eq!(next_value(&mut c).await.1, json!(1));
+    send(&mut c, &piece, "increment", json!({})).await;
+    assert_eq!(next_value(&mut c).await.1, json!(2));
+    assert_eq!(b.space_counter("home", "lease", "refused"), 0);
+
+    // The operator's listing reads the fleet's database.
+    let out = spacewake()
+        .args(["spaces", "--store", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("home"), "{text}");
+    assert!(text.contains("on the fleet's database"), "{text}");
+    // A store that is not PostgreSQL is refused with a sentence.
+    let out = spacewake()
+        .args(["spaces", "--store", "mysql://x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("must be a postgres:// URL"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
