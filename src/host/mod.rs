@@ -30,6 +30,7 @@
 
 mod admission;
 mod failures;
+mod fleet_waker;
 mod keeper;
 mod pool;
 mod request;
@@ -309,6 +310,13 @@ impl Host {
         self.inner.clock.on_jump(Box::new(move || {
             let _ = poke.send(());
         }));
+        if let Some(pg) = self.inner.store.postgres() {
+            let (pg, inner) = (pg.clone(), Arc::downgrade(&self.inner));
+            std::thread::Builder::new()
+                .name("fleet-notices".into())
+                .spawn(move || fleet_waker::listen(pg, inner))
+                .expect("the fleet notice thread starts");
+        }
         let inner = self.inner.clone();
         std::thread::Builder::new()
             .name("waker".into())

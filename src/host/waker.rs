@@ -155,6 +155,7 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
     // Prepared spaces wait without using CPU; a few times the cap gives a
     // steady stream of wakes enough lead without holding many runtimes.
     let prepare_cap = 4 * cap;
+    let mut last_heartbeat = None;
     loop {
         if inner.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return;
@@ -167,34 +168,39 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
         prepared.retain(|_, due| *due > now);
         // Activations a live lease refused, retried once it can expire.
         inner.retry_after_leases(now);
-        let wake_at = loop {
-            // In flight before reading the directory: a firing that finishes
-            // in between has already moved its space's wake there.
-            let in_flight: HashSet<String> = inner.scheduled_in_flight();
-            let known = in_flight.len() + deferred.len() + prepared.len();
-            let window = pass_window(known, cap, prepare_cap);
-            let upcoming = match inner.store.directory().upcoming_wakes(window) {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::error!(error = %e, "waker cannot read the directory");
-                    Vec::new()
+        let wake_at = if let Some(pg) = inner.store.postgres() {
+            // A fleet's database: claims instead of the directory's window.
+            super::fleet_waker::pass(&inner, pg, now, &mut deferred, &mut last_heartbeat)
+        } else {
+            loop {
+                // In flight before reading the directory: a firing that finishes
+                // in between has already moved its space's wake there.
+                let in_flight: HashSet<String> = inner.scheduled_in_flight();
+                let known = in_flight.len() + deferred.len() + prepared.len();
+                let window = pass_window(known, cap, prepare_cap);
+                let upcoming = match inner.store.directory().upcoming_wakes(window) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::error!(error = %e, "waker cannot read the directory");
+                        Vec::new()
+                    }
+                };
+                let p = plan(&PassInput {
+                    now_ms: now,
+                    upcoming: &upcoming,
+                    in_flight: &in_flight,
+                    deferred: &deferred,
+                    prepared: &prepared,
+                    lease_retry_ms: inner.next_lease_retry(),
+                    lead_ms: inner.cfg.schedule.lead_ms,
+                    cap,
+                    prepare_cap,
+                    host_budget: inner.cfg.schedule.scheduled_budget_us.is_some(),
+                });
+                let short = carry_out(&inner, &p, now, &mut deferred, &mut prepared);
+                if !(p.capped && short) {
+                    break p.wake_at_ms;
                 }
-            };
-            let p = plan(&PassInput {
-                now_ms: now,
-                upcoming: &upcoming,
-                in_flight: &in_flight,
-                deferred: &deferred,
-                prepared: &prepared,
-                lease_retry_ms: inner.next_lease_retry(),
-                lead_ms: inner.cfg.schedule.lead_ms,
-                cap,
-                prepare_cap,
-                host_budget: inner.cfg.schedule.scheduled_budget_us.is_some(),
-            });
-            let short = carry_out(&inner, &p, now, &mut deferred, &mut prepared);
-            if !(p.capped && short) {
-                break p.wake_at_ms;
             }
         };
         for space in inner.take_nothing_due() {

@@ -13,6 +13,11 @@ use postgres::{Client, NoTls};
 pub struct Claim {
     pub space: String,
     pub lease: Lease,
+    /// The space's next scheduled wake when it was claimed (a firing is
+    /// due when it is at or before the claim's `now`).
+    pub next_wake_ms: Option<u64>,
+    /// Whether it had undelivered events.
+    pub undelivered: bool,
 }
 
 impl PgStore {
@@ -32,20 +37,23 @@ impl PgStore {
             .query(
                 &format!(
                     "WITH due AS ( \
-                       SELECT s.id FROM spaces s \
+                       SELECT s.id, s.next_wake_ms, s.undelivered FROM spaces s \
                        WHERE s.wake_at_ms <= $1 AND s.quarantined IS NULL \
                        AND NOT EXISTS (SELECT 1 FROM execution_lease l \
                                        WHERE l.space = s.id AND l.expires_at > clock_timestamp()) \
                        ORDER BY s.wake_at_ms \
-                       LIMIT $2 FOR UPDATE OF s SKIP LOCKED) \
-                     INSERT INTO execution_lease AS l (space, holder, epoch, expires_at, renewed_at) \
-                     SELECT id, $3, 1, clock_timestamp() + $4 * interval '1 millisecond', \
-                       clock_timestamp() FROM due \
-                     ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
-                       epoch = l.epoch + 1, expires_at = excluded.expires_at, \
-                       renewed_at = excluded.renewed_at \
-                       WHERE l.expires_at <= clock_timestamp() \
-                     RETURNING space, epoch, {MS}"
+                       LIMIT $2 FOR UPDATE OF s SKIP LOCKED), \
+                     taken AS ( \
+                       INSERT INTO execution_lease AS l (space, holder, epoch, expires_at, renewed_at) \
+                       SELECT id, $3, 1, clock_timestamp() + $4 * interval '1 millisecond', \
+                         clock_timestamp() FROM due \
+                       ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
+                         epoch = l.epoch + 1, expires_at = excluded.expires_at, \
+                         renewed_at = excluded.renewed_at \
+                         WHERE l.expires_at <= clock_timestamp() \
+                       RETURNING space, epoch, {MS} AS ms) \
+                     SELECT t.space, t.epoch, t.ms, d.next_wake_ms, d.undelivered \
+                     FROM taken t JOIN due d ON d.id = t.space ORDER BY t.space"
                 ),
                 &[
                     &(now_ms as i64),
@@ -64,6 +72,8 @@ impl PgStore {
                     tenure: r.get::<_, i64>(1) as u64,
                     expires_at_ms: r.get::<_, i64>(2) as u64,
                 },
+                next_wake_ms: r.get::<_, Option<i64>>(3).map(|v| v.max(0) as u64),
+                undelivered: r.get(4),
             })
             .collect();
         for cl in &claims {
@@ -72,6 +82,69 @@ impl PgStore {
             sc.inc(Counter::FleetClaims);
         }
         Ok(claims)
+    }
+
+    /// Gives back a claim this host will not act on (its in-flight cap was
+    /// reached, or the activation was refused), so another host may claim
+    /// the space at once instead of after the TTL.
+    pub fn release_claim(&self, claim: &Claim) -> StoreResult<()> {
+        let mut c = self.inner.take()?;
+        c.db()
+            .execute(
+                "UPDATE execution_lease SET expires_at = to_timestamp(0) \
+                 WHERE space = $1 AND holder = $2 AND epoch = $3",
+                &[
+                    &claim.space,
+                    &claim.lease.holder,
+                    &(claim.lease.tenure as i64),
+                ],
+            )
+            .doing("giving a claim back")?;
+        Ok(())
+    }
+
+    /// Spaces whose lease this host holds live (they are active here) and
+    /// whose scheduled wake is due by `now_ms`: the host's own waker fires
+    /// them; no other host may.
+    pub fn due_held_here(&self, now_ms: u64) -> StoreResult<Vec<String>> {
+        let mut c = self.inner.take()?;
+        let rows = c
+            .db()
+            .query(
+                "SELECT s.id FROM spaces s JOIN execution_lease l ON l.space = s.id \
+                 WHERE l.holder = $1 AND l.expires_at > clock_timestamp() \
+                 AND s.next_wake_ms <= $2 AND s.quarantined IS NULL ORDER BY s.next_wake_ms",
+                &[&self.inner.holder, &(now_ms as i64)],
+            )
+            .doing("reading this host's due spaces")?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// When, on the host's clock, this host may next have something to do:
+    /// the earliest wake of a space nobody holds (undelivered events make
+    /// it now), the scheduled wake of a space this host holds (it delivers
+    /// its own events), and for a space
+    /// another host holds, its wake or its lease's expiry (on the
+    /// database's clock, as a delay from `now_ms`), whichever is later — a
+    /// dead host's due spaces are taken over then, with no notice to wait
+    /// for. One aggregate over the spaces with a wake.
+    pub fn next_claimable_ms(&self, now_ms: u64) -> StoreResult<Option<u64>> {
+        let mut c = self.inner.take()?;
+        let row = c
+            .db()
+            .query_one(
+                "SELECT min(CASE \
+                   WHEN l.expires_at > clock_timestamp() AND l.holder <> $2 \
+                   THEN GREATEST(s.wake_at_ms, $1 + ceil(extract(epoch FROM \
+                     (l.expires_at - clock_timestamp())) * 1000)::bigint) \
+                   WHEN l.expires_at > clock_timestamp() THEN s.next_wake_ms \
+                   ELSE s.wake_at_ms END) \
+                 FROM spaces s LEFT JOIN execution_lease l ON l.space = s.id \
+                 WHERE s.wake_at_ms IS NOT NULL AND s.quarantined IS NULL",
+                &[&(now_ms as i64), &self.inner.holder],
+            )
+            .doing("reading when to claim next")?;
+        Ok(row.get::<_, Option<i64>>(0).map(|v| v.max(0) as u64))
     }
 }
 
