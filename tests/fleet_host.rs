@@ -218,3 +218,94 @@ async fn serve_with_a_postgres_store_hands_spaces_between_hosts() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Sessions on any host (`spec/fleet.md`, *Sessions on any host*): a space
+/// is served by the host holding its lease. Another host answers requests
+/// for it with `heldElsewhere` (who holds it, when to try again) and acts
+/// on nothing — an event it did not acknowledge was not appended — until
+/// the holder parks the space and gives its lease back; then it takes the
+/// space over, and a session resuming from the last update it saw gets
+/// each later update exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_host_takes_a_space_over_once_its_holder_parks_it() {
+    use common::server::Server;
+    use common::wire::{connect, deploy, next_value, send, track};
+    use spacewake::protocol::{ErrorCode, Identity, ServerMessage};
+    let url = tokio::task::spawn_blocking(|| common::pg::database("takeover_on_park"));
+    let Some(url) = url.await.unwrap() else {
+        return;
+    };
+    let me = Identity::generate();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let args = [
+        "--store",
+        url.as_str(),
+        "--lease-ttl-ms",
+        "3000",
+        "--lease-renew-ms",
+        "1000",
+    ];
+    let a = Server::start(dir_a.path(), &args);
+    let b = Server::start(dir_b.path(), &args);
+    let (mut on_a, _) = connect(&a, &me, "home").await;
+    let piece = deploy(&mut on_a, json!({"value": 0})).await;
+    track(&mut on_a, &piece, "value", None).await;
+    assert_eq!(next_value(&mut on_a).await.1, json!(0));
+    send(&mut on_a, &piece, "increment", json!({})).await;
+    let (seen_seq, v) = next_value(&mut on_a).await;
+    assert_eq!(v, json!(1));
+
+    // While A serves the space (a session is open there), B refuses to
+    // open it and says who holds it and when to try again.
+    let ws_b = common::wire::ws_url(&b);
+    let refused = spacewake::protocol::client::Client::connect_creating(&ws_b, &me, "home").await;
+    let Err(spacewake::protocol::client::ClientError::Refused(e)) = refused else {
+        panic!("B opened a space A holds");
+    };
+    assert_eq!(e.code, ErrorCode::HeldElsewhere, "{e:?}");
+    let details = e.details.clone().unwrap();
+    assert!(details["holder"].as_str().is_some(), "{details}");
+    assert!(details["retryInMs"].as_u64().is_some(), "{details}");
+
+    // A's session ends; A parks the space and gives the lease back.
+    on_a.close().await.unwrap();
+    common::server::wait_for("A parks the space", || {
+        a.space_counter("home", "activation", "parks") >= 1
+    });
+    // B takes it over.
+    let mut on_b = None;
+    for _ in 0..100 {
+        match spacewake::protocol::client::Client::connect_creating(&ws_b, &me, "home").await {
+            Ok((c, _)) => {
+                on_b = Some(c);
+                break;
+            }
+            Err(spacewake::protocol::client::ClientError::Refused(e))
+                if e.code == ErrorCode::HeldElsewhere =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    let mut on_b = on_b.expect("B never took the space over");
+    assert!(matches!(
+        send(&mut on_b, &piece, "increment", json!({})).await,
+        ServerMessage::Ack(_)
+    ));
+    track(&mut on_b, &piece, "value", Some(seen_seq)).await;
+    let (seq, v) = next_value(&mut on_b).await;
+    assert_eq!(
+        v,
+        json!(2),
+        "resumed after seq {seen_seq}: the next update, once"
+    );
+    assert!(seq > seen_seq);
+    assert!(
+        on_b.next_update(std::time::Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none(),
+        "no update twice"
+    );
+}

@@ -23,6 +23,10 @@ pub struct ServeArgs {
     /// each still with its own --data (its key, lock and console token).
     #[arg(long, env = "SPACEWAKE_STORE")]
     pub store: Option<String>,
+    /// Test-only: a declared minute of a schedule lasts this many
+    /// milliseconds in this process (multi-process fleet tests).
+    #[arg(long, hide = true)]
+    pub test_minute_ms: Option<u64>,
     /// Address to listen on.
     #[arg(long, env = "SPACEWAKE_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -143,6 +147,9 @@ pub enum JitterArg {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(ms) = args.test_minute_ms {
+        crate::schedule::grid::set_test_minute_ms(ms);
+    }
     let mut cfg = StoreConfig::new(&args.data);
     // Held until the process exits: one host per data directory.
     cfg.owns_directory = true;
@@ -200,7 +207,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 JitterArg::Keyed => crate::schedule::JitterMode::Keyed,
                 JitterArg::Random => crate::schedule::JitterMode::Random,
             },
-            jitter_window_ms: args.jitter_window_minutes * 60_000,
+            jitter_window_ms: args.jitter_window_minutes * crate::schedule::grid::minute_ms(),
             max_scheduled: args.max_scheduled,
             lead_ms: args.schedule_lead_ms,
             scheduled_budget_us: args.scheduled_cpu_budget_ms.map(|ms| ms * 1_000),

@@ -97,22 +97,95 @@ pub fn router(state: HttpState) -> Router {
 
 async fn health_stats(State(s): State<HttpState>) -> impl IntoResponse {
     let registered = s.host.store().directory().count().unwrap_or(0);
-    Json(json!({
+    let mut body = json!({
         "ok": true,
         "spacesRegistered": registered,
         "activeSpaces": s.host.active_spaces(),
         "servingLoop": s.host.counters().serving_loop_json(),
-    }))
+    });
+    if let Some(fleet) = fleet_view(&s) {
+        body["fleet"] = fleet;
+    }
+    Json(body)
+}
+
+/// On a fleet's database: this host's lease-holder name and the hosts the
+/// database knows (alive or not, spaces held, last lease renewal, last
+/// heartbeat), read when asked. `None` on the SQLite files.
+fn fleet_view(s: &HttpState) -> Option<serde_json::Value> {
+    let pg = s.host.store().postgres()?;
+    let hosts = crate::store::off_runtime(|| pg.fleet());
+    Some(match hosts {
+        Ok(hosts) => json!({ "self": pg.holder(), "hosts": hosts }),
+        Err(e) => json!({ "self": pg.holder(), "error": e.to_string() }),
+    })
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
+    let mut text = s.host.counters().prometheus_text();
+    if let Some(pg) = s.host.store().postgres() {
+        if let Ok(hosts) = crate::store::off_runtime(|| pg.fleet()) {
+            text = with_fleet_metrics(text, pg.holder(), &hosts);
+        }
+    }
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.host.counters().prometheus_text(),
+        text,
     )
+}
+
+/// Adds the fleet view as gauges labelled by host, before the exposition's
+/// `# EOF`.
+fn with_fleet_metrics(
+    mut text: String,
+    me: &str,
+    hosts: &[crate::store::postgres::FleetHost],
+) -> String {
+    use crate::store::postgres::FleetHost;
+    use std::fmt::Write as _;
+    let body_end = text.rfind("# EOF").unwrap_or(text.len());
+    let eof = text.split_off(body_end);
+    let label = |h: &str| h.replace('\\', "\\\\").replace('"', "\\\"");
+    type Gauge = (&'static str, &'static str, fn(&FleetHost) -> f64);
+    let gauges: [Gauge; 4] = [
+        (
+            "spacewake_fleet_host_alive",
+            "1 while the host holds a lease live or heartbeats within a TTL",
+            |h| f64::from(u8::from(h.alive)),
+        ),
+        (
+            "spacewake_fleet_host_spaces_held",
+            "Spaces whose lease the host holds live",
+            |h| h.spaces_held as f64,
+        ),
+        (
+            "spacewake_fleet_host_last_renewal_seconds",
+            "When the host last took or renewed a lease (database clock, Unix seconds)",
+            |h| h.last_renewal_ms as f64 / 1000.0,
+        ),
+        (
+            "spacewake_fleet_host_last_seen_seconds",
+            "The host's last heartbeat (database clock, Unix seconds)",
+            |h| h.last_seen_ms as f64 / 1000.0,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(text, "# TYPE {name} gauge\n# HELP {name} {help}.");
+        for h in hosts {
+            let _ = writeln!(
+                text,
+                "{name}{{holder=\"{}\",self=\"{}\"}} {}",
+                label(&h.holder),
+                h.holder == me,
+                value(h)
+            );
+        }
+    }
+    text.push_str(&eof);
+    text
 }
 
 async fn ws(State(s): State<HttpState>, upgrade: WebSocketUpgrade) -> Response {

@@ -151,7 +151,7 @@ pub fn settle_delivery(
         let attempts = row.attempts.max(1) as usize;
         let outcome = match RETRY_BACKOFF_MINUTES.get(attempts - 1) {
             Some(min) => {
-                row.retry_due_ms = Some(now_ms + min * 60_000);
+                row.retry_due_ms = Some(now_ms + min * super::grid::minute_ms());
                 report.retried += 1;
                 "failed"
             }

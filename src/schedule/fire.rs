@@ -13,7 +13,8 @@
 use super::grid::{after_fire, occurrence_event_id, Grid};
 use super::jitter::Jitter;
 use crate::store::{
-    Author, CommitClass, CommitRequest, NewEvent, ScheduleRow, ScheduleStatus, Space, StoreResult,
+    Author, CommitClass, CommitRequest, NewEvent, ScheduleRow, ScheduleStatus, Space, StoreError,
+    StoreResult,
 };
 use serde_json::json;
 
@@ -245,7 +246,36 @@ enum Mode {
     SkipBudget,
 }
 
+/// What a firing's transaction says when the rows it decided on changed
+/// before it could write: nothing of it is written, and it decides again.
+const STALE: &str = "the schedule changed since the firing read it";
+
+/// How many times a firing decides again after finding its rows changed
+/// (another host of a fleet fired them meanwhile) before it gives up.
+const STALE_RETRIES: usize = 3;
+
 fn fire_due_as(
+    space: &mut Space,
+    now_ms: u64,
+    jitter: &Jitter,
+    mode: Mode,
+    take_lease: bool,
+) -> StoreResult<FireReport> {
+    let mut tries = 0;
+    loop {
+        match fire_once(space, now_ms, jitter, mode, take_lease) {
+            Err(StoreError::Hook { reason, .. }) if reason == STALE && tries < STALE_RETRIES => {
+                space
+                    .counters()
+                    .inc(crate::metrics::Counter::ScheduleFiringsRedecided);
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn fire_once(
     space: &mut Space,
     now_ms: u64,
     jitter: &Jitter,
@@ -279,7 +309,19 @@ fn fire_due_as(
     let mut req = CommitRequest::new(CommitClass::System, Author::server());
     req.events = decisions.iter().filter_map(|d| d.event.clone()).collect();
     req.take_lease = take_lease;
+    let shared = space.shared_by_fleet();
     let outcome = space.commit_with(req, |_, plane| {
+        // The decisions were made on rows read before this transaction.
+        // On one host's files nothing else writes them meanwhile; on a
+        // fleet's database another host may have fired them, and writing
+        // over its advance would record an occurrence twice: there they are
+        // written only if they are still what the transaction sees.
+        for r in due.iter().filter(|_| shared) {
+            let now = plane.schedule(Some(&r.piece)).map_err(|e| e.to_string())?;
+            if now.iter().find(|x| x.entry == r.entry) != Some(r) {
+                return Err(STALE.to_string());
+            }
+        }
         for d in &decisions {
             plane.upsert_schedule(&d.row).map_err(|e| e.to_string())?;
             if let Some(f) = &d.fired {

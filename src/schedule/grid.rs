@@ -45,16 +45,35 @@
 
 use super::jitter::Jitter;
 use crate::store::ScheduleRow;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One minute, in milliseconds (intervals are declared in minutes).
 pub const MINUTE_MS: u64 = 60_000;
+
+/// How long a declared minute lasts in this process: [`MINUTE_MS`], unless
+/// a fleet test shortened it (see [`set_test_minute_ms`]).
+static DECLARED_MINUTE_MS: AtomicU64 = AtomicU64::new(MINUTE_MS);
+
+/// The length of a declared minute in this process, in milliseconds.
+pub fn minute_ms() -> u64 {
+    DECLARED_MINUTE_MS.load(Ordering::Relaxed)
+}
+
+/// Test-only (`serve --test-minute-ms`, hidden): makes a declared minute
+/// last `ms`, so a test of several host processes sees hourly schedules
+/// fire every few seconds of real time, where a manual clock cannot reach
+/// across processes. Process-wide and set once at start; never in
+/// production.
+pub fn set_test_minute_ms(ms: u64) {
+    DECLARED_MINUTE_MS.store(ms.max(1), Ordering::Relaxed);
+}
 
 /// The effective interval of an entry: declared minutes × back-off factor,
 /// in milliseconds. At least 1 ms, so a corrupt row (interval 0) cannot
 /// divide by zero or loop; saturating, so no input overflows.
 pub fn interval_ms(interval_minutes: u32, backoff_factor: u32) -> u64 {
     u64::from(interval_minutes)
-        .saturating_mul(MINUTE_MS)
+        .saturating_mul(minute_ms())
         .saturating_mul(u64::from(backoff_factor.max(1)))
         .max(1)
 }

@@ -61,6 +61,21 @@ macro_rules! each {
     };
 }
 
+/// Like `each!`, for an open space: on PostgreSQL its connection goes back
+/// to the pool after each operation.
+macro_rules! each_space {
+    ($v:expr, $b:ident => $e:expr) => {
+        match $v {
+            Space::Files($b) => $e,
+            Space::Postgres($b) => {
+                let r = $e;
+                $b.idle();
+                r
+            }
+        }
+    };
+}
+
 /// Like `each!`, for the calls the async edge makes (directory reads on a
 /// session's open, the health route): on PostgreSQL they run off the
 /// runtime's thread (see [`off_runtime`]).
@@ -80,7 +95,7 @@ macro_rules! each_edge {
 /// on a scoped thread of its own while the caller waits — the same
 /// blocking the SQLite directory's calls make there; everywhere else
 /// (space servers, the waker, blocking tasks) it runs in place.
-pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     if tokio::runtime::Handle::try_current().is_err() {
         return f();
     }
@@ -206,6 +221,14 @@ impl Space {
         each!(self, s => s.counters())
     }
 
+    /// Whether other hosts may write this space's rows between two of this
+    /// handle's transactions (a fleet's database), so decisions made on an
+    /// earlier read must be checked again inside the transaction that
+    /// writes them.
+    pub fn shared_by_fleet(&self) -> bool {
+        matches!(self, Space::Postgres(_))
+    }
+
     pub fn access(&self) -> FileAccess {
         match self {
             Space::Files(s) => s.access(),
@@ -222,7 +245,7 @@ impl Space {
     }
 
     pub fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
-        each!(self, s => s.commit_with(req, |_, _| Ok(())))
+        each_space!(self, s => s.commit_with(req, |_, _| Ok(())))
     }
 
     pub fn commit_with(
@@ -230,7 +253,7 @@ impl Space {
         req: CommitRequest,
         extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
     ) -> StoreResult<CommitOutcome> {
-        each!(self, s => s.commit_with(req, extra))
+        each_space!(self, s => s.commit_with(req, extra))
     }
 
     /// See [`FileSpace::defer_later_moves`]; PostgreSQL moves the directory
@@ -249,30 +272,30 @@ impl Space {
     }
 
     pub fn reconcile_projection(&mut self) -> StoreResult<Projection> {
-        each!(self, s => s.reconcile_projection())
+        each_space!(self, s => s.reconcile_projection())
     }
 
     pub fn plane<T>(
         &mut self,
         f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>,
     ) -> StoreResult<T> {
-        each!(self, s => s.plane(f))
+        each_space!(self, s => s.plane(f))
     }
 
     pub fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
-        each!(self, s => SpaceStore::acquire_lease(s))
+        each_space!(self, s => SpaceStore::acquire_lease(s))
     }
 
     pub fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
-        each!(self, s => SpaceStore::renew_lease(s, held))
+        each_space!(self, s => SpaceStore::renew_lease(s, held))
     }
 
     pub fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
-        each!(self, s => SpaceStore::release_lease(s, held))
+        each_space!(self, s => SpaceStore::release_lease(s, held))
     }
 
     pub fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
-        each!(self, s => SpaceStore::current_lease(s))
+        each_space!(self, s => SpaceStore::current_lease(s))
     }
 
     /// See [`FileSpace::defer_checkpoints`]; checkpoints are SQLite's.
@@ -298,7 +321,7 @@ impl Space {
     }
 
     pub fn read(&mut self, id: &str) -> StoreResult<Option<DocRead>> {
-        each!(self, s => SpaceStore::read(s, id))
+        each_space!(self, s => SpaceStore::read(s, id))
     }
 
     pub fn read_path(&mut self, id: &str, path: &[PathSeg]) -> StoreResult<Option<Value>> {
@@ -308,7 +331,7 @@ impl Space {
     }
 
     pub fn head_seq(&mut self) -> StoreResult<u64> {
-        each!(self, s => SpaceStore::head_seq(s))
+        each_space!(self, s => SpaceStore::head_seq(s))
     }
 
     pub fn commits_since(
@@ -316,64 +339,64 @@ impl Space {
         after_seq: u64,
         limit: usize,
     ) -> StoreResult<Vec<CommitRecord>> {
-        each!(self, s => SpaceStore::commits_since(s, after_seq, limit))
+        each_space!(self, s => SpaceStore::commits_since(s, after_seq, limit))
     }
 
     pub fn streams(&mut self) -> StoreResult<Vec<StreamState>> {
-        each!(self, s => SpaceStore::streams(s))
+        each_space!(self, s => SpaceStore::streams(s))
     }
 
     pub fn has_undelivered(&mut self) -> StoreResult<bool> {
-        each!(self, s => s.has_undelivered())
+        each_space!(self, s => s.has_undelivered())
     }
 
     pub fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
-        each!(self, s => SpaceStore::undelivered_events(s, limit))
+        each_space!(self, s => SpaceStore::undelivered_events(s, limit))
     }
 
     pub fn event(&mut self, event_id: &str) -> StoreResult<Option<EventRecord>> {
-        each!(self, s => SpaceStore::event(s, event_id))
+        each_space!(self, s => SpaceStore::event(s, event_id))
     }
 
     pub fn append_event(&mut self, author: Author, event: NewEvent) -> StoreResult<CommitOutcome> {
-        each!(self, s => SpaceStore::append_event(s, author, event))
+        each_space!(self, s => SpaceStore::append_event(s, author, event))
     }
 
     pub fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
-        each!(self, s => s.schedule(piece))
+        each_space!(self, s => s.schedule(piece))
     }
 
     pub fn schedule_count(&mut self) -> StoreResult<u64> {
-        each!(self, s => s.schedule_count())
+        each_space!(self, s => s.schedule_count())
     }
 
     pub fn fires(&mut self, piece: &str, entry: u32, keep: usize) -> StoreResult<Vec<FireRecord>> {
-        each!(self, s => s.fires(piece, entry, keep))
+        each_space!(self, s => s.fires(piece, entry, keep))
     }
 
     pub fn action_costs(&mut self, limit: usize) -> StoreResult<Vec<ActionCost>> {
-        each!(self, s => s.action_costs(limit))
+        each_space!(self, s => s.action_costs(limit))
     }
 
     pub fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
-        each!(self, s => s.action_states())
+        each_space!(self, s => s.action_states())
     }
 
     /// See [`FileSpace::compact_history`].
     pub fn compact_history(&mut self) -> StoreResult<(u64, u64)> {
-        each!(self, s => s.compact_history())
+        each_space!(self, s => s.compact_history())
     }
 
     pub fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>> {
-        each!(self, s => s.event_failures())
+        each_space!(self, s => s.event_failures())
     }
 
     pub fn dead_letters(&mut self) -> StoreResult<Vec<DeadLetter>> {
-        each!(self, s => s.dead_letters())
+        each_space!(self, s => s.dead_letters())
     }
 
     pub fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
-        each!(self, s => s.ledger())
+        each_space!(self, s => s.ledger())
     }
 }
 

@@ -90,7 +90,7 @@ mod records;
 mod shared;
 mod space;
 
-pub use backend::{Directory, Space, Store};
+pub use backend::{off_runtime, Directory, Space, Store};
 pub use config::{FaultAction, FaultPoint, StoreConfig, Synchronous, DEFAULT_HISTORY_COMMITS};
 pub use contract::{SpaceBackend, SpaceStore};
 pub use dead_letters::{DeadLetter, EventFailure};

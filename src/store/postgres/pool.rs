@@ -2,6 +2,7 @@
 //! its prepared statements, and the count of statements sent.
 
 use super::{PgShared, POOL_IDLE};
+use crate::metrics::Counter;
 use crate::store::error::{PgContext, StoreResult};
 use postgres::types::ToSql;
 use postgres::{Client, GenericClient, NoTls, Row, Statement};
@@ -10,24 +11,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 impl PgShared {
+    /// An idle connection that still works, or a new one. Idle connections
+    /// that died (a server restart) are dropped on the way, and counted.
+    fn checkout(&self) -> StoreResult<(Client, Cache)> {
+        loop {
+            let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            match idle {
+                Some(c) if !c.0.is_closed() => return Ok(c),
+                Some(_) => self.counters.add_host(Counter::PgReconnects, 1),
+                None => {
+                    let c = Client::connect(&self.url, NoTls).doing("connecting")?;
+                    return Ok((c, Cache::new()));
+                }
+            }
+        }
+    }
+
     pub(super) fn take(self: &Arc<Self>) -> StoreResult<Pooled> {
-        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let client = match idle {
-            Some(c) if !c.0.is_closed() => c,
-            _ => (
-                Client::connect(&self.url, NoTls).doing("connecting")?,
-                Cache::new(),
-            ),
-        };
         Ok(Pooled {
-            client: Some(client),
+            client: Some(self.checkout()?),
             pool: self.clone(),
         })
     }
 }
 
-/// A connection borrowed from the pool, returned when dropped (unless it
-/// broke: a connection that failed is closed, not reused).
+/// A connection borrowed from the pool, returned when dropped or released
+/// (unless it broke: a connection that failed is closed, not reused). An
+/// open space releases its connection between operations, so a host's
+/// connections follow its concurrent operations, not its active spaces.
 pub(super) struct Pooled {
     client: Option<(Client, Cache)>,
     pub(super) pool: Arc<PgShared>,
@@ -98,6 +109,30 @@ impl<C: GenericClient> Db<'_, C> {
 }
 
 impl Pooled {
+    /// Makes sure a working connection is held: one from the pool after a
+    /// release, a fresh one in place of one that broke. True when a held
+    /// connection had broken.
+    pub(super) fn ensure(&mut self) -> StoreResult<bool> {
+        let broken = match &self.client {
+            Some(c) if !c.0.is_closed() => return Ok(false),
+            Some(_) => true,
+            None => false,
+        };
+        self.client = Some(self.pool.checkout()?);
+        Ok(broken)
+    }
+
+    /// Gives the connection back to the pool until the next operation.
+    pub(super) fn release(&mut self) {
+        let Some(client) = self.client.take().filter(|c| !c.0.is_closed()) else {
+            return;
+        };
+        let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_IDLE {
+            idle.push(client);
+        }
+    }
+
     pub(super) fn c(&mut self) -> &mut Client {
         &mut self.parts().0
     }
@@ -105,7 +140,7 @@ impl Pooled {
     pub(super) fn parts(&mut self) -> &mut (Client, Cache) {
         self.client
             .as_mut()
-            .expect("a pooled connection is taken only when dropped")
+            .expect("operations ensure a connection before they use it")
     }
 
     /// The connection with its statement cache.
@@ -117,12 +152,6 @@ impl Pooled {
 
 impl Drop for Pooled {
     fn drop(&mut self) {
-        let Some(client) = self.client.take().filter(|c| !c.0.is_closed()) else {
-            return;
-        };
-        let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < POOL_IDLE {
-            idle.push(client);
-        }
+        self.release();
     }
 }

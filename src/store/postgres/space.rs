@@ -121,11 +121,16 @@ impl PgSpace {
                 path: "the PostgreSQL store (spaces.quarantined)".into(),
             });
         }
-        if self.conn.c().is_closed() {
-            self.conn = self.conn.pool.take()?;
+        if self.conn.ensure()? {
             self.counters.inc(Counter::PgReconnects);
         }
         Ok(())
+    }
+
+    /// Gives this space's connection back to the pool until its next
+    /// operation (the facade does after each one).
+    pub fn idle(&mut self) {
+        self.conn.release();
     }
 
     /// Sets the space aside when an operation found its rows invalid (a

@@ -1,0 +1,608 @@
+//! The fleet under faults (`spec/fleet.md`, *The fault test*): three host
+//! processes on one PostgreSQL database, 300 spaces whose hourly schedules
+//! fire every 3 s of real time (`--test-minute-ms 50`), events ingested
+//! through all three hosts, and during the run: one host SIGKILLed, another
+//! SIGSTOPped for twice the lease TTL (in the middle of a wave) and then
+//! SIGCONTed, and the PostgreSQL server restarted once. Afterwards, from the
+//! database: every due occurrence delivered exactly once, every
+//! acknowledged event processed exactly once, no commit from a stale epoch,
+//! the paused host's late writes refused, and the killed host's spaces taken
+//! over within the TTL plus one second. Its own binary: it restarts the
+//! cluster, and its hosts need the machine's cores.
+
+mod common;
+
+use common::server::{try_http, Server};
+use serde_json::{json, Value};
+use spacewake::protocol::client::Client;
+use spacewake::protocol::messages::Deploy;
+use spacewake::protocol::{sign_ingest, ClientMessage, Identity, ServerMessage};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SPACES: usize = 300;
+const TTL_MS: u64 = 2_000;
+/// How long the faults and the ingestion run.
+const RUN: Duration = Duration::from_secs(22);
+/// An hourly schedule at 50 ms a minute.
+const PERIOD_MS: i64 = 3_000;
+
+const PATTERN: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+
+const tick = handler<{ fireTime?: number; missedPeriods?: number }, { fires: Cell<string[]> }>(
+  (ev, { fires }) => { fires.push(`${ev?.fireTime ?? -1}:${ev?.missedPeriods ?? 0}`); },
+);
+const ingest = handler<{ id: string; spin?: number }, { got: Cell<string[]> }>(
+  (ev, { got }) => {
+    let acc = 0;
+    for (let i = 0; i < (ev.spin ?? 0); i++) acc += i % 7;
+    got.push(acc >= 0 ? ev.id : "never");
+  },
+);
+
+export default pattern<{ fires: Default<string[], []>; got: Default<string[], []> }>(
+  ({ fires, got }) => ({
+    [SCHEDULE]: [{ intervalMinutes: 60, callback: tick({ fires }) }],
+    ingest: ingest({ got }),
+    fires,
+    got,
+  }),
+);
+"#;
+
+/// The test's own account: every check is counted, and the test ends with
+/// one `N passed, N failed` line.
+#[derive(Default)]
+struct Checks {
+    passed: usize,
+    failed: Vec<String>,
+}
+
+impl Checks {
+    fn check(&mut self, what: &str, ok: bool, detail: impl std::fmt::Display) {
+        if ok {
+            self.passed += 1;
+            println!("ok   {what}: {detail}");
+        } else {
+            println!("FAIL {what}: {detail}");
+            self.failed.push(format!("{what}: {detail}"));
+        }
+    }
+}
+
+fn space(i: usize) -> String {
+    format!("fleet-{i:03}")
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+async fn deploy(addr: &str, me: &Identity, space: &str) -> String {
+    let url = format!("ws://{addr}/ws");
+    let (mut c, _) = Client::connect_creating(&url, me, space).await.unwrap();
+    let id = c.fresh_id();
+    let reply = c
+        .request(ClientMessage::Deploy(Deploy {
+            id,
+            entry: "fleet.tsx".into(),
+            files: BTreeMap::from([("fleet.tsx".to_string(), PATTERN.to_string())]),
+            export: None,
+            argument: Some(json!({})),
+        }))
+        .await
+        .unwrap();
+    let ServerMessage::Deployed(d) = reply else {
+        panic!("deploy into {space}: {reply:?}");
+    };
+    c.close().await.unwrap();
+    d.piece
+}
+
+/// One signed webhook ingest; true when the host acknowledged it.
+fn ingest(addr: &str, me: &Identity, space: &str, piece: &str, id: &str, spin: u64) -> bool {
+    let body = json!({"piece": piece, "stream": ["ingest"],
+                      "payload": {"id": id, "spin": spin}, "eventId": id})
+    .to_string();
+    let headers = [
+        ("x-spacewake-did", me.did()),
+        (
+            "x-spacewake-signature",
+            sign_ingest(me, space, body.as_bytes()),
+        ),
+    ];
+    let path = format!("/api/spaces/{space}/events");
+    matches!(
+        try_http(addr, "POST", &path, &headers, body.as_bytes()),
+        Ok((200, _))
+    )
+}
+
+fn db(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap()
+}
+
+/// The lease holder name a host reports on its health route.
+fn holder_of(s: &Server) -> String {
+    s.stats()["fleet"]["self"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
+    let url = tokio::task::spawn_blocking(|| common::pg::database("fleet_faults"));
+    let Some(url) = url.await.unwrap() else {
+        return;
+    };
+    let me = Identity::generate();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let ttl = TTL_MS.to_string();
+    let args = [
+        "--store",
+        url.as_str(),
+        "--lease-ttl-ms",
+        ttl.as_str(),
+        "--lease-renew-ms",
+        "500",
+        "--test-minute-ms",
+        "50",
+        "--max-scheduled",
+        "16",
+        // Unread output would stretch intervals; this test counts periods.
+        "--backoff",
+        "off",
+    ];
+    let hosts: Vec<Server> = dirs
+        .iter()
+        .map(|d| Server::start(d.path(), &args))
+        .collect();
+    let addrs: Vec<String> = hosts.iter().map(|h| h.addr.clone()).collect();
+    let holders: Vec<String> = hosts.iter().map(holder_of).collect();
+
+    // 300 spaces, deployed through the three hosts at once.
+    let provisioned = Instant::now();
+    let mut deploys = Vec::new();
+    for (h, addr) in addrs.iter().enumerate() {
+        let (addr, me) = (addr.clone(), me.clone());
+        deploys.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for i in (h..SPACES).step_by(3) {
+                out.push((i, deploy(&addr, &me, &space(i)).await));
+            }
+            out
+        }));
+    }
+    let mut pieces = vec![String::new(); SPACES];
+    for d in deploys {
+        for (i, p) in d.await.unwrap() {
+            pieces[i] = p;
+        }
+    }
+    println!("provisioned {SPACES} spaces in {:?}", provisioned.elapsed());
+    let pieces = Arc::new(pieces);
+
+    // Ingestion through every host, each event to a pseudo-random space;
+    // refusals (held elsewhere, the host gone) are simply not acknowledged.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
+    let mut ingesters = Vec::new();
+    for (h, addr) in addrs.iter().enumerate() {
+        let (addr, me, stop, acked, pieces) = (
+            addr.clone(),
+            me.clone(),
+            stop.clone(),
+            acked.clone(),
+            pieces.clone(),
+        );
+        ingesters.push(std::thread::spawn(move || {
+            let mut n: u64 = 0;
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ h as u64;
+            while !stop.load(Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // The last space is kept for the paused host's slow wave.
+                let i = (x % (SPACES as u64 - 1)) as usize;
+                let id = format!("h{h}-{n}");
+                n += 1;
+                if ingest(&addr, &me, &space(i), &pieces[i], &id, 0) {
+                    acked
+                        .lock()
+                        .unwrap()
+                        .entry(space(i))
+                        .or_default()
+                        .insert(id);
+                }
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        }));
+    }
+
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let mut hosts: Vec<Option<Server>> = hosts.into_iter().map(Some).collect();
+
+    // t = 4 s: SIGKILL host 2; measure how soon each due space it held is
+    // held by another host.
+    tokio::time::sleep_until(at(4).into()).await;
+    let killed_holder = holders[2].clone();
+    let held_at_kill: Vec<String> = {
+        let (url, h) = (url.clone(), killed_holder.clone());
+        tokio::task::spawn_blocking(move || {
+            db(&url)
+                .query(
+                    "SELECT space FROM execution_lease \
+                     WHERE holder = $1 AND expires_at > clock_timestamp()",
+                    &[&h],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        })
+        .await
+        .unwrap()
+    };
+    let killed_at = Instant::now();
+    hosts[2].take().unwrap().kill();
+    let takeover = {
+        let (url, h, spaces) = (url.clone(), killed_holder.clone(), held_at_kill.clone());
+        std::thread::spawn(move || {
+            let mut c = db(&url);
+            let mut waiting: HashSet<String> = spaces.into_iter().collect();
+            let mut times = Vec::new();
+            while !waiting.is_empty() && killed_at.elapsed() < Duration::from_secs(10) {
+                for r in c
+                    .query(
+                        "SELECT space FROM execution_lease WHERE space = ANY($1) AND holder <> $2",
+                        &[&waiting.iter().cloned().collect::<Vec<_>>(), &h],
+                    )
+                    .unwrap()
+                {
+                    let s: String = r.get(0);
+                    waiting.remove(&s);
+                    times.push(killed_at.elapsed().as_millis() as u64);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (times, waiting.len())
+        })
+    };
+
+    // t = 8 s: a slow wave on host 1, then SIGSTOP it mid-wave for twice
+    // the TTL; another host delivers that event meanwhile.
+    tokio::time::sleep_until(at(8).into()).await;
+    let slow = space(SPACES - 1);
+    let slow_acked = {
+        let (addr, me, slow, piece) = (
+            addrs[1].clone(),
+            me.clone(),
+            slow.clone(),
+            pieces[SPACES - 1].clone(),
+        );
+        tokio::task::spawn_blocking(move || ingest(&addr, &me, &slow, &piece, "slow-1", 4_000_000))
+            .await
+            .unwrap()
+    };
+    if slow_acked {
+        acked
+            .lock()
+            .unwrap()
+            .entry(slow.clone())
+            .or_default()
+            .insert("slow-1".into());
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let paused = hosts[1].as_ref().unwrap();
+    paused.signal(libc::SIGSTOP);
+    tokio::time::sleep(Duration::from_millis(2 * TTL_MS)).await;
+    paused.signal(libc::SIGCONT);
+
+    // t = 15 s: PostgreSQL restarts (stopped as a crash would stop it).
+    tokio::time::sleep_until(at(15).into()).await;
+    tokio::task::spawn_blocking(|| {
+        let mut cluster = common::pg::cluster().expect("the cluster that made the database");
+        cluster.stop().unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        cluster.start_server().unwrap();
+    })
+    .await
+    .unwrap();
+
+    tokio::time::sleep_until((t0 + RUN).into()).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in ingesters {
+        t.join().unwrap();
+    }
+    let (mut takeovers, never_taken) = takeover.join().unwrap();
+
+    // Settle: every event delivered, nothing overdue past a period.
+    let settled = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut c = db(&url);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(20) {
+                let n: i64 = c
+                    .query_one("SELECT count(*) FROM spaces WHERE undelivered", &[])
+                    .unwrap()
+                    .get(0);
+                if n == 0 {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            false
+        })
+        .await
+        .unwrap()
+    };
+    let overdue: i64 = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let now = spacewake::clock::Clock::now_ms(&spacewake::clock::SystemClock) as i64;
+            db(&url)
+                .query_one(
+                    "SELECT count(*) FROM schedule_index WHERE status = 'active' \
+                     AND LEAST(next_due_ms, COALESCE(retry_due_ms, next_due_ms)) < $1",
+                    &[&(now - PERIOD_MS)],
+                )
+                .unwrap()
+                .get(0)
+        })
+        .await
+        .unwrap()
+    };
+    let refused_on_paused = {
+        let s = hosts[1].as_ref().unwrap();
+        s.host_counter("lease", "derivedCommitsRefused")
+            + s.host_counter("lease", "selfFenced")
+            + s.host_counter("lease", "planeWritesRefused")
+    };
+    // A graceful stop of the survivors: their waves finish, leases go back.
+    for h in hosts.iter_mut().flatten() {
+        h.signal(libc::SIGTERM);
+        h.wait_exit(Duration::from_secs(30))
+            .expect("a graceful stop");
+    }
+
+    // What the database says.
+    let mut checks = Checks::default();
+    checks.check(
+        "every event delivered before the stop",
+        settled,
+        "no space left with undelivered events",
+    );
+    let url2 = url.clone();
+    let (rows, stale, periods) = tokio::task::spawn_blocking(move || {
+        let mut c = db(&url2);
+        let rows: Vec<(String, i64, i64, i64)> = c
+            .query(
+                "SELECT space, nominal_period, fired_count, missed_count FROM schedule_index",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect();
+        let mut periods: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
+        for r in c
+            .query(
+                "SELECT space, period, missed_periods FROM schedule_fires \
+                 WHERE outcome = 'fired' ORDER BY space, period",
+                &[],
+            )
+            .unwrap()
+        {
+            periods
+                .entry(r.get(0))
+                .or_default()
+                .push((r.get(1), r.get(2)));
+        }
+        let stale: i64 = c
+            .query_one(
+                "SELECT count(*) FROM (SELECT epoch, lag(epoch) OVER \
+                 (PARTITION BY space ORDER BY seq) AS prev FROM commits \
+                 WHERE epoch IS NOT NULL) x WHERE epoch < prev",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        (rows, stale, periods)
+    })
+    .await
+    .unwrap();
+    checks.check(
+        "no commit from a stale epoch",
+        stale == 0,
+        format!("{stale} derived commits under an epoch older than an earlier commit's"),
+    );
+    checks.check(
+        "the paused host's late writes were refused",
+        refused_on_paused > 0,
+        format!("{refused_on_paused} refused"),
+    );
+
+    // Each space's piece, read through a host of our own on the database
+    // (no waker: nothing fires while we read).
+    let reads = {
+        let (url, pieces) = (url.clone(), pieces.clone());
+        tokio::task::spawn_blocking(move || {
+            let clock: Arc<dyn spacewake::clock::Clock> = Arc::new(spacewake::clock::SystemClock);
+            let store = spacewake::store::Store::open_postgres(
+                &url,
+                spacewake::store::StoreConfig::new(std::env::temp_dir()),
+                clock,
+                spacewake::metrics::Counters::new(),
+            )
+            .unwrap();
+            let cfg = spacewake::host::HostConfig {
+                idle_park_ms: 10,
+                ..Default::default()
+            };
+            let host = spacewake::host::Host::new(store, cfg);
+            // What the stop left undelivered (a fire written just before
+            // it) is delivered first, as any host's boot would.
+            host.boot().unwrap();
+            let start = Instant::now();
+            while host
+                .store()
+                .directory()
+                .all()
+                .unwrap()
+                .iter()
+                .any(|e| e.undelivered)
+                && start.elapsed() < Duration::from_secs(20)
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let read = |s: &str, piece: &str, path: &str| -> Value {
+                host.ask_blocking(
+                    s,
+                    spacewake::host::Trigger::Session,
+                    spacewake::host::Read {
+                        piece: Some(piece.into()),
+                        doc: None,
+                        path: spacewake::store::path::parse_dotted(path),
+                    },
+                )
+                .unwrap()
+                .value
+            };
+            let out: Vec<(Vec<String>, Vec<String>)> = (0..SPACES)
+                .map(|i| {
+                    let strings = |v: Value| -> Vec<String> {
+                        v.as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|x| x.as_str().map(String::from))
+                                    .collect()
+                            })
+                            .unwrap_or_default()
+                    };
+                    (
+                        strings(read(&space(i), &pieces[i], "fires")),
+                        strings(read(&space(i), &pieces[i], "got")),
+                    )
+                })
+                .collect();
+            host.shutdown();
+            out
+        })
+        .await
+        .unwrap()
+    };
+
+    let by_space: HashMap<String, (i64, i64, i64)> = rows
+        .into_iter()
+        .map(|(s, p, f, m)| (s, (p, f, m)))
+        .collect();
+    let (mut fires_total, mut lost, mut duplicated, mut runs_vs_count) =
+        (0usize, 0i64, 0usize, 0usize);
+    let (mut events_missing, mut events_twice) = (0usize, 0usize);
+    let acked = acked.lock().unwrap();
+    for (i, (fires, got)) in reads.iter().enumerate() {
+        let s = space(i);
+        let (_period, fired, missed) = by_space.get(&s).copied().unwrap_or((1, 0, 0));
+        let distinct: HashSet<&String> = fires.iter().collect();
+        duplicated += fires.len() - distinct.len();
+        // The grid periods fired, in order: each one the previous plus one
+        // plus the periods the previous coalesced. A jump is an occurrence
+        // that never fired and was never counted as missed.
+        let fired_periods = periods.get(&s).cloned().unwrap_or_default();
+        for w in fired_periods.windows(2) {
+            if w[1].0 != w[0].0 + 1 + w[0].1 {
+                lost += 1;
+                println!("{s}: period {} fired after period {}", w[1].0, w[0].0);
+            }
+        }
+        // One run per fired occurrence (a retry of an occurrence whose wave
+        // failed runs instead of it, not beside it).
+        if fired_periods.len() != fires.len() {
+            lost += 1;
+            println!(
+                "{s}: {} occurrences fired, {} runs",
+                fired_periods.len(),
+                fires.len()
+            );
+        }
+        let missed_fired: i64 = fired_periods.iter().map(|p| p.1).sum();
+        if fired != fires.len() as i64 || missed != missed_fired {
+            runs_vs_count += 1;
+            println!(
+                "{s}: fired {fired}, missed {missed}; fired rows {fired_periods:?}; runs {fires:?}"
+            );
+        }
+        fires_total += fires.len();
+        let got_set: HashSet<&String> = got.iter().collect();
+        events_twice += got.len() - got_set.len();
+        if let Some(ids) = acked.get(&s) {
+            events_missing += ids.iter().filter(|id| !got_set.contains(id)).count();
+        }
+    }
+    let acked_total: usize = acked.values().map(HashSet::len).sum();
+    let expected_min = SPACES * (RUN.as_secs() as usize / 3) / 2;
+    checks.check(
+        "the fleet kept firing through the faults",
+        fires_total >= expected_min,
+        format!("{fires_total} occurrences delivered (at least {expected_min} expected)"),
+    );
+    checks.check(
+        "no due occurrence lost",
+        lost == 0 && overdue == 0,
+        format!(
+            "{lost} periods skipped or fired without a run, {overdue} entries overdue at the stop"
+        ),
+    );
+    checks.check(
+        "no occurrence delivered twice",
+        duplicated == 0,
+        format!("{duplicated} duplicate runs"),
+    );
+    checks.check(
+        "the schedule's counts agree with the runs",
+        runs_vs_count == 0,
+        format!("{runs_vs_count} spaces disagree"),
+    );
+    checks.check(
+        "every acknowledged event processed",
+        events_missing == 0 && acked_total > 0,
+        format!("{acked_total} acknowledged, {events_missing} never processed"),
+    );
+    checks.check(
+        "no event processed twice",
+        events_twice == 0,
+        format!("{events_twice} processed twice"),
+    );
+    checks.check(
+        "the slow event of the paused host processed once",
+        !slow_acked
+            || reads[SPACES - 1]
+                .1
+                .iter()
+                .filter(|g| *g == "slow-1")
+                .count()
+                == 1,
+        format!("acknowledged: {slow_acked}"),
+    );
+    takeovers.sort_unstable();
+    let (p50, p99) = (percentile(&takeovers, 0.5), percentile(&takeovers, 0.99));
+    println!(
+        "takeover after SIGKILL: {} of {} spaces held by the killed host taken over; p50 {p50} ms, p99 {p99} ms ({never_taken} had nothing left to do)",
+        takeovers.len(),
+        held_at_kill.len()
+    );
+    checks.check(
+        "the killed host's spaces taken over within the TTL + 1 s",
+        !takeovers.is_empty() && p99 <= TTL_MS + 1_000,
+        format!("p50 {p50} ms, p99 {p99} ms over {} spaces", takeovers.len()),
+    );
+    println!("{} passed, {} failed", checks.passed, checks.failed.len());
+    assert!(checks.failed.is_empty(), "{:#?}", checks.failed);
+}
