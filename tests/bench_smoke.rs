@@ -127,6 +127,8 @@ fn bench_fleet_prints_its_side_by_side_figures() {
             "with 1 host(s)",
             "with 2 host(s)",
             "with 3 host(s)",
+            "wakes (end to end, the host):",
+            "parked spaces on PostgreSQL: p50",
         ],
     );
 }

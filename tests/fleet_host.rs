@@ -56,17 +56,7 @@ fn c(h: &Host, space: &str, counter: Counter) -> i64 {
 }
 
 fn read(h: &Host, space: &str, piece: &str, path: &str) -> serde_json::Value {
-    h.ask_blocking(
-        space,
-        Trigger::Session,
-        spacewake::host::Read {
-            piece: Some(piece.into()),
-            doc: None,
-            path: parse_dotted(path),
-        },
-    )
-    .unwrap()
-    .value
+    common::read(h, space, piece, path)
 }
 
 #[test]
@@ -151,37 +141,22 @@ fn a_host_on_postgres_serves_and_fires_and_another_host_carries_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_with_a_postgres_store_hands_spaces_between_hosts() {
     use common::server::{spacewake, Server};
-    use common::wire::{connect, deploy, next_value, send, track};
-    use spacewake::protocol::Identity;
-    // The test's own PostgreSQL client may not block on this runtime's thread.
-    let url = tokio::task::spawn_blocking(|| common::pg::database("serve_store"));
-    let Some(url) = url.await.unwrap() else {
+    use common::wire::{connect, next_value, send, track};
+    let Some(f) = FleetOfTwo::start("serve_store").await else {
         return;
     };
-    let me = Identity::generate();
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let args = [
-        "--store",
-        url.as_str(),
-        "--lease-ttl-ms",
-        "3000",
-        "--lease-renew-ms",
-        "1000",
-    ];
-    let a = Server::start(dir_a.path(), &args);
-    let (mut c, _) = connect(&a, &me, "home").await;
-    let piece = deploy(&mut c, json!({"value": 0})).await;
-    track(&mut c, &piece, "value", None).await;
-    assert_eq!(next_value(&mut c).await.1, json!(0));
-    send(&mut c, &piece, "increment", json!({})).await;
-    assert_eq!(next_value(&mut c).await.1, json!(1));
-    c.close().await.unwrap();
+    let (url, me, a, piece) = (f.url, f.me, f.a, f.piece);
+    let (dir_b, args) = (f.dir_b, f.args);
+    f.on_a.close().await.unwrap();
     // A graceful stop parks the space and gives its lease back.
     a.signal(libc::SIGTERM);
     let mut a = a;
     assert!(a.wait_exit(std::time::Duration::from_secs(20)).is_some());
 
-    let b = Server::start(dir_b.path(), &args);
+    let b = Server::start(
+        dir_b.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     let (mut c, opened) = connect(&b, &me, "home").await;
     assert!(
         opened.head_seq >= 2,
@@ -192,6 +167,25 @@ async fn serve_with_a_postgres_store_hands_spaces_between_hosts() {
     send(&mut c, &piece, "increment", json!({})).await;
     assert_eq!(next_value(&mut c).await.1, json!(2));
     assert_eq!(b.space_counter("home", "lease", "refused"), 0);
+
+    // Operators see the fleet: each host's own counters plus the hosts the
+    // database knows, on the health route and in /metrics.
+    let fleet = b.stats()["fleet"].clone();
+    let me_b = fleet["self"].as_str().unwrap().to_string();
+    let hosts = fleet["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2, "{fleet}");
+    let row_b = hosts.iter().find(|h| h["holder"] == me_b.as_str()).unwrap();
+    assert_eq!(row_b["alive"], json!(true), "{fleet}");
+    assert_eq!(row_b["spacesHeld"], json!(1), "B holds home: {fleet}");
+    assert!(row_b["lastRenewalMs"].as_u64().unwrap() > 0, "{fleet}");
+    let (_, metrics) = common::server::http(&b.addr, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains(&format!(
+            "spacewake_fleet_host_spaces_held{{holder=\"{me_b}\",self=\"true\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("spacewake_fleet_host_alive{"), "{metrics}");
 
     // The operator's listing reads the fleet's database.
     let out = spacewake()
@@ -229,31 +223,16 @@ async fn serve_with_a_postgres_store_hands_spaces_between_hosts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_host_takes_a_space_over_once_its_holder_parks_it() {
     use common::server::Server;
-    use common::wire::{connect, deploy, next_value, send, track};
-    use spacewake::protocol::{ErrorCode, Identity, ServerMessage};
-    let url = tokio::task::spawn_blocking(|| common::pg::database("takeover_on_park"));
-    let Some(url) = url.await.unwrap() else {
+    use common::wire::{next_value, send, track};
+    use spacewake::protocol::{ErrorCode, ServerMessage};
+    let Some(f) = FleetOfTwo::start("takeover_on_park").await else {
         return;
     };
-    let me = Identity::generate();
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let args = [
-        "--store",
-        url.as_str(),
-        "--lease-ttl-ms",
-        "3000",
-        "--lease-renew-ms",
-        "1000",
-    ];
-    let a = Server::start(dir_a.path(), &args);
-    let b = Server::start(dir_b.path(), &args);
-    let (mut on_a, _) = connect(&a, &me, "home").await;
-    let piece = deploy(&mut on_a, json!({"value": 0})).await;
-    track(&mut on_a, &piece, "value", None).await;
-    assert_eq!(next_value(&mut on_a).await.1, json!(0));
-    send(&mut on_a, &piece, "increment", json!({})).await;
-    let (seen_seq, v) = next_value(&mut on_a).await;
-    assert_eq!(v, json!(1));
+    let (me, a, piece, on_a, seen_seq) = (f.me, f.a, f.piece, f.on_a, f.seen_seq);
+    let b = Server::start(
+        f.dir_b.path(),
+        &f.args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
 
     // While A serves the space (a session is open there), B refuses to
     // open it and says who holds it and when to try again.
@@ -308,4 +287,62 @@ async fn a_second_host_takes_a_space_over_once_its_holder_parks_it() {
             .is_none(),
         "no update twice"
     );
+}
+
+/// Two hosts' worth of setup on a fresh database: host A serving space
+/// `home` with a counter deployed, tracked and incremented to 1 by a
+/// session still open on A (`on_a`, whose last update was `seen_seq`);
+/// the arguments and data directory for a host B.
+struct FleetOfTwo {
+    url: String,
+    me: spacewake::protocol::Identity,
+    a: common::server::Server,
+    on_a: spacewake::protocol::client::Client,
+    piece: String,
+    seen_seq: u64,
+    args: Vec<String>,
+    dir_b: tempfile::TempDir,
+    _dir_a: tempfile::TempDir,
+}
+
+impl FleetOfTwo {
+    async fn start(test: &'static str) -> Option<FleetOfTwo> {
+        use common::wire::{connect, deploy, next_value, send, track};
+        // The test's own PostgreSQL client may not block on this runtime's thread.
+        let url = tokio::task::spawn_blocking(move || common::pg::database(test))
+            .await
+            .unwrap()?;
+        let me = spacewake::protocol::Identity::generate();
+        let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let args: Vec<String> = [
+            "--store",
+            &url,
+            "--lease-ttl-ms",
+            "3000",
+            "--lease-renew-ms",
+            "1000",
+        ]
+        .map(String::from)
+        .to_vec();
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let a = common::server::Server::start(dir_a.path(), &arg_refs);
+        let (mut on_a, _) = connect(&a, &me, "home").await;
+        let piece = deploy(&mut on_a, json!({"value": 0})).await;
+        track(&mut on_a, &piece, "value", None).await;
+        assert_eq!(next_value(&mut on_a).await.1, json!(0));
+        send(&mut on_a, &piece, "increment", json!({})).await;
+        let (seen_seq, v) = next_value(&mut on_a).await;
+        assert_eq!(v, json!(1));
+        Some(FleetOfTwo {
+            url,
+            me,
+            a,
+            on_a,
+            piece,
+            seen_seq,
+            args,
+            dir_b,
+            _dir_a: dir_a,
+        })
+    }
 }

@@ -6,7 +6,6 @@ use serde_json::json;
 use spacewake::clock::{Clock, ManualClock};
 use spacewake::host::{Host, HostConfig, Request, Trigger};
 use spacewake::metrics::{Counter, Counters};
-use spacewake::store::path::parse_dotted;
 use spacewake::store::{Store, StoreConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,17 +58,7 @@ fn c(h: &Host, space: &str, counter: Counter) -> i64 {
 }
 
 fn read(h: &Host, space: &str, piece: &str, path: &str) -> serde_json::Value {
-    h.ask_blocking(
-        space,
-        Trigger::Session,
-        spacewake::host::Read {
-            piece: Some(piece.into()),
-            doc: None,
-            path: parse_dotted(path),
-        },
-    )
-    .unwrap()
-    .value
+    common::read(h, space, piece, path)
 }
 
 /// The space's next wake as the host directory has it.

@@ -119,7 +119,164 @@ fn run_in(
             used.1 * 1e3 / herd as f64,
         );
     }
+
+    // 3. Scheduled wakes end to end: the real host (waker, engine, index
+    //    hook, write-first firing, wave) with every space due at once,
+    //    SQLite beside PostgreSQL with one, two and three hosts in this
+    //    process (each its own store, pool and waker on claims).
+    let ticker = super::schedule::template(&work.join("template"), super::schedule::TICKER)?;
+    let herd = n(10_000);
+    let sq = host_wakes(&work.join("host-wakes"), None, &ticker, herd, 1, &cpu)?;
+    println!(
+        "wakes (end to end, the host): {herd} parked spaces due at once, SQLite {:.0}/s, {:.2} ms CPU per wake (one host, max_scheduled 8)",
+        sq.0,
+        sq.1 .0 * 1e3 / herd as f64
+    );
+    for hosts in [1usize, 2, 3] {
+        let url = fresh_database(&url, server.is_some(), &format!("host_wakes{hosts}"))?;
+        let (rate, used, trips) = host_wakes(
+            &work.join("pg-wakes"),
+            Some(&url),
+            &ticker,
+            herd,
+            hosts,
+            &cpu,
+        )?;
+        println!(
+            "wakes (end to end, the host): {herd} parked spaces due at once, PostgreSQL {rate:.0}/s with {hosts} host(s) (ratio to SQLite {:.2}x; per wake: {trips:.1} round trips, client CPU {:.2} ms, server CPU {:.2} ms)",
+            sq.0 / rate,
+            used.0 * 1e3 / herd as f64,
+            used.1 * 1e3 / herd as f64,
+        );
+    }
+
+    // 4. Wake lateness on PostgreSQL: 1,000 parked spaces, one entry each,
+    //    due within one second, on the system clock; one host.
+    let late = n(1_000).min(1_000);
+    let url = fresh_database(&url, server.is_some(), "lateness")?;
+    lateness(&work.join("late"), &url, &ticker, late)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A new empty database beside `url`'s on a cluster of our own; the same
+/// database when the operator named one (`--store`), which must be empty.
+fn fresh_database(url: &str, own_cluster: bool, name: &str) -> anyhow::Result<String> {
+    if !own_cluster {
+        return Ok(url.to_string());
+    }
+    let base = url.rsplit_once('/').map_or(url, |(b, _)| b);
+    let mut c = postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls)?;
+    c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))?;
+    c.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    Ok(format!("{base}/{name}"))
+}
+
+/// `herd` parked spaces holding the ticker piece, all due at once, woken
+/// through `hosts` real hosts (PostgreSQL at `url`, else one host on SQLite
+/// files under `dir`): wakes/s, (client, server) CPU seconds, and round
+/// trips per wake (PostgreSQL).
+fn host_wakes(
+    dir: &Path,
+    url: Option<&str>,
+    t: &super::schedule::Template,
+    herd: usize,
+    hosts: usize,
+    cpu: &dyn Fn() -> Cpu,
+) -> anyhow::Result<(f64, (f64, f64), f64)> {
+    use crate::host::{Host, HostConfig};
+    let _ = std::fs::remove_dir_all(dir);
+    let clock = Arc::new(ManualClock::default());
+    let start_ms = crate::clock::Clock::now_ms(&*clock);
+    let open = |h: usize| -> anyhow::Result<Host> {
+        let mut cfg = StoreConfig::new(dir);
+        cfg.holder = Some(format!("bench-host-{h}/1"));
+        let store = match url {
+            Some(u) => Store::open_postgres(u, cfg, clock.clone(), Counters::new())?,
+            None => Store::open(cfg, clock.clone(), Counters::new())?,
+        };
+        let mut c = HostConfig {
+            idle_park_ms: 5,
+            ..HostConfig::default()
+        };
+        c.schedule.max_scheduled = 8;
+        c.schedule.backoff = crate::schedule::backoff::BackoffPolicy::disabled();
+        Ok(Host::new(store, c))
+    };
+    let fleet: Vec<Host> = (0..hosts).map(open).collect::<anyhow::Result<_>>()?;
+    let ids = super::schedule::names("herd", herd);
+    super::schedule::provision(fleet[0].store(), &ids, t)?;
+    // Period 1 of every entry is due by declaration + 60 min + 20 min.
+    clock.set_ms(start_ms + 81 * 60_000);
+    let sent = crate::store::postgres::statements_sent();
+    let before = cpu();
+    let began = Instant::now();
+    for h in &fleet {
+        h.start_waker();
+    }
+    let delivered = || -> i64 {
+        fleet
+            .iter()
+            .map(|h| {
+                h.counters()
+                    .host()
+                    .get(crate::metrics::Counter::ScheduleDelivered)
+            })
+            .sum()
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(900);
+    while delivered() < herd as i64 {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{} of {herd} wakes delivered",
+            delivered()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let secs = began.elapsed().as_secs_f64();
+    let used = cpu().since(before);
+    let trips = (crate::store::postgres::statements_sent() - sent) as f64 / herd as f64;
+    anyhow::ensure!(
+        delivered() == herd as i64,
+        "{} deliveries for {herd} due wakes",
+        delivered()
+    );
+    for h in &fleet {
+        h.shutdown();
+    }
+    Ok((herd as f64 / secs, used, trips))
+}
+
+/// Wake lateness through one host on PostgreSQL: `n` parked spaces, one
+/// entry each, due spread over one second on the system clock.
+fn lateness(dir: &Path, url: &str, t: &super::schedule::Template, n: usize) -> anyhow::Result<()> {
+    use crate::host::{Host, HostConfig};
+    let _ = std::fs::remove_dir_all(dir);
+    let store = Store::open_postgres(
+        url,
+        StoreConfig::new(dir),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )?;
+    let host = Host::new(
+        store,
+        HostConfig {
+            idle_park_ms: 5,
+            ..HostConfig::default()
+        },
+    );
+    let ids = super::schedule::names("late", n);
+    super::schedule::provision(host.store(), &ids, t)?;
+    let slots: Vec<(String, u32, u64)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), 0, (i as u64 * 1_000) / n as u64))
+        .collect();
+    super::schedule::measure_lateness(
+        &host,
+        &t.piece,
+        &slots,
+        &format!("{n} parked spaces on PostgreSQL"),
+    )
 }
 
 fn sqlite_store(dir: &Path) -> anyhow::Result<Store> {
@@ -180,9 +337,14 @@ fn server_cpu_seconds(data: &Path) -> f64 {
         };
         let f: Vec<&str> = rest.split_whitespace().collect();
         let ppid: u32 = f.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let field = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         if pid == pm || ppid == pm {
-            ticks += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            ticks += f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            ticks += field(11) + field(12);
+        }
+        if pid == pm {
+            // Backends that exited (a pooled connection closed) count in
+            // the postmaster's reaped-children time.
+            ticks += field(13) + field(14);
         }
     }
     ticks as f64 / tick

@@ -156,7 +156,7 @@ pub fn run(scale: f64, only: &[Figure], wake_rounds: u32) -> anyhow::Result<Exit
 
 /// A piece as deployed through the runtime: every document it wrote.
 pub(super) struct Template {
-    piece: String,
+    pub(super) piece: String,
     docs: Vec<(String, Value)>,
 }
 
@@ -802,7 +802,7 @@ fn place(
 /// Places the slots in the index so they fall due shortly after the
 /// placing is done, starts the waker, and prints lateness percentiles from
 /// the fire history.
-fn measure_lateness(
+pub(super) fn measure_lateness(
     host: &Host,
     piece: &str,
     slots: &[(String, u32, u64)],

@@ -120,7 +120,9 @@ fn act_on_claim(
         }
     };
     let fire = matches!(req, Request::FireDue);
-    if fire && inner.skip_for_budget(&c.space, None) {
+    // The claim read whether the space has a policy of its own: without
+    // one and without a host budget, the check opens nothing.
+    if fire && inner.skip_for_budget(&c.space, Some(c.has_policy)) {
         // Skipped: advanced and counted, never activated.
         give_back("skipped for budget");
         return;
@@ -193,6 +195,7 @@ mod tests {
             },
             next_wake_ms,
             undelivered,
+            has_policy: false,
         }
     }
 

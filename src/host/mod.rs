@@ -535,8 +535,14 @@ impl Host {
         (ms > 0).then(|| std::time::Duration::from_millis(ms))
     }
 
-    /// Boot discovery: activates every space an arm names.
+    /// Boot discovery: activates every space an arm names. On a fleet's
+    /// database it does nothing: the waker's first pass claims what needs
+    /// a host fleet-wide, taking each space's lease in the same statement,
+    /// where activating here could race the hosts already serving them.
     pub fn boot(&self) -> crate::store::StoreResult<usize> {
+        if self.inner.store.postgres().is_some() {
+            return Ok(0);
+        }
         let now = self.inner.clock.now_ms();
         let found = self.inner.store.directory().discover(now)?;
         let mut n = 0usize;

@@ -168,6 +168,33 @@ pub trait IndexHook: Send + Sync + 'static {
     fn on_commit(&self, commit: &CommitView<'_>, plane: &mut PlaneTx<'_>) -> Result<(), String>;
 }
 
+/// Runs the index hooks (for a commit that has a seq) and then the
+/// caller's extension inside a commit's transaction, in that order: the
+/// one rule both backends keep. An error from either refuses the commit.
+pub(crate) fn run_commit_hooks(
+    hooks: &[std::sync::Arc<dyn IndexHook>],
+    view: &CommitView<'_>,
+    plane: &mut PlaneTx<'_>,
+    counters: &crate::metrics::SpaceCounters,
+    extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
+) -> StoreResult<()> {
+    if view.seq != 0 {
+        for hook in hooks {
+            if let Err(reason) = hook.on_commit(view, plane) {
+                counters.inc(crate::metrics::Counter::HookFailures);
+                return Err(super::error::StoreError::Hook {
+                    hook: hook.name().to_string(),
+                    reason,
+                });
+            }
+        }
+    }
+    extra(view, plane).map_err(|reason| super::error::StoreError::Hook {
+        hook: "commit extension".into(),
+        reason,
+    })
+}
+
 /// The declared part of a schedule row (see [`PlaneTx::declared`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeclaredRow {

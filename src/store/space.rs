@@ -23,7 +23,7 @@ use super::log::{
     has_undelivered, read_doc, undelivered_events, validate_name,
 };
 use super::path::{get_at, PathSeg};
-use super::plane::{self, CommitView, LedgerRow, PlaneTx, ScheduleRow};
+use super::plane::{self, run_commit_hooks, CommitView, LedgerRow, PlaneTx, ScheduleRow};
 use super::plane_sqlite::{self, SqlitePlane};
 use super::records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocRead,
@@ -357,27 +357,13 @@ impl FileSpace {
             ops: &view_ops,
             events: &records,
         };
-        if seq.is_some() {
-            let hooks = self
-                .shared
-                .hooks
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            for hook in hooks.iter() {
-                if let Err(reason) = hook.on_commit(&view, &mut plane) {
-                    self.counters.inc(Counter::HookFailures);
-                    return Err(StoreError::Hook {
-                        hook: hook.name().to_string(),
-                        reason,
-                    });
-                }
-            }
-        }
-        extra(&view, &mut plane).map_err(|reason| StoreError::Hook {
-            hook: "commit extension".into(),
-            reason,
-        })?;
+        let hooks = self
+            .shared
+            .hooks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        run_commit_hooks(&hooks, &view, &mut plane, &self.counters, extra)?;
         if let Some(poison) = &self.shared.cfg.refuse_delivering {
             if !req.watermarks.is_empty() && delivers(&tx, &path, poison)? {
                 return Err(StoreError::InvalidCommit(format!(

@@ -109,6 +109,26 @@ pub fn jump_and_let_the_waker_look(host: &spacewake::host::Host, clock: &ManualC
     }
 }
 
+/// A piece's value at a dotted `path`, read through the host as a session would.
+pub fn read(
+    host: &spacewake::host::Host,
+    space: &str,
+    piece: &str,
+    path: &str,
+) -> serde_json::Value {
+    host.ask_blocking(
+        space,
+        spacewake::host::Trigger::Session,
+        spacewake::host::Read {
+            piece: Some(piece.into()),
+            doc: None,
+            path: spacewake::store::path::parse_dotted(path),
+        },
+    )
+    .unwrap()
+    .value
+}
+
 /// Creates `space` and deploys `source` (one file, `p.tsx`) into it.
 pub fn deploy_source(host: &spacewake::host::Host, space: &str, source: &str) -> String {
     host.store().create_space(space, "did:key:owner").unwrap();

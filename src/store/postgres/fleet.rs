@@ -18,6 +18,8 @@ pub struct Claim {
     pub next_wake_ms: Option<u64>,
     /// Whether it had undelivered events.
     pub undelivered: bool,
+    /// Whether it has a policy of its own (a scheduled budget may apply).
+    pub has_policy: bool,
 }
 
 impl PgStore {
@@ -32,12 +34,15 @@ impl PgStore {
     pub fn claim_due(&self, now_ms: u64, limit: usize) -> StoreResult<Vec<Claim>> {
         let mut c = self.inner.take()?;
         let holder = self.inner.holder.clone();
+        let sent_ms = self.inner.clock.monotonic_ms();
         let rows = c
             .db()
             .query(
                 &format!(
                     "WITH due AS ( \
-                       SELECT s.id, s.next_wake_ms, s.undelivered FROM spaces s \
+                       SELECT s.id, s.next_wake_ms, s.undelivered, \
+                         EXISTS (SELECT 1 FROM space_policy p WHERE p.space = s.id) AS policy \
+                       FROM spaces s \
                        WHERE s.wake_at_ms <= $1 AND s.quarantined IS NULL \
                        AND NOT EXISTS (SELECT 1 FROM execution_lease l \
                                        WHERE l.space = s.id AND l.expires_at > clock_timestamp()) \
@@ -52,7 +57,7 @@ impl PgStore {
                          renewed_at = excluded.renewed_at \
                          WHERE l.expires_at <= clock_timestamp() \
                        RETURNING space, epoch, {MS} AS ms) \
-                     SELECT t.space, t.epoch, t.ms, d.next_wake_ms, d.undelivered \
+                     SELECT t.space, t.epoch, t.ms, d.next_wake_ms, d.undelivered, d.policy \
                      FROM taken t JOIN due d ON d.id = t.space ORDER BY t.space"
                 ),
                 &[
@@ -74,9 +79,12 @@ impl PgStore {
                 },
                 next_wake_ms: r.get::<_, Option<i64>>(3).map(|v| v.max(0) as u64),
                 undelivered: r.get(4),
+                has_policy: r.get(5),
             })
             .collect();
+        let mut held = self.inner.held.lock().unwrap_or_else(|p| p.into_inner());
         for cl in &claims {
+            held.insert(cl.space.clone(), (cl.lease.tenure, sent_ms));
             let sc = self.inner.counters.space(&cl.space);
             sc.inc(Counter::LeaseAcquired);
             sc.inc(Counter::FleetClaims);
@@ -100,6 +108,13 @@ impl PgStore {
                 ],
             )
             .doing("giving a claim back")?;
+        let mut held = self.inner.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held
+            .get(&claim.space)
+            .is_some_and(|h| h.0 == claim.lease.tenure)
+        {
+            held.remove(&claim.space);
+        }
         Ok(())
     }
 

@@ -164,7 +164,12 @@ pub(super) fn list_fires<C: GenericClient>(
             "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
              FROM (SELECT * FROM schedule_fires WHERE space = $1 AND piece = $2 AND entry = $3 \
              ORDER BY fired_ms DESC, event_id DESC LIMIT $4) newest ORDER BY fired_ms, event_id",
-            &[&space, &piece, &(entry as i32), &(keep as i64)],
+            &[
+                &space,
+                &piece,
+                &(entry as i32),
+                &(keep.min(i64::MAX as usize) as i64),
+            ],
         )
         .doing("reading fires")?;
     Ok(rows

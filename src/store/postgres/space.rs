@@ -9,7 +9,9 @@ use crate::store::contract::SpaceStore;
 use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreError, StoreResult};
 use crate::store::log::{check_watermark, resolve_op, validate_name};
-use crate::store::plane::{ActionCost, CommitView, FireRecord, LedgerRow, PlaneTx, ScheduleRow};
+use crate::store::plane::{
+    run_commit_hooks, ActionCost, CommitView, FireRecord, LedgerRow, PlaneTx, ScheduleRow,
+};
 use crate::store::records::{
     AppliedOp, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
     EventRecord, Lease, LoggedOp, NewEvent, StreamState,
@@ -25,10 +27,6 @@ pub struct PgSpace {
     path: std::path::PathBuf,
     counters: SpaceCounters,
     conn: Pooled,
-    /// The lease this handle took or renewed last: its epoch, and the
-    /// monotonic time at which that request was sent (a conservative start
-    /// for its TTL).
-    held: Option<(u64, u64)>,
     /// Set when this space's rows failed validation: it is set aside.
     quarantined: Option<String>,
 }
@@ -40,7 +38,6 @@ impl PgSpace {
             path: format!("postgres: space {id}").into(),
             counters,
             conn,
-            held: None,
             quarantined: None,
         }
     }
@@ -179,6 +176,42 @@ impl PgSpace {
         }
     }
 
+    /// The lease this process took or renewed last for this space, through
+    /// any handle (a tenure's, or the lease keeper's): its epoch, and the
+    /// monotonic time at which that request was sent (a conservative start
+    /// for its TTL).
+    fn held(&self) -> Option<(u64, u64)> {
+        self.conn
+            .pool
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&self.id)
+            .copied()
+    }
+
+    fn set_held(&self, epoch: u64, sent_ms: u64) {
+        self.conn
+            .pool
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.id.clone(), (epoch, sent_ms));
+    }
+
+    /// Forgets the hold of `epoch` (a later taking stays).
+    fn clear_held(&self, epoch: u64) {
+        let mut held = self
+            .conn
+            .pool
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if held.get(&self.id).is_some_and(|h| h.0 == epoch) {
+            held.remove(&self.id);
+        }
+    }
+
     fn monotonic_ms(&self) -> u64 {
         self.conn.pool.clock.monotonic_ms()
     }
@@ -189,7 +222,7 @@ impl PgSpace {
     /// any other is left to the database's check.
     fn self_fenced(&self, lease: &Lease) -> bool {
         let (num, den) = SELF_FENCE_NUM_DEN;
-        match self.held {
+        match self.held() {
             Some((epoch, sent_ms)) if epoch == lease.tenure && lease.holder == self.holder() => {
                 self.monotonic_ms().saturating_sub(sent_ms)
                     >= self.conn.pool.lease_ttl_ms * num / den
@@ -297,7 +330,7 @@ impl PgSpace {
         self.live()?;
         let id = self.id.clone();
         let holder = self.holder();
-        let held = self.held.map(|h| h.0);
+        let held = self.held().map(|h| h.0);
         let counters = self.counters.clone();
         let (client, cache) = self.conn.parts();
         STATEMENTS.fetch_add(2, Ordering::Relaxed);
@@ -354,7 +387,7 @@ impl PgSpace {
                     "this host's clock says the lease at epoch {} may have expired \
                      (no renewal for {} ms of its {} ms TTL)",
                     l.tenure,
-                    self.monotonic_ms() - self.held.map_or(0, |h| h.1),
+                    self.monotonic_ms() - self.held().map_or(0, |h| h.1),
                     self.conn.pool.lease_ttl_ms
                 )));
             }
@@ -505,21 +538,7 @@ impl PgSpace {
             ops: &view_ops,
             events: &records,
         };
-        if seq.is_some() {
-            for hook in hooks.iter() {
-                if let Err(reason) = hook.on_commit(&view, &mut plane) {
-                    counters.inc(Counter::HookFailures);
-                    return Err(StoreError::Hook {
-                        hook: hook.name().to_string(),
-                        reason,
-                    });
-                }
-            }
-        }
-        extra(&view, &mut plane).map_err(|reason| StoreError::Hook {
-            hook: "commit extension".into(),
-            reason,
-        })?;
+        run_commit_hooks(&hooks, &view, &mut plane, &counters, extra)?;
         let schedule_touched = plane.schedule_touched;
         let appended: Vec<String> = records.into_iter().map(|r| r.event_id).collect();
 
@@ -548,10 +567,12 @@ impl PgSpace {
         txn.commit().doing("committing")?;
         self.tell_earlier(earlier);
         if let Some(t) = &taken {
-            self.held = Some((t.tenure, sent_ms));
+            self.set_held(t.tenure, sent_ms);
         }
         if released {
-            self.held = None;
+            if let Some(l) = &req.lease {
+                self.clear_held(l.tenure);
+            }
         }
 
         if seq.is_some() {
@@ -956,7 +977,7 @@ impl SpaceStore for PgSpace {
         if let Some(l) = &lease {
             txn.commit().doing("taking the lease")?;
             self.counters.inc(Counter::LeaseAcquired);
-            self.held = Some((l.tenure, sent_ms));
+            self.set_held(l.tenure, sent_ms);
         }
         Ok(lease)
     }
@@ -981,7 +1002,7 @@ impl SpaceStore for PgSpace {
         match row {
             Some(r) => {
                 self.counters.inc(Counter::LeaseRenewed);
-                self.held = Some((held.tenure, sent_ms));
+                self.set_held(held.tenure, sent_ms);
                 Ok(Some(lease_from_row(held.holder.clone(), &r)))
             }
             None => Ok(None),
@@ -993,9 +1014,7 @@ impl SpaceStore for PgSpace {
         if release(&mut self.conn.db(), &self.id, held)? == 1 {
             self.counters.inc(Counter::LeaseReleased);
         }
-        if self.held.is_some_and(|h| h.0 == held.tenure) {
-            self.held = None;
-        }
+        self.clear_held(held.tenure);
         Ok(())
     }
 
