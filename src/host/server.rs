@@ -857,8 +857,14 @@ impl Server {
     fn turn(&mut self) -> Result<(), RuntimeError> {
         // A brief tenure nobody joined parks as soon as its work is done:
         // its last wave gives the lease back in its own commit.
-        let parks_after =
-            self.life.brief() && self.sessions.is_empty() && self.life.hold_until().is_none();
+        // Not on a fleet's database: there another host may take the space
+        // the moment the lease is given back, and work arriving before this
+        // server parks would take the lease again over a runtime whose
+        // documents that host has since changed. It is given back at park.
+        let parks_after = self.life.brief()
+            && self.sessions.is_empty()
+            && self.life.hold_until().is_none()
+            && !self.rt.space().shared_by_fleet();
         self.rt.release_with_last_wave(parks_after);
         // While the turn runs, the keeper renews the lease if it runs long.
         let keeper = self.inner.keeper.clone();

@@ -1,5 +1,7 @@
 //! The waker: one host thread that sleeps until the earliest due wake in the
-//! host directory and dispatches due spaces to their space servers.
+//! host directory and dispatches due spaces to their space servers. On a
+//! fleet's database its pass is `fleet_waker::pass` (claims) instead of
+//! [`directory_pass`]; the loop, the clock and the pokes are the same.
 //!
 //! The decisions of a pass are [`plan`], a pure function of what the pass
 //! read; `run` and `carry_out` are the shell around it.
@@ -168,40 +170,12 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
         prepared.retain(|_, due| *due > now);
         // Activations a live lease refused, retried once it can expire.
         inner.retry_after_leases(now);
-        let wake_at = if let Some(pg) = inner.store.postgres() {
+        let wake_at = match inner.store.postgres() {
             // A fleet's database: claims instead of the directory's window.
-            super::fleet_waker::pass(&inner, pg, now, &mut deferred, &mut last_heartbeat)
-        } else {
-            loop {
-                // In flight before reading the directory: a firing that finishes
-                // in between has already moved its space's wake there.
-                let in_flight: HashSet<String> = inner.scheduled_in_flight();
-                let known = in_flight.len() + deferred.len() + prepared.len();
-                let window = pass_window(known, cap, prepare_cap);
-                let upcoming = match inner.store.directory().upcoming_wakes(window) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::error!(error = %e, "waker cannot read the directory");
-                        Vec::new()
-                    }
-                };
-                let p = plan(&PassInput {
-                    now_ms: now,
-                    upcoming: &upcoming,
-                    in_flight: &in_flight,
-                    deferred: &deferred,
-                    prepared: &prepared,
-                    lease_retry_ms: inner.next_lease_retry(),
-                    lead_ms: inner.cfg.schedule.lead_ms,
-                    cap,
-                    prepare_cap,
-                    host_budget: inner.cfg.schedule.scheduled_budget_us.is_some(),
-                });
-                let short = carry_out(&inner, &p, now, &mut deferred, &mut prepared);
-                if !(p.capped && short) {
-                    break p.wake_at_ms;
-                }
+            Some(pg) => {
+                super::fleet_waker::pass(&inner, pg, now, &mut deferred, &mut last_heartbeat)
             }
+            None => directory_pass(&inner, now, cap, prepare_cap, &mut deferred, &mut prepared),
         };
         for space in inner.take_nothing_due() {
             deferred.insert(space, now + EARLY_HOLDOFF_MS);
@@ -218,6 +192,50 @@ pub(crate) fn run(inner: Arc<HostInner>, rx: Receiver<()>) {
         match rx.recv_timeout(sleep) {
             Ok(()) | Err(RecvTimeoutError::Timeout) => while rx.try_recv().is_ok() {},
             Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// One pass over the SQLite directory's window of upcoming wakes: plans
+/// (the pure [`plan`]) and carries the plan out, again at once while the
+/// cap left due spaces waiting and a planned firing did not happen.
+/// Returns when to look again.
+fn directory_pass(
+    inner: &Arc<HostInner>,
+    now: u64,
+    cap: usize,
+    prepare_cap: usize,
+    deferred: &mut HashMap<String, u64>,
+    prepared: &mut HashMap<String, u64>,
+) -> Option<u64> {
+    loop {
+        // In flight before reading the directory: a firing that finishes
+        // in between has already moved its space's wake there.
+        let in_flight: HashSet<String> = inner.scheduled_in_flight();
+        let known = in_flight.len() + deferred.len() + prepared.len();
+        let window = pass_window(known, cap, prepare_cap);
+        let upcoming = match inner.store.directory().upcoming_wakes(window) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "waker cannot read the directory");
+                Vec::new()
+            }
+        };
+        let p = plan(&PassInput {
+            now_ms: now,
+            upcoming: &upcoming,
+            in_flight: &in_flight,
+            deferred,
+            prepared,
+            lease_retry_ms: inner.next_lease_retry(),
+            lead_ms: inner.cfg.schedule.lead_ms,
+            cap,
+            prepare_cap,
+            host_budget: inner.cfg.schedule.scheduled_budget_us.is_some(),
+        });
+        let short = carry_out(inner, &p, now, deferred, prepared);
+        if !(p.capped && short) {
+            return p.wake_at_ms;
         }
     }
 }

@@ -56,8 +56,14 @@ struct Decision {
 fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled: bool) -> Decision {
     let mut next = row.clone();
     let mut entropy = rand::random::<u64>;
-    // A pending retry of a failed occurrence goes first.
-    if let Some(retry_ms) = row.retry_due_ms.filter(|r| *r <= now_ms) {
+    // A pending retry of a failed occurrence goes first: when it is due,
+    // and also, ahead of its back-off, when the entry's next regular
+    // period is due — the regular one fires on the next pass, so a failed
+    // occurrence is retried or dead-lettered, never dropped by the next.
+    let retry_now = row
+        .retry_due_ms
+        .filter(|r| *r <= now_ms || row.next_due_ms <= now_ms);
+    if let Some(retry_ms) = retry_now {
         let base = row
             .inflight_event
             .as_deref()
@@ -114,7 +120,8 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled:
     if enabled {
         next.fired_count += 1;
         next.last_fired_ms = Some(now_ms);
-        // A new occurrence starts its own attempts; an older retry is superseded.
+        // A new occurrence starts its own attempts (a pending retry of an
+        // older one went first, above).
         next.attempts = 0;
         next.retry_due_ms = None;
     }
