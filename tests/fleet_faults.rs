@@ -500,19 +500,7 @@ async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            let read = |s: &str, piece: &str, path: &str| -> Value {
-                host.ask_blocking(
-                    s,
-                    spacewake::host::Trigger::Session,
-                    spacewake::host::Read {
-                        piece: Some(piece.into()),
-                        doc: None,
-                        path: spacewake::store::path::parse_dotted(path),
-                    },
-                )
-                .unwrap()
-                .value
-            };
+            let read = |s: &str, piece: &str, path: &str| common::read(&host, s, piece, path);
             let out: Vec<(Vec<String>, Vec<String>)> = (0..SPACES)
                 .map(|i| {
                     let strings = |v: Value| -> Vec<String> {
