@@ -468,6 +468,25 @@ async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
     let reads = {
         let (url, pieces) = (url.clone(), pieces.clone());
         tokio::task::spawn_blocking(move || {
+            // A space a stopped host abandoned keeps its lease until the
+            // TTL ends: wait for every lease to end before reading.
+            let mut c = db(&url);
+            let start = Instant::now();
+            while c
+                .query_one(
+                    "SELECT count(*) FROM execution_lease WHERE expires_at > clock_timestamp()",
+                    &[],
+                )
+                .unwrap()
+                .get::<_, i64>(0)
+                > 0
+            {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "leases still live"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
             // A clock long before every due time: this host delivers what
             // is undelivered and fires nothing while the test reads.
             let clock: Arc<dyn spacewake::clock::Clock> =
