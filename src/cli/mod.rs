@@ -155,8 +155,6 @@ pub enum Command {
         #[arg(long, default_value = "")]
         path: String,
     },
-    /// Internal helpers used by the crash and multi-host tests.
-    #[command(hide = true)]
     /// Start a PostgreSQL for development in DIR (created the first
     /// time, kept running after this command) and print its URL; `--stop`
     /// stops it. Uses the machine's server binaries (the distribution's
@@ -167,6 +165,8 @@ pub enum Command {
         #[arg(long)]
         stop: bool,
     },
+    /// Internal helpers used by the crash and multi-host tests.
+    #[command(hide = true)]
     Debug {
         #[command(subcommand)]
         which: DebugCommand,

@@ -20,7 +20,7 @@
 //! A pass also sends this host's heartbeat for the fleet view, at most once
 //! per lease renewal interval.
 
-use super::{HostError, HostInner, Request, Trigger};
+use super::{HostInner, Request, Trigger};
 use crate::metrics::Counter;
 use crate::store::postgres::{Claim, PgStore};
 use std::collections::HashMap;
@@ -138,11 +138,7 @@ fn act_on_claim(
         tracing::warn!(space = %c.space, error = %e, "claimed activation refused");
         inner.end_scheduled(&c.space);
         give_back("activation refused");
-        let wait = match &e {
-            HostError::HeldElsewhere { retry_in_ms, .. }
-            | HostError::BackingOff { retry_in_ms, .. } => (*retry_in_ms).max(1),
-            _ => inner.retry_delay_ms(RECHECK_MS),
-        };
+        let wait = super::waker::refused_wait(inner, &e, RECHECK_MS);
         deferred.insert(c.space.clone(), now + wait);
     }
 }

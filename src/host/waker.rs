@@ -240,6 +240,17 @@ fn directory_pass(
     }
 }
 
+/// How long a refused scheduled activation is left alone: until the
+/// refusal says it may work (another holder's lease can expire, the
+/// back-off ends), else the host's failure delay, at least `at_least`.
+pub(super) fn refused_wait(inner: &HostInner, e: &HostError, at_least: u64) -> u64 {
+    match e {
+        HostError::HeldElsewhere { retry_in_ms, .. }
+        | HostError::BackingOff { retry_in_ms, .. } => (*retry_in_ms).max(1),
+        _ => inner.retry_delay_ms(at_least),
+    }
+}
+
 /// The effects of a plan, in its order. True when a planned firing did not
 /// happen (skipped for budget, already in flight, refused), so its slot is
 /// free for another due space.
@@ -278,14 +289,10 @@ fn carry_out(
             tracing::warn!(space = %space, error = %e, "scheduled activation refused");
             inner.end_scheduled(space);
             short = true;
-            // Until the refusal says it may work: when another holder's
-            // lease can expire, or the back-off ends.
-            let wait = match &e {
-                HostError::HeldElsewhere { retry_in_ms, .. }
-                | HostError::BackingOff { retry_in_ms, .. } => (*retry_in_ms).max(1),
-                _ => inner.retry_delay_ms(EARLY_HOLDOFF_MS),
-            };
-            deferred.insert(space.clone(), now + wait);
+            deferred.insert(
+                space.clone(),
+                now + refused_wait(inner, &e, EARLY_HOLDOFF_MS),
+            );
         }
     }
     short
