@@ -618,9 +618,21 @@ impl Counters {
 
     /// Prometheus text exposition of every counter, host-wide and per space.
     pub fn prometheus_text(self: &Arc<Self>) -> String {
+        self.prometheus_text_with(Vec::new())
+    }
+
+    /// [`Counters::prometheus_text`] with more metric families beside the
+    /// counters (the fleet view on a fleet's database).
+    pub fn prometheus_text_with(
+        self: &Arc<Self>,
+        extra: Vec<Box<dyn prometheus_client::collector::Collector>>,
+    ) -> String {
         use prometheus_client::registry::Registry;
         let mut registry = Registry::default();
         registry.register_collector(Box::new(PromCollector(self.clone())));
+        for c in extra {
+            registry.register_collector(c);
+        }
         let mut out = String::new();
         // Encoding into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);

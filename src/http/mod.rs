@@ -122,10 +122,13 @@ fn fleet_view(s: &HttpState) -> Option<serde_json::Value> {
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
-    let mut text = s.host.counters().prometheus_text();
+    let mut extra: Vec<Box<dyn prometheus_client::collector::Collector>> = Vec::new();
     if let Some(pg) = s.host.store().postgres() {
         if let Ok(hosts) = crate::store::off_runtime(|| pg.fleet()) {
-            text = with_fleet_metrics(text, pg.holder(), &hosts);
+            extra.push(Box::new(FleetGauges {
+                me: pg.holder().to_string(),
+                hosts,
+            }));
         }
     }
     (
@@ -133,59 +136,78 @@ async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        text,
+        s.host.counters().prometheus_text_with(extra),
     )
 }
 
-/// Adds the fleet view as gauges labelled by host, before the exposition's
-/// `# EOF`.
-fn with_fleet_metrics(
-    mut text: String,
-    me: &str,
-    hosts: &[crate::store::postgres::FleetHost],
-) -> String {
-    use crate::store::postgres::FleetHost;
-    use std::fmt::Write as _;
-    let body_end = text.rfind("# EOF").unwrap_or(text.len());
-    let eof = text.split_off(body_end);
-    let label = |h: &str| h.replace('\\', "\\\\").replace('"', "\\\"");
-    type Gauge = (&'static str, &'static str, fn(&FleetHost) -> f64);
-    let gauges: [Gauge; 4] = [
-        (
-            "spacewake_fleet_host_alive",
-            "1 while the host holds a lease live or heartbeats within a TTL",
-            |h| f64::from(u8::from(h.alive)),
-        ),
-        (
-            "spacewake_fleet_host_spaces_held",
-            "Spaces whose lease the host holds live",
-            |h| h.spaces_held as f64,
-        ),
-        (
-            "spacewake_fleet_host_last_renewal_seconds",
-            "When the host last took or renewed a lease (database clock, Unix seconds)",
-            |h| h.last_renewal_ms as f64 / 1000.0,
-        ),
-        (
-            "spacewake_fleet_host_last_seen_seconds",
-            "The host's last heartbeat (database clock, Unix seconds)",
-            |h| h.last_seen_ms as f64 / 1000.0,
-        ),
-    ];
-    for (name, help, value) in gauges {
-        let _ = writeln!(text, "# TYPE {name} gauge\n# HELP {name} {help}.");
-        for h in hosts {
-            let _ = writeln!(
-                text,
-                "{name}{{holder=\"{}\",self=\"{}\"}} {}",
-                label(&h.holder),
-                h.holder == me,
-                value(h)
-            );
+/// The fleet view as gauges labelled by host (`holder`, and `self` for the
+/// host answering).
+#[derive(Debug)]
+struct FleetGauges {
+    me: String,
+    hosts: Vec<crate::store::postgres::FleetHost>,
+}
+
+impl prometheus_client::collector::Collector for FleetGauges {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use crate::store::postgres::FleetHost;
+        use prometheus_client::encoding::{EncodeGaugeValue, EncodeMetric};
+        use prometheus_client::metrics::gauge::ConstGauge;
+        fn family<T: EncodeGaugeValue + Default + std::fmt::Debug>(
+            encoder: &mut prometheus_client::encoding::DescriptorEncoder<'_>,
+            g: &FleetGauges,
+            (name, help, value): (&str, &str, fn(&FleetHost) -> T),
+        ) -> Result<(), std::fmt::Error> {
+            let proto = ConstGauge::new(T::default());
+            let mut family = encoder.encode_descriptor(name, help, None, proto.metric_type())?;
+            for h in &g.hosts {
+                let me = if h.holder == g.me { "true" } else { "false" };
+                let labels = [("holder", h.holder.as_str()), ("self", me)];
+                ConstGauge::new(value(h)).encode(family.encode_family(&labels)?)?;
+            }
+            Ok(())
         }
+        family::<i64>(
+            &mut encoder,
+            self,
+            (
+                "spacewake_fleet_host_alive",
+                "1 while the host holds a lease live or heartbeats within a TTL",
+                |h| i64::from(h.alive),
+            ),
+        )?;
+        family::<i64>(
+            &mut encoder,
+            self,
+            (
+                "spacewake_fleet_host_spaces_held",
+                "Spaces whose lease the host holds live",
+                |h| h.spaces_held as i64,
+            ),
+        )?;
+        family::<f64>(
+            &mut encoder,
+            self,
+            (
+                "spacewake_fleet_host_last_renewal_seconds",
+                "When the host last took or renewed a lease (database clock, Unix seconds)",
+                |h| h.last_renewal_ms as f64 / 1000.0,
+            ),
+        )?;
+        family::<f64>(
+            &mut encoder,
+            self,
+            (
+                "spacewake_fleet_host_last_seen_seconds",
+                "The host's last heartbeat (database clock, Unix seconds)",
+                |h| h.last_seen_ms as f64 / 1000.0,
+            ),
+        )?;
+        Ok(())
     }
-    text.push_str(&eof);
-    text
 }
 
 async fn ws(State(s): State<HttpState>, upgrade: WebSocketUpgrade) -> Response {
