@@ -407,16 +407,25 @@ pub struct EntryView {
     pub space: String,
     /// The interval after back-off (`intervalMinutes × backoffFactor`).
     pub effective_interval_minutes: u64,
+    /// The most delivery attempts of a pending occurrence (0: none).
+    pub attempts: u32,
+    /// The earliest planned retry among the pending occurrences.
+    pub retry_due_ms: Option<u64>,
+    /// The newest wake event in flight.
+    pub inflight_event: Option<String>,
     #[serde(flatten)]
     pub row: ScheduleRow,
 }
 
 impl EntryView {
-    fn new(space: &str, row: ScheduleRow) -> EntryView {
+    pub fn new(space: &str, row: ScheduleRow) -> EntryView {
         EntryView {
             space: space.to_string(),
             effective_interval_minutes: grid::interval_ms(row.interval_minutes, row.backoff_factor)
                 / grid::MINUTE_MS,
+            attempts: row.attempts(),
+            retry_due_ms: row.retry_due_ms(),
+            inflight_event: row.inflight_event().map(str::to_string),
             row,
         }
     }

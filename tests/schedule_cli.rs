@@ -16,7 +16,8 @@ use spacewake::schedule::fire::{fire_due, FIRE_HISTORY};
 use spacewake::schedule::grid::MINUTE_MS;
 use spacewake::schedule::{occurrence_event_id, Jitter, ScheduleIndexHook};
 use spacewake::store::{
-    Author, CommitClass, CommitRequest, DocOp, ScheduleRow, ScheduleStatus, Store, StoreConfig,
+    Author, CommitClass, CommitRequest, DocOp, PendingWake, ScheduleRow, ScheduleStatus, Store,
+    StoreConfig,
 };
 use std::path::Path;
 use std::process::{Command, Output};
@@ -225,8 +226,7 @@ fn list_shows_backoff_retries_and_history_columns() {
     d.declare("home", PIECE, &[60]);
     let mut r = d.row("home", PIECE, 0);
     r.backoff_factor = 4;
-    r.retry_due_ms = Some(r.next_due_ms - 5 * MINUTE_MS);
-    r.attempts = 2;
+    r.pending = vec![pending(&r, 2, r.next_due_ms - 5 * MINUTE_MS)];
     r.fired_count = 12_345;
     r.missed_count = 3;
     r.last_fired_ms = Some(r.declared_at_ms);
@@ -239,7 +239,7 @@ fn list_shows_backoff_retries_and_history_columns() {
     assert!(
         line.contains(&format!(
             "active, retry at {}",
-            format_utc_ms(r.retry_due_ms.unwrap())
+            format_utc_ms(r.retry_due_ms().unwrap())
         )),
         "{line}"
     );
@@ -498,24 +498,45 @@ fn a_directory_that_is_not_a_data_directory_is_refused_and_not_created() {
     assert!(!empty.path().join("host.sqlite").exists());
 }
 
-/// A paused entry with a retry still pending keeps its space in the
-/// directory (`store/plane.rs` `earliest_due` counts every pending retry,
-/// whatever the status), while the firing pass skips paused entries: the
-/// waker then finds the space due, fires nothing, and comes back after its
-/// one-second hold-off, forever. Ignored until the plane query is fixed.
+/// A paused entry with a retry still pending leaves the directory (the
+/// firing pass skips paused entries, so a wake kept for it would bring the
+/// waker back forever) and keeps the retry for when it is resumed.
 #[test]
 fn pausing_an_entry_with_a_pending_retry_clears_the_space_wake() {
     let d = Data::new(system_now());
     d.declare("home", PIECE, &[60]);
     let mut r = d.row("home", PIECE, 0);
-    r.retry_due_ms = Some(r.next_due_ms - 10 * MINUTE_MS);
-    r.attempts = 1;
+    r.pending = vec![pending(&r, 1, r.next_due_ms - 10 * MINUTE_MS)];
     let mut s = d.store.open_space("home").unwrap();
     s.plane(|p| p.upsert_schedule(&r)).unwrap();
     drop(s);
     let entry = ["--space", "home", "--piece", PIECE, "--entry", "0"];
     ok(&schedules(&with_data(d.path(), "pause", &entry)));
     assert_eq!(d.wake("home"), None);
+    assert_eq!(
+        d.row("home", PIECE, 0).pending,
+        r.pending,
+        "the retry is kept"
+    );
+    ok(&schedules(&with_data(d.path(), "resume", &entry)));
+    assert_eq!(
+        d.wake("home"),
+        r.retry_due_ms(),
+        "and due again once resumed"
+    );
+}
+
+/// A failed occurrence of `r`'s previous period, `attempts` tried, whose
+/// retry is planned at `at_ms`.
+fn pending(r: &ScheduleRow, attempts: u32, at_ms: u64) -> PendingWake {
+    let period = r.nominal_period - 1;
+    PendingWake {
+        occurrence: format!("wake/{}/{}/{}/{period}", r.piece, r.entry, r.declared_at_ms),
+        period,
+        attempts,
+        inflight: None,
+        retry_due_ms: Some(at_ms),
+    }
 }
 
 #[test]

@@ -260,7 +260,7 @@ fn killed_mid_wave() {
         );
         let row = disk.row();
         assert!(
-            row.inflight_event.is_some(),
+            row.inflight_event().is_some(),
             "round {k}: the attempt was recorded first"
         );
         std::thread::sleep(Duration::from_millis(350));
@@ -269,7 +269,7 @@ fn killed_mid_wave() {
             dir.path(),
             offset_for(declared, k, 2 * MIN),
             "retry planned",
-            || disk.row().retry_due_ms.is_some() && !disk.undelivered(),
+            || disk.row().retry_due_ms().is_some() && !disk.undelivered(),
         );
         // ...which a host running past that minute delivers.
         run_until(
@@ -317,14 +317,14 @@ fn a_callback_that_always_kills_its_wave_is_dead_lettered_not_looped() {
         run_crashing(dir.path(), at(minute * MIN), "mid-wave");
         let planned_at = minute + 1;
         run_until(dir.path(), at(planned_at * MIN), "failure noticed", || {
-            disk.row().retry_due_ms.is_some()
+            disk.row().retry_due_ms().is_some()
         });
         restarts += 2;
         minute = planned_at + backoff + 1;
     }
     run_crashing(dir.path(), at(minute * MIN), "mid-wave");
     run_until(dir.path(), at((minute + 1) * MIN), "dead-lettered", || {
-        disk.row().retry_due_ms.is_none() && !disk.undelivered()
+        disk.row().retry_due_ms().is_none() && !disk.undelivered()
     });
     restarts += 2;
     assert_eq!(

@@ -11,8 +11,8 @@ use spacewake::metrics::{Counter, Counters};
 use spacewake::store::postgres::{PgStore, PG_MIGRATIONS};
 use spacewake::store::{
     Author, Bucket, CommitClass, CommitRequest, CommitView, DocOp, EventRecord, IndexHook, Lease,
-    LedgerDelta, NewEvent, PathSeg, PlaneTx, ScheduleRow, ScheduleStatus, SpaceBackend, SpaceStore,
-    Store, StoreConfig, StoreError,
+    LedgerDelta, NewEvent, PathSeg, PendingWake, PlaneTx, ScheduleRow, ScheduleStatus,
+    SpaceBackend, SpaceStore, Store, StoreConfig, StoreError,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,9 @@ struct Fleet<B> {
 
 const PG_TTL_MS: u64 = 400;
 
+/// Commits of history both backends keep (`StoreConfig::history_commits`).
+const HISTORY: u64 = 100;
+
 /// Writes bytes that are not JSON into (space, document).
 type Corrupter = Box<dyn Fn(&str, &str)>;
 
@@ -50,6 +53,7 @@ fn sqlite() -> Fleet<Store> {
     let open = |holder: &str, counters: Arc<Counters>| {
         let mut cfg = StoreConfig::new(dir.path());
         cfg.holder = Some(holder.into());
+        cfg.history_commits = HISTORY;
         Store::open(cfg, clock.clone(), counters).unwrap()
     };
     let counters_a = Counters::new();
@@ -82,15 +86,15 @@ fn postgres(test: &str) -> Option<Fleet<PgStore>> {
     let url = common::pg::database(test)?;
     let counters_a = Counters::new();
     let clock = Arc::new(ManualClock::default());
-    let a = PgStore::open(
-        &url,
-        "host-a/1",
-        PG_TTL_MS,
-        clock.clone(),
-        counters_a.clone(),
-    )
-    .unwrap();
-    let b = PgStore::open(&url, "host-b/1", PG_TTL_MS, clock.clone(), Counters::new()).unwrap();
+    let open = |holder: &str, counters: Arc<Counters>| {
+        let mut cfg = StoreConfig::new("");
+        cfg.holder = Some(holder.into());
+        cfg.lease_ttl_ms = PG_TTL_MS;
+        cfg.history_commits = HISTORY;
+        PgStore::open_with(&url, cfg, clock.clone(), counters).unwrap()
+    };
+    let a = open("host-a/1", counters_a.clone());
+    let b = open("host-b/1", Counters::new());
     Some(Fleet {
         a,
         b,
@@ -637,10 +641,19 @@ fn plane_rows<B: SpaceBackend>(f: Fleet<B>) {
     // the truth, never later than the earliest due entry.
     s.plane(|p| p.upsert_schedule(&row)).unwrap();
     assert_eq!(dir(&f), Some(9_000));
-    row.retry_due_ms = Some(4_000);
+    let retry = |at_ms: u64, period: u64| PendingWake {
+        occurrence: format!("wake/p/0/0/{period}"),
+        period,
+        attempts: 1,
+        inflight: None,
+        retry_due_ms: Some(at_ms),
+    };
+    row.pending = vec![retry(6_000, 1), retry(4_000, 2)];
     s.plane(|p| p.upsert_schedule(&row)).unwrap();
-    assert_eq!(dir(&f), Some(4_000), "a retry is a wake");
-    row.retry_due_ms = None;
+    assert_eq!(dir(&f), Some(4_000), "a retry is a wake: the earliest");
+    let stored = s.schedule(Some("p")).unwrap();
+    assert_eq!(stored[0].pending, row.pending, "each occurrence stored");
+    row.pending.clear();
     row.next_due_ms = 12_000;
     s.plane(|p| p.upsert_schedule(&row)).unwrap();
     let d = dir(&f).unwrap();
@@ -879,4 +892,58 @@ fn the_directory_answers_the_same_on_both_backends() {
         assert_eq!(found, ["b"], "{name}: undelivered events are due at once");
         assert!(dir.get("b").unwrap().unwrap().undelivered, "{name}");
     }
+}
+
+both!(retention_compacts_old_history_keeps_the_needed, retention);
+fn retention<B: SpaceBackend>(f: Fleet<B>) {
+    f.a.create("s1", "did:key:owner").unwrap();
+    let mut s = f.a.open("s1").unwrap();
+    let alice = Author::principal("did:key:alice");
+    // 150 delivered events on "clicks", one undelivered event on "keys",
+    // then 150 document commits.
+    for i in 0..150 {
+        s.append_event(alice.clone(), event(&format!("c{i}"), "clicks"))
+            .unwrap();
+    }
+    s.append_event(alice.clone(), event("k1", "keys")).unwrap();
+    let lease = s.acquire_lease().unwrap().unwrap();
+    let mut wave = derived(&lease);
+    wave.watermarks = vec![("clicks".into(), 150)];
+    s.commit(wave).unwrap();
+    for i in 0..150 {
+        s.commit(authored().op(set("doc", json!(i)))).unwrap();
+    }
+    let head = s.head_seq().unwrap();
+    assert_eq!(head, 302);
+    let (ops, payloads) = s.compact_history().unwrap();
+    // Commits 1..=202 lose their operations (150 events carry none; the
+    // first 50 document commits do), delivered events their payloads.
+    assert_eq!((ops, payloads), (50, 150));
+    assert_eq!(f.counters_a.host().get(Counter::HistoryOpsCompacted), 50);
+    assert_eq!(
+        f.counters_a.host().get(Counter::HistoryPayloadsCompacted),
+        150
+    );
+    // Every commit row is still there, for audit; the kept ones have ops.
+    let log = s.commits_since(0, 1_000).unwrap();
+    assert_eq!(log.len(), 302);
+    assert!(log[..202].iter().all(|c| c.ops.is_empty()));
+    assert!(log[202..].iter().all(|c| c.ops.len() == 1));
+    assert_eq!(s.event("c0").unwrap().unwrap().payload, json!(null));
+    // The undelivered event keeps its payload; an old id is still a duplicate.
+    let pending = s.undelivered_events(10).unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].payload, json!({"id": "k1"}));
+    let again = s.append_event(alice, event("c3", "clicks")).unwrap();
+    assert_eq!(again.seq, None, "a duplicate makes no commit");
+    assert_eq!(s.head_seq().unwrap(), head);
+    assert_eq!(s.read("doc").unwrap().unwrap().value, json!(149));
+    // Nothing more to do until half the kept history is new.
+    assert_eq!(s.compact_history().unwrap(), (0, 0));
+    for i in 0..49 {
+        s.commit(authored().op(set("doc", json!(i)))).unwrap();
+    }
+    assert_eq!(s.compact_history().unwrap(), (0, 0));
+    s.commit(authored().op(set("doc", json!(0)))).unwrap();
+    assert_eq!(s.compact_history().unwrap(), (50, 0));
 }

@@ -205,7 +205,7 @@ fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
         format!("{} min", thousands(u64::from(r.interval_minutes)))
     };
     let mut status = r.status.as_str().to_string();
-    if let Some(retry) = r.retry_due_ms {
+    if let Some(retry) = r.retry_due_ms() {
         status.push_str(&format!(", retry at {}", format_utc_ms(retry)));
     }
     [
@@ -219,7 +219,7 @@ fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
             relative(r.next_due_ms, now_ms)
         ),
         r.last_fired_ms.map_or("-".into(), format_utc_ms),
-        r.attempts.to_string(),
+        r.attempts().to_string(),
         status,
         thousands(r.fired_count),
         thousands(r.missed_count),

@@ -506,7 +506,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                         td class="num" { (e.effective_interval_minutes) " min" }
                         td { (format_utc_ms(e.row.next_due_ms)) " (" (relative(e.row.next_due_ms, f.now_ms)) ")" }
                         td { @match e.row.last_fired_ms { Some(t) => { (format_utc_ms(t)) }, None => { span class="muted" { "never" } } } }
-                        td class="num" { (e.row.attempts) }
+                        td class="num" { (e.row.attempts()) }
                         td class="status" { (e.row.status.as_str()) }
                         td { (entry_actions(f, &s.id, e)) }
                     }

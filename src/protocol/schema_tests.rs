@@ -377,14 +377,24 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
     use crate::store::{ActionCost, Bucket, FireRecord, LedgerDelta, LedgerRow, ScheduleRow};
     let mut row = ScheduleRow::new("pc-0123456789abcdef", 0, 60, "pc-0123456789abcdef/s0", 1, 2);
     row.last_fired_ms = Some(3);
-    row.retry_due_ms = Some(4);
-    row.inflight_event = Some("wake/x".into());
+    row.pending = vec![
+        crate::store::PendingWake {
+            occurrence: "wake/x/0/1/1".into(),
+            period: 1,
+            attempts: 1,
+            inflight: None,
+            retry_due_ms: Some(4),
+        },
+        crate::store::PendingWake {
+            occurrence: "wake/x/0/1/2".into(),
+            period: 2,
+            attempts: 1,
+            inflight: Some("wake/x/0/1/2".into()),
+            retry_due_ms: None,
+        },
+    ];
     row.output_docs = Some("[]".into());
-    let entry = EntryView {
-        space: "home".into(),
-        effective_interval_minutes: 60,
-        row: row.clone(),
-    };
+    let entry = EntryView::new("home", row.clone());
     let space = SpaceView {
         id: "home".into(),
         owner: "did:key:z6Mk".into(),

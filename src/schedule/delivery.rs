@@ -1,20 +1,23 @@
 //! Delivering wake events: at-least-once, deduplicated, never a crash loop.
 //!
-//! Before a wave runs a wake event's handler, the entry records the event
-//! as in flight and counts the attempt — durably, in its own transaction.
-//! Inside the wave's own transaction (so both commit or neither):
-//! - delivered: the entry's attempts reset;
+//! Each occurrence of an entry keeps its own delivery state on the entry's
+//! row ([`PendingWake`]), so occurrences that fail close together are each
+//! retried. Before a wave runs a wake event's handler, the occurrence
+//! records the event as in flight and counts the attempt — durably, in its
+//! own transaction. Inside the wave's own transaction (so both commit or
+//! neither):
+//! - delivered: the occurrence is settled and leaves the row;
 //! - the handler failed (threw, was preempted, ran out of memory): a retry
 //!   is planned 1, 5 and 30 minutes later, then the occurrence is
 //!   dead-lettered (the cadence continues with the next period).
 //!
 //! If the process dies mid-wave, the event is still undelivered at the next
-//! activation and its entry still names it as in flight: that attempt
+//! activation and its occurrence still names it as in flight: that attempt
 //! failed. The event is then consumed without running and retried by the
 //! same plan — so a callback that kills the process cannot loop.
 
 use crate::runtime::{RuntimeResult, SpaceRuntime, WaveReport};
-use crate::store::{PlaneTx, ScheduleRow, Space, StoreResult};
+use crate::store::{PendingWake, PlaneTx, ScheduleRow, Space, StoreResult};
 use std::collections::HashSet;
 
 /// Minutes to wait before retry 1, 2 and 3 of a failed occurrence.
@@ -46,6 +49,95 @@ fn entry_of(rows: Vec<ScheduleRow>, entry: u32) -> Option<ScheduleRow> {
     rows.into_iter().find(|r| r.entry == entry)
 }
 
+/// The occurrence a wake event delivers: its id without a `/retry{n}`.
+pub fn occurrence_of(event_id: &str) -> &str {
+    event_id.split("/retry").next().unwrap_or(event_id)
+}
+
+/// What marking a wake in flight found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// A new attempt of its occurrence is under way.
+    Marked,
+    /// The same event was already in flight: that attempt died with its
+    /// process, and the event is consumed unrun.
+    Crashed,
+}
+
+/// Records `event_id` as in flight on its entry's row (pure).
+pub fn mark_in_flight(row: &mut ScheduleRow, event_id: &str) -> Mark {
+    let occurrence = occurrence_of(event_id);
+    match row.pending.iter_mut().find(|p| p.occurrence == occurrence) {
+        Some(p) if p.inflight.as_deref() == Some(event_id) => return Mark::Crashed,
+        Some(p) => {
+            p.inflight = Some(event_id.to_string());
+            p.attempts += 1;
+            p.retry_due_ms = None;
+        }
+        None => row.pending.push(PendingWake {
+            occurrence: occurrence.to_string(),
+            period: period_of(row, occurrence),
+            attempts: 1,
+            inflight: Some(event_id.to_string()),
+            retry_due_ms: None,
+        }),
+    }
+    Mark::Marked
+}
+
+/// The grid period an occurrence id names (its last segment).
+fn period_of(row: &ScheduleRow, occurrence: &str) -> u64 {
+    occurrence
+        .rsplit('/')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(row.nominal_period.saturating_sub(1))
+}
+
+/// Settles a delivered wake (pure): its occurrence leaves the row.
+pub fn settle_delivered(row: &mut ScheduleRow, event_id: &str) {
+    let occurrence = occurrence_of(event_id);
+    row.pending.retain(|p| p.occurrence != occurrence);
+}
+
+/// What a failed attempt leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// A retry of the occurrence fires at this time.
+    Retry { period: u64, at_ms: u64 },
+    /// Its retries are spent: the occurrence is dead-lettered.
+    DeadLetter { period: u64 },
+}
+
+/// Settles a failed (or crashed) attempt of a wake (pure): a retry after
+/// 1, 5 and 30 minutes, then the dead letter.
+pub fn settle_failed(row: &mut ScheduleRow, event_id: &str, now_ms: u64) -> Failure {
+    let occurrence = occurrence_of(event_id);
+    let i = match row.pending.iter().position(|p| p.occurrence == occurrence) {
+        Some(i) => i,
+        None => {
+            // Failed without being marked (its row was recreated meanwhile):
+            // the attempt still counts.
+            mark_in_flight(row, event_id);
+            row.pending.len() - 1
+        }
+    };
+    let p = &mut row.pending[i];
+    let period = p.period;
+    match RETRY_BACKOFF_MINUTES.get(p.attempts.max(1) as usize - 1) {
+        Some(min) => {
+            let at_ms = now_ms + min * super::grid::minute_ms();
+            p.inflight = None;
+            p.retry_due_ms = Some(at_ms);
+            Failure::Retry { period, at_ms }
+        }
+        None => {
+            row.pending.remove(i);
+            Failure::DeadLetter { period }
+        }
+    }
+}
+
 /// Marks pending wake events as in flight (durably) and returns the ones
 /// whose previous attempt died with the process: to be consumed unrun.
 pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes> {
@@ -62,14 +154,15 @@ pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes>
         let Some(mut row) = entry_of(space.schedule(Some(piece))?, entry) else {
             continue; // the piece or entry is gone: its event runs (or no-ops) as usual
         };
-        if row.inflight_event.as_deref() == Some(id.as_str()) {
-            crashed.insert(id);
-            continue;
+        match mark_in_flight(&mut row, &id) {
+            Mark::Crashed => {
+                crashed.insert(id);
+            }
+            Mark::Marked => {
+                space.plane(|p| p.upsert_schedule(&row))?;
+                marked += 1;
+            }
         }
-        row.inflight_event = Some(id.clone());
-        row.attempts += 1;
-        space.plane(|p| p.upsert_schedule(&row))?;
-        marked += 1;
     }
     Ok(PendingWakes { crashed, marked })
 }
@@ -126,10 +219,7 @@ pub fn settle_delivery(
         let Some(mut row) = entry_of(plane.schedule(Some(piece))?, entry) else {
             continue;
         };
-        if row.inflight_event.as_deref() == Some(id.as_str()) {
-            row.inflight_event = None;
-            row.attempts = 0;
-        }
+        settle_delivered(&mut row, id);
         if crate::schedule::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
             report.backed_off += 1;
         }
@@ -148,19 +238,14 @@ pub fn settle_delivery(
         let Some(mut row) = entry_of(plane.schedule(Some(piece))?, entry) else {
             continue;
         };
-        let attempts = row.attempts.max(1) as usize;
-        let outcome = match RETRY_BACKOFF_MINUTES.get(attempts - 1) {
-            Some(min) => {
-                row.retry_due_ms = Some(now_ms + min * super::grid::minute_ms());
+        let (period, outcome) = match settle_failed(&mut row, id, now_ms) {
+            Failure::Retry { period, .. } => {
                 report.retried += 1;
-                "failed"
+                (period, "failed")
             }
-            None => {
-                row.retry_due_ms = None;
-                row.inflight_event = None;
-                row.attempts = 0;
+            Failure::DeadLetter { period } => {
                 report.dead_lettered += 1;
-                "deadLettered"
+                (period, "deadLettered")
             }
         };
         plane.upsert_schedule(&row)?;
@@ -169,7 +254,7 @@ pub fn settle_delivery(
             entry,
             now_ms,
             id,
-            row.nominal_period.saturating_sub(1),
+            period,
             now_ms,
             0,
             outcome,
@@ -258,5 +343,117 @@ mod tests {
         );
         assert_eq!(wake_target("scenario/step1/event0"), None);
         assert_eq!(wake_target("wake/pc-abc/x/1"), None);
+    }
+
+    const P1: &str = "wake/pc-a/0/0/1";
+    const P2: &str = "wake/pc-a/0/0/2";
+
+    fn row() -> ScheduleRow {
+        let mut r = ScheduleRow::new("pc-a", 0, 60, "s", 0, 1_000);
+        r.nominal_period = 3;
+        r
+    }
+
+    #[test]
+    fn a_delivered_wake_settles_its_occurrence() {
+        let mut r = row();
+        assert_eq!(mark_in_flight(&mut r, P1), Mark::Marked);
+        assert_eq!(r.attempts(), 1);
+        assert_eq!(r.inflight_event(), Some(P1));
+        settle_delivered(&mut r, P1);
+        assert!(r.pending.is_empty());
+    }
+
+    #[test]
+    fn an_attempt_found_still_in_flight_died_with_its_process() {
+        let mut r = row();
+        mark_in_flight(&mut r, P1);
+        mark_in_flight(&mut r, P2);
+        // Both were in flight when the process died: both are seen, not
+        // only the newer one.
+        assert_eq!(mark_in_flight(&mut r, P1), Mark::Crashed);
+        assert_eq!(mark_in_flight(&mut r, P2), Mark::Crashed);
+    }
+
+    #[test]
+    fn two_occurrences_failing_together_are_each_retried() {
+        // The fleet's fault test found this: a host stopped with two
+        // occurrences of one entry in flight; the taker consumed both unrun.
+        // With one retry slot per entry the second replaced the first.
+        let mut r = row();
+        mark_in_flight(&mut r, P1);
+        mark_in_flight(&mut r, P2);
+        let m = crate::schedule::grid::minute_ms();
+        assert_eq!(
+            settle_failed(&mut r, P1, 10),
+            Failure::Retry {
+                period: 1,
+                at_ms: 10 + m
+            }
+        );
+        assert_eq!(
+            settle_failed(&mut r, P2, 20),
+            Failure::Retry {
+                period: 2,
+                at_ms: 20 + m
+            }
+        );
+        assert_eq!(r.pending.len(), 2);
+        assert_eq!(r.retry_due_ms(), Some(10 + m), "the earliest retry wakes");
+        assert_eq!(r.inflight_event(), None);
+        // Each retry is its own attempt of its own occurrence.
+        assert_eq!(
+            mark_in_flight(&mut r, &format!("{P1}/retry1")),
+            Mark::Marked
+        );
+        assert_eq!(r.pending[0].attempts, 2);
+        assert_eq!(r.pending[1].retry_due_ms, Some(20 + m));
+        settle_delivered(&mut r, &format!("{P1}/retry1"));
+        assert_eq!(r.pending.len(), 1);
+        assert_eq!(r.pending[0].occurrence, P2);
+    }
+
+    #[test]
+    fn retries_back_off_then_dead_letter() {
+        let mut r = row();
+        let m = crate::schedule::grid::minute_ms();
+        let mut id = P1.to_string();
+        for (n, min) in RETRY_BACKOFF_MINUTES.iter().enumerate() {
+            mark_in_flight(&mut r, &id);
+            assert_eq!(
+                settle_failed(&mut r, &id, 0),
+                Failure::Retry {
+                    period: 1,
+                    at_ms: min * m
+                }
+            );
+            id = format!("{P1}/retry{}", n + 1);
+        }
+        mark_in_flight(&mut r, &id);
+        assert_eq!(
+            settle_failed(&mut r, &id, 0),
+            Failure::DeadLetter { period: 1 }
+        );
+        assert!(r.pending.is_empty());
+    }
+
+    #[test]
+    fn a_row_from_before_per_occurrence_state_keeps_its_one_occurrence() {
+        let r = row();
+        let legacy = r.pending_from_columns(None, 2, Some(500), Some(format!("{P1}/retry1")));
+        assert_eq!(
+            legacy,
+            vec![PendingWake {
+                occurrence: P1.into(),
+                period: 1,
+                attempts: 2,
+                inflight: Some(format!("{P1}/retry1")),
+                retry_due_ms: Some(500),
+            }]
+        );
+        assert!(r.pending_from_columns(None, 0, None, None).is_empty());
+        assert!(r
+            .pending_from_columns(Some("[]"), 2, Some(500), None)
+            .is_empty());
     }
 }

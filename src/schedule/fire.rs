@@ -43,106 +43,88 @@ pub struct FireReport {
     pub lease: Option<crate::store::Lease>,
 }
 
-/// What a firing pass decides for one due row (pure).
+/// What a firing pass decides for one due row (pure): the row as it will
+/// be after the firing, and the wakes it delivers (retries of failed
+/// occurrences first, then the regular occurrence if it is due).
 struct Decision {
     row: ScheduleRow,
-    event: Option<NewEvent>,
-    fired: Option<Fired>,
-    outcome: &'static str,
-    due_ms: u64,
-    period: u64,
+    wakes: Vec<Wake>,
 }
 
-fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, enabled: bool) -> Decision {
+fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mode) -> Decision {
     let mut next = row.clone();
-    let mut entropy = rand::random::<u64>;
-    // A pending retry of a failed occurrence goes first: when it is due,
-    // and also, ahead of its back-off, when the entry's next regular
-    // period is due — the regular one fires on the next pass, so a failed
-    // occurrence is retried or dead-lettered, never dropped by the next.
-    let retry_now = row
-        .retry_due_ms
-        .filter(|r| *r <= now_ms || row.next_due_ms <= now_ms);
-    if let Some(retry_ms) = retry_now {
-        let base = row
-            .inflight_event
-            .as_deref()
-            .map(|e| e.split("/retry").next().unwrap_or(e).to_string())
-            .unwrap_or_else(|| {
-                occurrence_event_id(
-                    &row.piece,
-                    row.entry,
-                    row.declared_at_ms,
-                    row.nominal_period.saturating_sub(1),
-                )
-            });
-        let event_id = format!("{base}/retry{}", row.attempts);
-        next.retry_due_ms = None;
-        // The retried occurrence's period is the last segment of its id.
-        let period: u64 = base
-            .rsplit('/')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(row.nominal_period.saturating_sub(1));
-        let grid = Grid::of_row(space, row);
-        let payload = json!({
-            "entry": row.entry,
-            "period": period,
-            "nominalTime": grid.nominal_ms(period),
-            "intervalMinutes": row.interval_minutes,
-            "fireTime": now_ms,
-            "dueTime": retry_ms,
-            "attempt": row.attempts + 1,
-            "retry": true,
-            "missedPeriods": 0,
-        });
-        let wake = Wake {
-            event_id,
-            payload,
+    let grid = Grid::of_row(space, row);
+    let mut wakes = Vec::new();
+    let mut retried = Vec::new();
+    // Every pending occurrence keeps its own retry, on its own back-off: a
+    // retry never stands in the way of the entry's next period, nor does
+    // that period replace it.
+    for p in next.pending.iter_mut() {
+        let Some(retry_ms) = p.retry_due_ms.filter(|r| *r <= now_ms) else {
+            continue;
+        };
+        p.retry_due_ms = None;
+        retried.push(p.occurrence.clone());
+        wakes.push(Wake {
+            event_id: format!("{}/retry{}", p.occurrence, p.attempts),
+            payload: json!({
+                "entry": row.entry,
+                "period": p.period,
+                "nominalTime": grid.nominal_ms(p.period),
+                "intervalMinutes": row.interval_minutes,
+                "fireTime": now_ms,
+                "dueTime": retry_ms,
+                "attempt": p.attempts + 1,
+                "retry": true,
+                "missedPeriods": 0,
+            }),
             due_ms: retry_ms,
-            period,
+            period: p.period,
             missed_periods: 0,
             retry: true,
-        };
-        return wake.decision(row, next, now_ms, enabled);
+        });
     }
-    let grid = Grid::of_row(space, row);
-    let adv = after_fire(space, row, now_ms, now_ms, jitter, &mut entropy);
-    let event_id = occurrence_event_id(
-        &row.piece,
-        row.entry,
-        row.declared_at_ms,
-        row.nominal_period,
-    );
-    next.nominal_period = adv.next_period;
-    next.next_due_ms = adv.next_due_ms;
-    next.missed_count += adv.missed_periods;
-    if enabled {
-        next.fired_count += 1;
-        next.last_fired_ms = Some(now_ms);
-        // A new occurrence starts its own attempts (a pending retry of an
-        // older one went first, above).
-        next.attempts = 0;
-        next.retry_due_ms = None;
+    if mode != Mode::Fire {
+        // A retry declined (suppressed, or over budget) is not delivered:
+        // its occurrence is settled as skipped.
+        next.pending.retain(|p| !retried.contains(&p.occurrence));
     }
-    let payload = json!({
-        "entry": row.entry,
-        "period": row.nominal_period,
-        "intervalMinutes": row.interval_minutes,
-        "nominalTime": grid.nominal_ms(row.nominal_period),
-        "dueTime": row.next_due_ms,
-        "fireTime": now_ms,
-        "missedPeriods": adv.missed_periods,
-    });
-    let wake = Wake {
-        event_id,
-        payload,
-        due_ms: row.next_due_ms,
-        period: row.nominal_period,
-        missed_periods: adv.missed_periods,
-        retry: false,
-    };
-    wake.decision(row, next, now_ms, enabled)
+    if row.next_due_ms <= now_ms {
+        let mut entropy = rand::random::<u64>;
+        let adv = after_fire(space, row, now_ms, now_ms, jitter, &mut entropy);
+        next.nominal_period = adv.next_period;
+        next.next_due_ms = adv.next_due_ms;
+        next.missed_count += adv.missed_periods;
+        if mode == Mode::Fire {
+            next.fired_count += 1;
+            next.last_fired_ms = Some(now_ms);
+        }
+        wakes.push(Wake {
+            event_id: occurrence_event_id(
+                &row.piece,
+                row.entry,
+                row.declared_at_ms,
+                row.nominal_period,
+            ),
+            payload: json!({
+                "entry": row.entry,
+                "period": row.nominal_period,
+                "intervalMinutes": row.interval_minutes,
+                "nominalTime": grid.nominal_ms(row.nominal_period),
+                "dueTime": row.next_due_ms,
+                "fireTime": now_ms,
+                "missedPeriods": adv.missed_periods,
+            }),
+            due_ms: row.next_due_ms,
+            period: row.nominal_period,
+            missed_periods: adv.missed_periods,
+            retry: false,
+        });
+    }
+    if mode == Mode::SkipBudget {
+        next.skipped_count += wakes.len() as u64;
+    }
+    Decision { row: next, wakes }
 }
 
 /// One occurrence to deliver: a new one, or a retry of a failed one.
@@ -156,39 +138,35 @@ struct Wake {
 }
 
 impl Wake {
-    /// The wake event to append (none when wakes are suppressed), what to
-    /// count, and the row as it will be after this firing (`next`).
-    fn decision(
-        self,
-        row: &ScheduleRow,
-        next: ScheduleRow,
-        now_ms: u64,
-        enabled: bool,
-    ) -> Decision {
-        Decision {
-            event: enabled.then(|| NewEvent {
-                event_id: self.event_id.clone(),
-                stream: row.callback_stream.clone(),
-                payload: self.payload,
-                fired_by: "server".into(),
-            }),
-            fired: Some(Fired {
-                piece: row.piece.clone(),
-                entry: row.entry,
-                event_id: self.event_id,
-                due_ms: self.due_ms,
-                lateness_ms: now_ms.saturating_sub(self.due_ms),
-                missed_periods: self.missed_periods,
-                retry: self.retry,
-            }),
-            outcome: match (enabled, self.retry) {
-                (false, _) => "suppressed",
-                (true, true) => "retried",
-                (true, false) => "fired",
-            },
+    /// The wake event to append (none unless wakes fire).
+    fn event(&self, row: &ScheduleRow, mode: Mode) -> Option<NewEvent> {
+        (mode == Mode::Fire).then(|| NewEvent {
+            event_id: self.event_id.clone(),
+            stream: row.callback_stream.clone(),
+            payload: self.payload.clone(),
+            fired_by: "server".into(),
+        })
+    }
+
+    /// What the fire history records for it.
+    fn outcome(&self, mode: Mode) -> &'static str {
+        match (mode, self.retry) {
+            (Mode::Suppress, _) => "suppressed",
+            (Mode::SkipBudget, _) => "skippedBudget",
+            (Mode::Fire, true) => "retried",
+            (Mode::Fire, false) => "fired",
+        }
+    }
+
+    fn fired(&self, row: &ScheduleRow, now_ms: u64) -> Fired {
+        Fired {
+            piece: row.piece.clone(),
+            entry: row.entry,
+            event_id: self.event_id.clone(),
             due_ms: self.due_ms,
-            period: self.period,
-            row: next,
+            lateness_ms: now_ms.saturating_sub(self.due_ms),
+            missed_periods: self.missed_periods,
+            retry: self.retry,
         }
     }
 }
@@ -289,7 +267,6 @@ fn fire_once(
     mode: Mode,
     take_lease: bool,
 ) -> StoreResult<FireReport> {
-    let enabled = mode == Mode::Fire;
     let id = space.id().to_string();
     let due: Vec<ScheduleRow> = space
         .schedule(None)?
@@ -303,18 +280,15 @@ fn fire_once(
     if due.is_empty() {
         return Ok(report);
     }
-    let mut decisions: Vec<Decision> = due
+    let decisions: Vec<Decision> = due
         .iter()
-        .map(|r| decide(&id, r, now_ms, jitter, enabled))
+        .map(|r| decide(&id, r, now_ms, jitter, mode))
         .collect();
-    if mode == Mode::SkipBudget {
-        for d in &mut decisions {
-            d.outcome = "skippedBudget";
-            d.row.skipped_count += 1;
-        }
-    }
     let mut req = CommitRequest::new(CommitClass::System, Author::server());
-    req.events = decisions.iter().filter_map(|d| d.event.clone()).collect();
+    req.events = decisions
+        .iter()
+        .flat_map(|d| d.wakes.iter().filter_map(|w| w.event(&d.row, mode)))
+        .collect();
     req.take_lease = take_lease;
     let shared = space.shared_by_fleet();
     let outcome = space.commit_with(req, |_, plane| {
@@ -331,17 +305,17 @@ fn fire_once(
         }
         for d in &decisions {
             plane.upsert_schedule(&d.row).map_err(|e| e.to_string())?;
-            if let Some(f) = &d.fired {
+            for w in &d.wakes {
                 plane
                     .record_fire(
                         &d.row.piece,
                         d.row.entry,
                         now_ms,
-                        &f.event_id,
-                        d.period,
-                        d.due_ms,
-                        f.missed_periods,
-                        d.outcome,
+                        &w.event_id,
+                        w.period,
+                        w.due_ms,
+                        w.missed_periods,
+                        w.outcome(mode),
                         FIRE_HISTORY,
                     )
                     .map_err(|e| e.to_string())?;
@@ -351,11 +325,13 @@ fn fire_once(
     })?;
     report.seq = outcome.seq;
     report.lease = outcome.lease;
-    for d in decisions {
-        if enabled {
-            report.fired.extend(d.fired);
-        } else {
-            report.suppressed += 1;
+    for d in &decisions {
+        for w in &d.wakes {
+            if mode == Mode::Fire {
+                report.fired.push(w.fired(&d.row, now_ms));
+            } else {
+                report.suppressed += 1;
+            }
         }
     }
     Ok(report)
@@ -369,4 +345,72 @@ pub fn next_wake(space: &mut Space) -> StoreResult<Option<u64>> {
         .filter(|r| r.status == ScheduleStatus::Active)
         .map(ScheduleRow::wake_ms)
         .min())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::PendingWake;
+
+    fn retry(period: u64, at_ms: u64) -> PendingWake {
+        PendingWake {
+            occurrence: format!("wake/pc-a/0/0/{period}"),
+            period,
+            attempts: 1,
+            inflight: None,
+            retry_due_ms: Some(at_ms),
+        }
+    }
+
+    fn row() -> ScheduleRow {
+        let hour = 3_600_000;
+        let mut r = ScheduleRow::new("pc-a", 0, 60, "s", 0, 3 * hour);
+        r.nominal_period = 3;
+        r.pending = vec![retry(1, 100), retry(2, 200), retry(0, 5 * hour)];
+        r
+    }
+
+    fn ids(d: &Decision) -> Vec<&str> {
+        d.wakes.iter().map(|w| w.event_id.as_str()).collect()
+    }
+
+    #[test]
+    fn every_due_retry_fires_on_its_own_back_off_beside_the_regular_period() {
+        let r = row();
+        let d = decide("s", &r, 250, &Jitter::none(), Mode::Fire);
+        assert_eq!(
+            ids(&d),
+            ["wake/pc-a/0/0/1/retry1", "wake/pc-a/0/0/2/retry1"],
+            "the regular period is not due yet, nor the later retry"
+        );
+        assert_eq!(d.row.pending.len(), 3, "fired retries wait for their wave");
+        assert_eq!(d.row.retry_due_ms(), Some(5 * 3_600_000));
+
+        let d = decide("s", &r, 3 * 3_600_000, &Jitter::none(), Mode::Fire);
+        assert_eq!(
+            ids(&d),
+            [
+                "wake/pc-a/0/0/1/retry1",
+                "wake/pc-a/0/0/2/retry1",
+                "wake/pc-a/0/0/3"
+            ],
+            "a due period fires beside the retries, neither replacing the other"
+        );
+        assert_eq!(d.row.nominal_period, 4);
+        assert_eq!(d.row.fired_count, 1, "retries are not new occurrences");
+        assert_eq!(d.wakes[1].payload["period"], 2);
+        assert_eq!(d.wakes[1].payload["attempt"], 2);
+    }
+
+    #[test]
+    fn a_declined_retry_settles_its_occurrence() {
+        let d = decide("s", &row(), 250, &Jitter::none(), Mode::SkipBudget);
+        assert_eq!(d.wakes.len(), 2);
+        assert_eq!(d.row.skipped_count, 2);
+        assert_eq!(d.row.pending.len(), 1, "only the retry not yet due is left");
+        assert!(d
+            .wakes
+            .iter()
+            .all(|w| w.outcome(Mode::SkipBudget) == "skippedBudget"));
+    }
 }

@@ -25,9 +25,9 @@ fn with_row(
 /// Stops an entry from firing; it stays indexed.
 pub fn pause(space: &mut Space, piece: &str, entry: u32) -> StoreResult<crate::store::ScheduleRow> {
     with_row(space, piece, entry, |r| {
+        // Its pending retries stay: the directory and the firing pass look
+        // at active entries only, and a resumed entry retries them.
         r.status = ScheduleStatus::Paused;
-        // A pending retry would otherwise keep waking the space.
-        r.retry_due_ms = None;
     })
 }
 

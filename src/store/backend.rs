@@ -495,6 +495,9 @@ impl SpaceStore for Space {
     fn space_id(&self) -> &str {
         self.id()
     }
+    fn compact_history(&mut self) -> StoreResult<(u64, u64)> {
+        Space::compact_history(self)
+    }
     fn commit_with(
         &mut self,
         req: CommitRequest,

@@ -43,6 +43,13 @@ pub trait SpaceStore {
     fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>>;
     fn dead_letters(&mut self) -> StoreResult<Vec<DeadLetter>>;
 
+    /// Applies the retention rule (`StoreConfig::history_commits`): commits
+    /// older than the newest `history_commits` lose their operations and
+    /// delivered events older than them their payloads (the rows stay);
+    /// nothing until half the kept history is new. Returns the operations
+    /// and payloads removed.
+    fn compact_history(&mut self) -> StoreResult<(u64, u64)>;
+
     /// Appends one event as an authored commit; idempotent by `eventId`.
     fn append_event(&mut self, author: Author, event: NewEvent) -> StoreResult<CommitOutcome> {
         self.commit(CommitRequest::new(CommitClass::Authored, author).event(event))
@@ -97,6 +104,9 @@ pub trait SpaceBackend {
 impl SpaceStore for super::FileSpace {
     fn space_id(&self) -> &str {
         self.id()
+    }
+    fn compact_history(&mut self) -> StoreResult<(u64, u64)> {
+        super::FileSpace::compact_history(self)
     }
     fn commit_with(
         &mut self,

@@ -52,6 +52,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0007_history",
         sql: include_str!("../../schema/space/0007_history.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_schedule_pending",
+        sql: include_str!("../../schema/space/0008_schedule_pending.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

@@ -10,9 +10,9 @@
 //! nothing above depends on SQLite specifics.
 //!
 //! # Contract
-//! What every backend of the store must keep (the SQLite files are the one
-//! built; issue 19's PostgreSQL backend is to keep the same, and the store's
-//! behavioural tests are to run against both):
+//! What every backend of the store keeps (the SQLite files and the shared
+//! PostgreSQL database; `tests/store_contract.rs` runs one suite against
+//! both):
 //!
 //! - **Commits.** One commit is one transaction: all of its document
 //!   operations, event appends, watermark moves, index-hook rows and
@@ -52,6 +52,10 @@
 //! - **Bad data is set aside.** A space whose file fails its checks is
 //!   quarantined (moved aside, named in the directory, counted); the other
 //!   spaces keep serving.
+//! - **Retention.** Commits older than the newest `history_commits` lose
+//!   their operations, and delivered events older than them their payload;
+//!   their rows stay (audit, duplicate ids). Nothing a resume, an
+//!   undelivered event or a watermark needs is removed.
 //! - **Schemas are numbered migrations** (`schema/`), applied at open; a
 //!   schema newer than the binary knows is refused with a message, never
 //!   touched.
@@ -102,7 +106,7 @@ pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
 pub use path::PathSeg;
 pub use plane::{
     ActionCost, Bucket, CommitView, DeclaredRow, FireRecord, IndexHook, LedgerDelta, LedgerRow,
-    PlaneTx, ScheduleRow, ScheduleStatus, PRUNE_EVERY_PERIODS,
+    PendingWake, PlaneTx, ScheduleRow, ScheduleStatus, PRUNE_EVERY_PERIODS,
 };
 pub use records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,

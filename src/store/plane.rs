@@ -51,30 +51,116 @@ pub struct ScheduleRow {
     pub nominal_period: u64,
     pub next_due_ms: u64,
     pub status: ScheduleStatus,
-    pub attempts: u32,
     pub fired_count: u64,
     pub missed_count: u64,
     pub skipped_count: u64,
     pub last_fired_ms: Option<u64>,
     pub backoff_factor: u32,
     pub unread_fires: u32,
-    /// When a failed occurrence is retried; `None` when no retry is pending.
-    pub retry_due_ms: Option<u64>,
-    /// The wake event being delivered (set before its handler runs).
-    pub inflight_event: Option<String>,
+    /// The entry's occurrences not yet delivered for good, one each: a
+    /// wake in flight, or a failed one waiting for its retry. Oldest first.
+    #[serde(default)]
+    pub pending: Vec<PendingWake>,
     /// Documents the last delivered wave of this entry wrote (JSON array).
     pub output_docs: Option<String>,
     /// Whether a session read any of `output_docs` since they were written.
     pub output_read: bool,
 }
 
+/// One occurrence of a schedule entry whose delivery is not settled: its
+/// wake event is in flight, or it failed and its retry is planned or on its
+/// way. Each occurrence keeps its own attempts and retry, so two that fail
+/// close together are both retried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingWake {
+    /// The occurrence's own wake event id (`wake/{piece}/{entry}/{anchor}/{k}`);
+    /// a retry's id appends `/retry{n}`.
+    pub occurrence: String,
+    /// The grid period `k` of the occurrence.
+    pub period: u64,
+    /// Delivery attempts begun (each marked in flight before its handler ran).
+    pub attempts: u32,
+    /// The wake event of the attempt under way, recorded before its handler
+    /// runs: found still set at the next activation, that attempt died with
+    /// its process.
+    pub inflight: Option<String>,
+    /// When the next retry fires; `None` while an attempt is under way or a
+    /// fired retry waits for its wave.
+    pub retry_due_ms: Option<u64>,
+}
+
 impl ScheduleRow {
-    /// The earliest moment this entry needs its host: its retry or its next due.
+    /// The earliest moment this entry needs its host: a retry or its next due.
     pub fn wake_ms(&self) -> u64 {
-        match self.retry_due_ms {
+        match self.retry_due_ms() {
             Some(r) => r.min(self.next_due_ms),
             None => self.next_due_ms,
         }
+    }
+
+    /// The earliest planned retry among the pending occurrences (the
+    /// stored, indexed `retry_due_ms` column).
+    pub fn retry_due_ms(&self) -> Option<u64> {
+        self.pending.iter().filter_map(|p| p.retry_due_ms).min()
+    }
+
+    /// The most attempts any pending occurrence has had (0: none pending).
+    pub fn attempts(&self) -> u32 {
+        self.pending.iter().map(|p| p.attempts).max().unwrap_or(0)
+    }
+
+    /// The newest wake event in flight, if any.
+    pub fn inflight_event(&self) -> Option<&str> {
+        self.pending
+            .iter()
+            .rev()
+            .find_map(|p| p.inflight.as_deref())
+    }
+
+    /// The pending occurrences as stored (`NULL` when there are none).
+    pub(crate) fn pending_json(&self) -> Option<String> {
+        (!self.pending.is_empty())
+            .then(|| serde_json::to_string(&self.pending).expect("plain data serializes"))
+    }
+
+    /// The pending occurrences from their stored column. A row written
+    /// before the column existed (space schema 7 and earlier) kept one
+    /// occurrence's state in `attempts`, `retry_due_ms` and
+    /// `inflight_event`: it becomes that one pending occurrence.
+    pub(crate) fn pending_from_columns(
+        &self,
+        json: Option<&str>,
+        attempts: u32,
+        retry_due_ms: Option<u64>,
+        inflight_event: Option<String>,
+    ) -> Vec<PendingWake> {
+        if let Some(list) = json.and_then(|j| serde_json::from_str(j).ok()) {
+            return list;
+        }
+        if json.is_some() || (retry_due_ms.is_none() && inflight_event.is_none()) {
+            return Vec::new();
+        }
+        let period = self.nominal_period.saturating_sub(1);
+        let occurrence = match &inflight_event {
+            Some(e) => e.split("/retry").next().unwrap_or(e).to_string(),
+            None => format!(
+                "wake/{}/{}/{}/{period}",
+                self.piece, self.entry, self.declared_at_ms
+            ),
+        };
+        let period = occurrence
+            .rsplit('/')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(period);
+        vec![PendingWake {
+            occurrence,
+            period,
+            attempts: attempts.max(1),
+            inflight: inflight_event,
+            retry_due_ms,
+        }]
     }
 
     /// A freshly declared, active entry with no history.
@@ -95,15 +181,13 @@ impl ScheduleRow {
             nominal_period: 1,
             next_due_ms,
             status: ScheduleStatus::Active,
-            attempts: 0,
             fired_count: 0,
             missed_count: 0,
             skipped_count: 0,
             last_fired_ms: None,
             backoff_factor: 1,
             unread_fires: 0,
-            retry_due_ms: None,
-            inflight_event: None,
+            pending: Vec::new(),
             output_docs: None,
             output_read: true,
         }

@@ -15,10 +15,10 @@ use std::path::Path;
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
      nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
      last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event, output_docs, \
-     output_read";
+     output_read, pending";
 
 fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
-    Ok(ScheduleRow {
+    let mut row = ScheduleRow {
         piece: r.get(0)?,
         entry: r.get(1)?,
         interval_minutes: r.get(2)?,
@@ -27,18 +27,23 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
         nominal_period: r.get::<_, i64>(5)? as u64,
         next_due_ms: r.get::<_, i64>(6)? as u64,
         status: ScheduleStatus::parse(&r.get::<_, String>(7)?),
-        attempts: r.get(8)?,
         fired_count: r.get::<_, i64>(9)? as u64,
         missed_count: r.get::<_, i64>(10)? as u64,
         skipped_count: r.get::<_, i64>(11)? as u64,
         last_fired_ms: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
         backoff_factor: r.get(13)?,
         unread_fires: r.get(14)?,
-        retry_due_ms: r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
-        inflight_event: r.get(16)?,
+        pending: Vec::new(),
         output_docs: r.get(17)?,
         output_read: r.get::<_, i64>(18)? != 0,
-    })
+    };
+    row.pending = row.pending_from_columns(
+        r.get::<_, Option<String>>(19)?.as_deref(),
+        r.get(8)?,
+        r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
+        r.get(16)?,
+    );
+    Ok(row)
 }
 
 /// Runs a (cached) query and maps every row; errors name the file.
@@ -287,7 +292,7 @@ impl PlaneRows for SqlitePlane<'_> {
     fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
         let sql = format!(
             "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
         );
         self.tx
             .prepare_cached(&sql)
@@ -302,17 +307,18 @@ impl PlaneRows for SqlitePlane<'_> {
                 row.nominal_period as i64,
                 row.next_due_ms as i64,
                 row.status.as_str(),
-                row.attempts,
+                row.attempts(),
                 row.fired_count as i64,
                 row.missed_count as i64,
                 row.skipped_count as i64,
                 row.last_fired_ms.map(|v| v as i64),
                 row.backoff_factor,
                 row.unread_fires,
-                row.retry_due_ms.map(|v| v as i64),
-                row.inflight_event,
+                row.retry_due_ms().map(|v| v as i64),
+                row.inflight_event(),
                 row.output_docs,
                 row.output_read as i64,
+                row.pending_json(),
             ])
             .at(self.path)?;
         Ok(())

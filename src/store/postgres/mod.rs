@@ -75,6 +75,16 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0006_grants",
         include_str!("../../../schema/postgres/0006_grants.sql"),
     ),
+    (
+        7,
+        "0007_schedule_pending",
+        include_str!("../../../schema/postgres/0007_schedule_pending.sql"),
+    ),
+    (
+        8,
+        "0008_history",
+        include_str!("../../../schema/postgres/0008_history.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

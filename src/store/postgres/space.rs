@@ -77,25 +77,54 @@ impl PgSpace {
         Ok(self.reconcile_projection()?.undelivered)
     }
 
-    /// Drops the operation payloads of commits older than the newest
-    /// `history_commits` (their commit rows stay, so seqs stay gap-free),
-    /// as the SQLite backend does. Returns (commits compacted, rows
-    /// removed).
+    /// The retention rule, as the SQLite backend applies it
+    /// ([`crate::store::FileSpace::compact_history`]): operations of commits
+    /// older than the newest `history_commits`, and payloads of delivered
+    /// events older than them, are removed (their rows stay); nothing until
+    /// half the kept history is new. Returns the operations and payloads
+    /// removed.
     pub fn compact_history(&mut self) -> StoreResult<(u64, u64)> {
         let keep = self.conn.pool.cfg.history_commits;
         if keep == 0 {
             return Ok((0, 0));
         }
-        self.read_rows(|db, id| {
-            let n = db
-                .execute(
-                    "DELETE FROM commit_ops WHERE space = $1 AND seq <= \
-                     (SELECT head_seq FROM spaces WHERE id = $1) - $2",
-                    &[&id, &(keep as i64)],
+        let counters = self.counters.clone();
+        let r = self.read_rows(|db, id| {
+            let r = db
+                .query_one(
+                    "SELECT head_seq, compacted_to FROM spaces WHERE id = $1",
+                    &[&id],
+                )
+                .doing("reading how far history is compacted")?;
+            let (head, done) = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
+            let cut = head.saturating_sub(keep);
+            if cut <= done || cut - done < keep / 2 {
+                return Ok((0, 0));
+            }
+            let (done, cut) = (done as i64, cut as i64);
+            // One statement: the three changes commit together, and a
+            // second host compacting at once finds `compacted_to` moved.
+            let r = db
+                .query_one(
+                    "WITH ops AS (DELETE FROM commit_ops WHERE space = $1 AND seq > $2 \
+                       AND seq <= $3 RETURNING 1), \
+                     payloads AS (UPDATE events e SET payload = 'null' FROM streams s \
+                       WHERE e.space = $1 AND s.space = $1 AND s.stream = e.stream \
+                       AND e.seq > $2 AND e.seq <= LEAST($3, s.watermark_seq) \
+                       AND e.payload <> 'null' RETURNING 1), \
+                     mark AS (UPDATE spaces SET compacted_to = $3 \
+                       WHERE id = $1 AND compacted_to = $2 RETURNING 1) \
+                     SELECT (SELECT count(*) FROM ops), (SELECT count(*) FROM payloads)",
+                    &[&id, &done, &cut],
                 )
                 .doing("compacting history")?;
-            Ok((if n > 0 { 1 } else { 0 }, n))
-        })
+            Ok((r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64))
+        });
+        if let Ok((ops, payloads)) = r {
+            counters.add(Counter::HistoryOpsCompacted, ops as i64);
+            counters.add(Counter::HistoryPayloadsCompacted, payloads as i64);
+        }
+        r
     }
 
     fn ttl_ms(&self) -> f64 {
@@ -814,6 +843,9 @@ impl PgSpace {
 impl SpaceStore for PgSpace {
     fn space_id(&self) -> &str {
         &self.id
+    }
+    fn compact_history(&mut self) -> StoreResult<(u64, u64)> {
+        PgSpace::compact_history(self)
     }
 
     fn commit_with(
