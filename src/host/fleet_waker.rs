@@ -147,30 +147,25 @@ fn act_on_claim(
 /// needs a host sooner (`NOTIFY`): a latency hint only, so a lost
 /// connection is retried quietly and costs nothing but that latency.
 pub(crate) fn listen(pg: PgStore, inner: std::sync::Weak<HostInner>) {
-    loop {
-        let Some(alive) = inner.upgrade() else { return };
-        if alive.stopped.load(std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        drop(alive);
+    // The host, while it runs; `None` once it stopped or is gone.
+    let running = || {
+        inner
+            .upgrade()
+            .filter(|h| !h.stopped.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    while running().is_some() {
         match pg.wake_notices() {
-            Ok(mut notices) => loop {
-                match notices.next(std::time::Duration::from_millis(500)) {
-                    Ok(Some(_)) => match inner.upgrade() {
-                        Some(h) => h.poke_waker(),
+            Ok(mut notices) => {
+                // A broken connection ends the inner loop; the outer one
+                // listens again.
+                while let Ok(notice) = notices.next(std::time::Duration::from_millis(500)) {
+                    match running() {
+                        Some(h) if notice.is_some() => h.poke_waker(),
+                        Some(_) => {}
                         None => return,
-                    },
-                    Ok(None) => {
-                        if inner
-                            .upgrade()
-                            .is_none_or(|h| h.stopped.load(std::sync::atomic::Ordering::SeqCst))
-                        {
-                            return;
-                        }
                     }
-                    Err(_) => break,
                 }
-            },
+            }
             Err(_) => std::thread::sleep(std::time::Duration::from_secs(1)),
         }
     }

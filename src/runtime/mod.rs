@@ -526,13 +526,17 @@ impl SpaceRuntime {
     /// [`SpaceRuntime::flush`] first to keep it.
     pub fn stop(mut self) -> RuntimeResult<Space> {
         let costs = self.take_costs(true);
-        if !costs.is_empty() {
-            self.space.plane(|p| write_costs(p, &costs))?;
-        }
+        let written = match costs.is_empty() {
+            true => Ok(()),
+            false => self.space.plane(|p| write_costs(p, &costs)),
+        };
+        // Given back even when the costs could not be written (a lease lost
+        // meanwhile refuses them): the store forgets the hold either way.
         if !self.lease_released {
             let lease = self.lease.clone();
             self.space.release_lease(&lease)?;
         }
+        written?;
         Ok(self.space)
     }
 

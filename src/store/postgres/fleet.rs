@@ -82,9 +82,8 @@ impl PgStore {
                 has_policy: r.get(5),
             })
             .collect();
-        let mut held = self.inner.held.lock().unwrap_or_else(|p| p.into_inner());
         for cl in &claims {
-            held.insert(cl.space.clone(), (cl.lease.tenure, sent_ms));
+            self.inner.held.set(&cl.space, cl.lease.tenure, sent_ms);
             let sc = self.inner.counters.space(&cl.space);
             sc.inc(Counter::LeaseAcquired);
             sc.inc(Counter::FleetClaims);
@@ -97,24 +96,8 @@ impl PgStore {
     /// the space at once instead of after the TTL.
     pub fn release_claim(&self, claim: &Claim) -> StoreResult<()> {
         let mut c = self.inner.take()?;
-        c.db()
-            .execute(
-                "UPDATE execution_lease SET expires_at = to_timestamp(0) \
-                 WHERE space = $1 AND holder = $2 AND epoch = $3",
-                &[
-                    &claim.space,
-                    &claim.lease.holder,
-                    &(claim.lease.tenure as i64),
-                ],
-            )
-            .doing("giving a claim back")?;
-        let mut held = self.inner.held.lock().unwrap_or_else(|p| p.into_inner());
-        if held
-            .get(&claim.space)
-            .is_some_and(|h| h.0 == claim.lease.tenure)
-        {
-            held.remove(&claim.space);
-        }
+        super::lease::release(&mut c.db(), &claim.space, &claim.lease)?;
+        self.inner.held.clear(&claim.space, claim.lease.tenure);
         Ok(())
     }
 

@@ -20,6 +20,7 @@
 
 mod directory;
 mod fleet;
+mod lease;
 mod plane;
 mod pool;
 mod space;
@@ -37,7 +38,6 @@ use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};
 use pool::Cache;
 use postgres::{Client, GenericClient, NoTls};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Milliseconds since the Unix epoch of a lease row's `expires_at`.
@@ -118,11 +118,9 @@ struct PgShared {
     hooks: RwLock<Arc<Vec<Arc<dyn IndexHook>>>>,
     /// Told when a commit through this process moved a space's wake earlier.
     on_earlier: RwLock<Option<WakeListener>>,
-    /// Per space whose lease this process holds: the epoch and when the
-    /// last taking or renewal that succeeded was sent (monotonic ms), shared
-    /// by every handle of the space (the tenure's, the lease keeper's), for
-    /// self-fencing and for fencing plane writes.
-    held: Mutex<HashMap<String, (u64, u64)>>,
+    /// The leases this process holds, for self-fencing and for fencing
+    /// plane writes.
+    held: lease::Holds,
 }
 
 impl PgStore {
@@ -170,7 +168,7 @@ impl PgStore {
                 idle: Mutex::new(vec![(client, Cache::new())]),
                 hooks: RwLock::new(Arc::new(Vec::new())),
                 on_earlier: RwLock::new(None),
-                held: Mutex::new(HashMap::new()),
+                held: lease::Holds::default(),
             }),
         };
         store.heartbeat()?;

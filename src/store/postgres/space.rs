@@ -1,9 +1,9 @@
 //! One space on the PostgreSQL store: commits, reads, events and its
 //! lease, with self-fencing, reconnection and bad rows set aside.
 
+use super::lease;
 use super::plane::{self as rows, PgPlane, EARLIEST_DUE};
 use super::pool::{Db, Pooled, STATEMENTS};
-use super::{MS, SELF_FENCE_NUM_DEN};
 use crate::metrics::{Counter, SpaceCounters};
 use crate::store::contract::SpaceStore;
 use crate::store::dead_letters::{DeadLetter, EventFailure};
@@ -205,105 +205,14 @@ impl PgSpace {
         }
     }
 
-    /// The lease this process took or renewed last for this space, through
-    /// any handle (a tenure's, or the lease keeper's): its epoch, and the
-    /// monotonic time at which that request was sent (a conservative start
-    /// for its TTL).
+    /// The epoch this process holds of this space's lease, and when its
+    /// last renewal was sent ([`lease::Holds`]).
     fn held(&self) -> Option<(u64, u64)> {
-        self.conn
-            .pool
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&self.id)
-            .copied()
-    }
-
-    fn set_held(&self, epoch: u64, sent_ms: u64) {
-        self.conn
-            .pool
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(self.id.clone(), (epoch, sent_ms));
-    }
-
-    /// Forgets the hold of `epoch` (a later taking stays).
-    fn clear_held(&self, epoch: u64) {
-        let mut held = self
-            .conn
-            .pool
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if held.get(&self.id).is_some_and(|h| h.0 == epoch) {
-            held.remove(&self.id);
-        }
+        self.conn.pool.held.get(&self.id)
     }
 
     fn monotonic_ms(&self) -> u64 {
         self.conn.pool.clock.monotonic_ms()
-    }
-
-    /// Whether this host's own clock says `lease` may have expired: the
-    /// TTL less its margin has passed since the start of the last renewal
-    /// of it that succeeded. Only for a lease this handle took or renewed;
-    /// any other is left to the database's check.
-    fn self_fenced(&self, lease: &Lease) -> bool {
-        let (num, den) = SELF_FENCE_NUM_DEN;
-        match self.held() {
-            Some((epoch, sent_ms)) if epoch == lease.tenure && lease.holder == self.holder() => {
-                self.monotonic_ms().saturating_sub(sent_ms)
-                    >= self.conn.pool.lease_ttl_ms * num / den
-            }
-            _ => false,
-        }
-    }
-
-    /// Takes the lease inside `tx`, whose caller holds the space's row lock.
-    fn take_lease(
-        tx: &mut Db<'_, postgres::Transaction<'_>>,
-        id: &str,
-        holder: &str,
-        ttl_ms: f64,
-        counters: &SpaceCounters,
-    ) -> StoreResult<Option<Lease>> {
-        let current = tx
-            .query_opt(
-                "SELECT holder, expires_at > clock_timestamp(), \
-                 expires_at = to_timestamp(0) FROM execution_lease WHERE space = $1",
-                &[&id],
-            )
-            .doing("reading the lease")?;
-        if let Some(r) = &current {
-            let (h, live, released): (String, bool, bool) = (r.get(0), r.get(1), r.get(2));
-            if h != holder && live {
-                counters.inc(Counter::LeaseRefused);
-                return Ok(None);
-            }
-            if h != holder && !released {
-                counters.inc(Counter::LeaseTakenOver);
-            }
-        }
-        let row = tx
-            .query_one(
-                &format!(
-                    "INSERT INTO execution_lease AS l (space, holder, epoch, expires_at, renewed_at) \
-                     VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond', \
-                     clock_timestamp()) \
-                     ON CONFLICT (space) DO UPDATE SET holder = excluded.holder, \
-                     epoch = l.epoch + 1, expires_at = excluded.expires_at, \
-                     renewed_at = excluded.renewed_at \
-                     RETURNING epoch, {MS}"
-                ),
-                &[&id, &holder, &ttl_ms],
-            )
-            .doing("taking the lease")?;
-        Ok(Some(Lease {
-            holder: holder.to_string(),
-            tenure: row.get::<_, i64>(0) as u64,
-            expires_at_ms: row.get::<_, i64>(1) as u64,
-        }))
     }
 
     /// Locks the space's row for the rest of `tx`; its newest seq and when
@@ -367,7 +276,7 @@ impl PgSpace {
         let mut db = Db { c: &mut txn, cache };
         let (_, wake_before) = Self::lock_space(&mut db, &id)?;
         if let Some(epoch) = held {
-            if !lease_is_live(&mut db, &id, &holder, epoch)? {
+            if !lease::is_live(&mut db, &id, &holder, epoch)? {
                 counters.inc(Counter::PlaneWritesRefused);
                 return Err(StoreError::NotLeaseHolder(format!(
                     "the lease of {holder} at epoch {epoch} is no longer held"
@@ -409,15 +318,19 @@ impl PgSpace {
         let ttl = self.ttl_ms();
         let counters = self.counters.clone();
         if req.class == CommitClass::Derived {
-            if let Some(l) = req.lease.as_ref().filter(|l| self.self_fenced(l)) {
+            let (now, ttl_ms) = (self.monotonic_ms(), self.conn.pool.lease_ttl_ms);
+            let holds = &self.conn.pool.held;
+            if let Some(l) =
+                (req.lease.as_ref()).filter(|l| holds.self_fenced(&id, l, &holder, now, ttl_ms))
+            {
                 counters.inc(Counter::LeaseSelfFenced);
                 counters.inc(Counter::DerivedRefused);
                 return Err(StoreError::NotLeaseHolder(format!(
                     "this host's clock says the lease at epoch {} may have expired \
                      (no renewal for {} ms of its {} ms TTL)",
                     l.tenure,
-                    self.monotonic_ms() - self.held().map_or(0, |h| h.1),
-                    self.conn.pool.lease_ttl_ms
+                    now - self.held().map_or(0, |h| h.1),
+                    ttl_ms
                 )));
             }
         }
@@ -442,7 +355,7 @@ impl PgSpace {
         if req.class == CommitClass::Derived {
             let ok = match &req.lease {
                 None => false,
-                Some(l) => lease_is_live(&mut db, &id, &l.holder, l.tenure)?,
+                Some(l) => lease::is_live(&mut db, &id, &l.holder, l.tenure)?,
             };
             if !ok {
                 counters.inc(Counter::DerivedRefused);
@@ -456,7 +369,7 @@ impl PgSpace {
             }
         }
         let taken = if req.take_lease {
-            let t = Self::take_lease(&mut db, &id, &holder, ttl, &counters)?;
+            let t = lease::take(&mut db, &id, &holder, ttl, &counters)?;
             if t.is_none() {
                 return Err(StoreError::NotLeaseHolder(
                     "another holder's lease is live".into(),
@@ -589,18 +502,18 @@ impl PgSpace {
         let earlier = notify_if_earlier(&mut db, &id, wake_before, row.get(1), &counters)?;
         let released = match &req.lease {
             Some(held) if req.release_lease_if_idle && !undelivered => {
-                release(&mut db, &id, held)? == 1
+                lease::release(&mut db, &id, held)? == 1
             }
             _ => false,
         };
         txn.commit().doing("committing")?;
         self.tell_earlier(earlier);
         if let Some(t) = &taken {
-            self.set_held(t.tenure, sent_ms);
+            self.conn.pool.held.set(&id, t.tenure, sent_ms);
         }
         if released {
             if let Some(l) = &req.lease {
-                self.clear_held(l.tenure);
+                self.conn.pool.held.clear(&id, l.tenure);
             }
         }
 
@@ -628,24 +541,6 @@ impl PgSpace {
             lease_released: released,
         })
     }
-}
-
-/// Whether the lease row shows `holder` at `epoch`, unexpired by the
-/// database's clock.
-fn lease_is_live(
-    tx: &mut Db<'_, postgres::Transaction<'_>>,
-    id: &str,
-    holder: &str,
-    epoch: u64,
-) -> StoreResult<bool> {
-    Ok(tx
-        .query_opt(
-            "SELECT 1 FROM execution_lease WHERE space = $1 AND holder = $2 \
-             AND epoch = $3 AND expires_at > clock_timestamp()",
-            &[&id, &holder, &(epoch as i64)],
-        )
-        .doing("checking the lease")?
-        .is_some())
 }
 
 /// A space that needs a host sooner than before tells the fleet's
@@ -733,15 +628,6 @@ fn advance_watermark(
     Ok(())
 }
 
-fn release<C: GenericClient>(tx: &mut Db<'_, C>, id: &str, held: &Lease) -> StoreResult<u64> {
-    tx.execute(
-        "UPDATE execution_lease SET expires_at = to_timestamp(0) \
-         WHERE space = $1 AND holder = $2 AND epoch = $3",
-        &[&id, &held.holder, &(held.tenure as i64)],
-    )
-    .doing("releasing the lease")
-}
-
 fn read_doc<C: GenericClient>(
     c: &mut Db<'_, C>,
     id: &str,
@@ -776,14 +662,6 @@ fn event_from_row(r: &Row) -> EventRecord {
         payload: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(Value::Null),
         fired_by: r.get(4),
         fired_at_ms: r.get::<_, i64>(5) as u64,
-    }
-}
-
-fn lease_from_row(holder: String, r: &Row) -> Lease {
-    Lease {
-        holder,
-        tenure: r.get::<_, i64>(0) as u64,
-        expires_at_ms: r.get::<_, i64>(1).max(0) as u64,
     }
 }
 
@@ -1005,61 +883,38 @@ impl SpaceStore for PgSpace {
         let mut txn = client.transaction().doing("taking the lease")?;
         let mut db = Db { c: &mut txn, cache };
         Self::lock_space(&mut db, &id)?;
-        let lease = Self::take_lease(&mut db, &id, &holder, ttl, &self.counters)?;
-        if let Some(l) = &lease {
+        let taken = lease::take(&mut db, &id, &holder, ttl, &self.counters)?;
+        if let Some(l) = &taken {
             txn.commit().doing("taking the lease")?;
             self.counters.inc(Counter::LeaseAcquired);
-            self.set_held(l.tenure, sent_ms);
+            self.conn.pool.held.set(&id, l.tenure, sent_ms);
         }
-        Ok(lease)
+        Ok(taken)
     }
 
     fn renew_lease(&mut self, held: &Lease) -> StoreResult<Option<Lease>> {
         self.live()?;
         let ttl = self.ttl_ms();
         let sent_ms = self.monotonic_ms();
-        let row = self
-            .conn
-            .db()
-            .query_opt(
-                &format!(
-                    "UPDATE execution_lease SET expires_at = clock_timestamp() \
-                     + $4 * interval '1 millisecond', renewed_at = clock_timestamp() \
-                     WHERE space = $1 AND holder = $2 \
-                     AND epoch = $3 AND expires_at > clock_timestamp() RETURNING epoch, {MS}"
-                ),
-                &[&self.id, &held.holder, &(held.tenure as i64), &ttl],
-            )
-            .doing("renewing the lease")?;
-        match row {
-            Some(r) => {
-                self.counters.inc(Counter::LeaseRenewed);
-                self.set_held(held.tenure, sent_ms);
-                Ok(Some(lease_from_row(held.holder.clone(), &r)))
-            }
-            None => Ok(None),
+        let renewed = lease::renew(&mut self.conn.db(), &self.id, held, ttl)?;
+        if renewed.is_some() {
+            self.counters.inc(Counter::LeaseRenewed);
+            self.conn.pool.held.set(&self.id, held.tenure, sent_ms);
         }
+        Ok(renewed)
     }
 
     fn release_lease(&mut self, held: &Lease) -> StoreResult<()> {
         self.live()?;
-        if release(&mut self.conn.db(), &self.id, held)? == 1 {
+        if lease::release(&mut self.conn.db(), &self.id, held)? == 1 {
             self.counters.inc(Counter::LeaseReleased);
         }
-        self.clear_held(held.tenure);
+        self.conn.pool.held.clear(&self.id, held.tenure);
         Ok(())
     }
 
     fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
         self.live()?;
-        Ok(self
-            .conn
-            .db()
-            .query_opt(
-                &format!("SELECT epoch, {MS}, holder FROM execution_lease WHERE space = $1"),
-                &[&self.id],
-            )
-            .doing("reading the lease")?
-            .map(|r| lease_from_row(r.get(2), &r)))
+        lease::current(&mut self.conn.db(), &self.id)
     }
 }
