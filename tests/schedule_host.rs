@@ -259,6 +259,11 @@ fn a_firing_request_that_finds_nothing_due_does_not_hold_off_the_next_wake() {
     clock.set_ms(due);
     wait("first wake", || c(&h, "s", Counter::ScheduleDelivered) == 1);
     parked(&h, "s");
+    assert_eq!(
+        c(&h, "s", Counter::ScheduleIndexed),
+        2,
+        "the gauge counts the entries the firing read"
+    );
     // A firing request that raced the one that just finished (the waker read
     // the directory before it moved) finds nothing due.
     h.notify("s", Trigger::Schedule, Request::FireDue).unwrap();

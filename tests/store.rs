@@ -826,4 +826,3 @@ fn commits_made_exclusively_survive_an_unclean_close() {
     assert_eq!(s.read("a").unwrap().unwrap().value, json!(19));
     assert_eq!(s.head_seq().unwrap(), 20);
 }
-

@@ -167,11 +167,12 @@ pub(crate) fn run(
     };
     inner.clear_failures(&id);
     let mut rt = rt;
-    if let Ok(n) = rt.space().schedule_count() {
-        counters.add(
-            Counter::ScheduleIndexed,
-            n as i64 - counters.get(Counter::ScheduleIndexed),
-        );
+    // A firing that opened the tenure read every entry already: its report
+    // sets the gauge (one statement fewer per wake).
+    if fired_first.is_none() {
+        if let Ok(n) = rt.space().schedule_count() {
+            set_indexed(&counters, n);
+        }
     }
     // Checkpoint while idle rather than inside whichever commit crosses the
     // threshold; 10,000 pages (about 40 MiB) bounds the WAL meanwhile.
@@ -726,20 +727,9 @@ impl Server {
                 self.inner.report_nothing_due(&self.id);
             }
         }
-        self.report_indexed();
+        set_indexed(&c, report.indexed as u64);
         self.work = true;
         Ok(Reply::Done)
-    }
-
-    /// Keeps the `schedule.indexedEntries` gauge equal to this space's rows.
-    fn report_indexed(&mut self) {
-        if let Ok(n) = self.rt.space().schedule_count() {
-            let c = self.counters();
-            c.add(
-                Counter::ScheduleIndexed,
-                n as i64 - c.get(Counter::ScheduleIndexed),
-            );
-        }
     }
 
     fn counters(&self) -> crate::metrics::SpaceCounters {
@@ -1040,6 +1030,14 @@ fn diagnostics_for_client(d: &[crate::compiler::Diagnostic]) -> String {
         ));
     }
     crate::human::truncate_message(&text, MAX_DIAGNOSTICS_CHARS)
+}
+
+/// Keeps the `schedule.indexedEntries` gauge equal to the space's rows.
+fn set_indexed(c: &crate::metrics::SpaceCounters, n: u64) {
+    c.add(
+        Counter::ScheduleIndexed,
+        n as i64 - c.get(Counter::ScheduleIndexed),
+    );
 }
 
 #[cfg(test)]

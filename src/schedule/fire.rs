@@ -39,6 +39,8 @@ pub struct FireReport {
     pub fired: Vec<Fired>,
     pub suppressed: usize,
     pub seq: Option<u64>,
+    /// How many entries the space has indexed (the rows the firing read).
+    pub indexed: usize,
     /// The lease taken with the firing ([`fire_due_taking_lease`]).
     pub lease: Option<crate::store::Lease>,
 }
@@ -268,13 +270,15 @@ fn fire_once(
     take_lease: bool,
 ) -> StoreResult<FireReport> {
     let id = space.id().to_string();
-    let due: Vec<ScheduleRow> = space
-        .schedule(None)?
+    let rows = space.schedule(None)?;
+    let indexed = rows.len();
+    let due: Vec<ScheduleRow> = rows
         .into_iter()
         .filter(|r| r.status == ScheduleStatus::Active && r.wake_ms() <= now_ms)
         .collect();
     let mut report = FireReport {
         due: due.len(),
+        indexed,
         ..Default::default()
     };
     if due.is_empty() {

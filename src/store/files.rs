@@ -70,6 +70,9 @@ impl StoreShared {
         }
         keep_wal_files(&conn, path)?;
         conn.set_prepared_statement_cache_capacity(64);
+        if std::env::var_os("SPACEWAKE_TRACE_SQL").is_some() {
+            trace_statements(&conn);
+        }
         Ok(conn)
     }
 
@@ -93,6 +96,37 @@ impl StoreShared {
         self.counters.space(id).inc(Counter::SpacesQuarantined);
         tracing::error!(space = id, path = %dest.display(), reason, "space file quarantined");
         dest
+    }
+}
+
+/// Prints every statement a connection runs to stderr (`SQLTRACE …`), for
+/// counting what a wake costs in statements (`bench/wake-statements.sh`);
+/// only with `SPACEWAKE_TRACE_SQL` set.
+fn trace_statements(conn: &Connection) {
+    unsafe extern "C" fn print(
+        _kind: std::os::raw::c_uint,
+        _ctx: *mut std::os::raw::c_void,
+        stmt: *mut std::os::raw::c_void,
+        _sql: *mut std::os::raw::c_void,
+    ) -> std::os::raw::c_int {
+        // SAFETY: for SQLITE_TRACE_STMT, SQLite passes the statement being
+        // run; its text lives as long as the statement.
+        let sql = unsafe { rusqlite::ffi::sqlite3_sql(stmt.cast()) };
+        if !sql.is_null() {
+            let text = unsafe { std::ffi::CStr::from_ptr(sql) }.to_string_lossy();
+            eprintln!("SQLTRACE {}", text.replace('\n', " "));
+        }
+        0
+    }
+    // SAFETY: the handle is open for the connection's life, and the
+    // callback keeps no state.
+    unsafe {
+        rusqlite::ffi::sqlite3_trace_v2(
+            conn.handle(),
+            rusqlite::ffi::SQLITE_TRACE_STMT as std::os::raw::c_uint,
+            Some(print),
+            std::ptr::null_mut(),
+        );
     }
 }
 

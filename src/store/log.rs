@@ -197,7 +197,7 @@ pub(super) fn undelivered_events(
     limit: usize,
 ) -> StoreResult<Vec<EventRecord>> {
     let behind: Vec<(String, i64)> = conn
-        .prepare_cached("SELECT stream, watermark_seq FROM streams WHERE head_seq > watermark_seq")
+        .prepare_cached(STREAMS_BEHIND)
         .at(path)?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .at(path)?
@@ -223,12 +223,18 @@ pub(super) fn undelivered_events(
     Ok(out)
 }
 
+/// Whether any stream has events past its watermark. The same statement
+/// as [`undelivered_events`]'s first, so a fresh connection compiles one
+/// statement for both (the streams behind are few).
 pub(super) fn has_undelivered(conn: &Connection, path: &Path) -> StoreResult<bool> {
-    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM streams WHERE head_seq > watermark_seq)")
+    conn.prepare_cached(STREAMS_BEHIND)
         .at(path)?
-        .query_row([], |r| r.get::<_, bool>(0))
+        .exists([])
         .at(path)
 }
+
+const STREAMS_BEHIND: &str =
+    "SELECT stream, watermark_seq FROM streams WHERE head_seq > watermark_seq";
 
 pub(super) fn read_doc(conn: &Connection, path: &Path, id: &str) -> StoreResult<Option<DocRead>> {
     let row: Option<(Option<String>, i64, i64)> = conn
