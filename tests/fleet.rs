@@ -278,6 +278,60 @@ fn hosts_claiming_due_spaces_at_once_claim_each_exactly_once() {
     println!("claims per host: {per_host:?}");
 }
 
+/// When a host may next have something to do: the first wake nobody holds,
+/// its own held spaces' wakes, and another host's due spaces once that
+/// host's lease expires — never a space another host holds before then.
+#[test]
+fn the_next_claimable_time_weighs_who_holds_each_space() {
+    use spacewake::store::SpaceStore;
+    let Some(url) = common::pg::database("next_claimable") else {
+        return;
+    };
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let me = PgStore::open(&url, "me/1", 60_000, sys(), Counters::new()).unwrap();
+    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    assert_eq!(
+        me.next_claimable_ms(0).unwrap(),
+        None,
+        "no space, nothing to do"
+    );
+    for id in ["free", "mine", "theirs"] {
+        me.create(id, "did:key:owner").unwrap();
+    }
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(
+        "UPDATE spaces SET next_wake_ms = CASE id WHEN 'free' THEN 9000 \
+           WHEN 'mine' THEN 7000 ELSE 1000 END",
+    )
+    .unwrap();
+    let mut mine = me.open("mine").unwrap();
+    let lease = mine.acquire_lease().unwrap().unwrap();
+    other
+        .open("theirs")
+        .unwrap()
+        .acquire_lease()
+        .unwrap()
+        .unwrap();
+    // "theirs" is due at 1,000 but held for a minute more: not before then.
+    assert_eq!(me.next_claimable_ms(0).unwrap(), Some(7_000));
+    mine.release_lease(&lease).unwrap();
+    assert_eq!(me.next_claimable_ms(0).unwrap(), Some(7_000), "now unheld");
+    let t = other.next_claimable_ms(0).unwrap().unwrap();
+    assert_eq!(t, 1_000, "the holder's own due space");
+    // Undelivered events make an unheld space due now.
+    c.batch_execute("UPDATE spaces SET undelivered = true WHERE id = 'free'")
+        .unwrap();
+    assert_eq!(me.next_claimable_ms(0).unwrap(), Some(0));
+    // Seen from a host whose clock reads later, the other host's lease ends
+    // about a minute after that.
+    c.batch_execute(
+        "UPDATE spaces SET undelivered = false, next_wake_ms = NULL WHERE id <> 'theirs'",
+    )
+    .unwrap();
+    let t = me.next_claimable_ms(1_000_000).unwrap().unwrap();
+    assert!((1_055_000..=1_060_000).contains(&t), "{t}");
+}
+
 /// The fleet view: each host with the spaces it holds live, its last lease
 /// renewal and heartbeat; a host holding nothing is alive while it sends
 /// heartbeats, and not once they stop for longer than the TTL.

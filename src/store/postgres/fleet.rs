@@ -125,20 +125,33 @@ impl PgStore {
     /// another host holds, its wake or its lease's expiry (on the
     /// database's clock, as a delay from `now_ms`), whichever is later — a
     /// dead host's due spaces are taken over then, with no notice to wait
-    /// for. One aggregate over the spaces with a wake.
+    /// for. Two index reads: the first space in wake order that no live
+    /// lease holds (`spaces_wake_at`), and the spaces behind the leases
+    /// live now (`execution_lease_expiry`) — never every space with a wake.
+    /// (The statement's start stands for "now": an index cannot compare
+    /// with `clock_timestamp()`, which moves while the statement runs. The
+    /// `OFFSET 0` keeps the planner to one primary-key lookup per live lease
+    /// instead of hashing every space.) With 100,000 spaces and 1,000 live
+    /// leases: 3.9 ms, against 47–71 ms for the one aggregate it replaces.
     pub fn next_claimable_ms(&self, now_ms: u64) -> StoreResult<Option<u64>> {
         let mut c = self.inner.take()?;
         let row = c
             .db()
             .query_one(
-                "SELECT min(CASE \
-                   WHEN l.expires_at > clock_timestamp() AND l.holder <> $2 \
-                   THEN GREATEST(s.wake_at_ms, $1 + ceil(extract(epoch FROM \
-                     (l.expires_at - clock_timestamp())) * 1000)::bigint) \
-                   WHEN l.expires_at > clock_timestamp() THEN s.next_wake_ms \
-                   ELSE s.wake_at_ms END) \
-                 FROM spaces s LEFT JOIN execution_lease l ON l.space = s.id \
-                 WHERE s.wake_at_ms IS NOT NULL AND s.quarantined IS NULL",
+                "SELECT LEAST( \
+                   (SELECT s.wake_at_ms FROM spaces s \
+                    WHERE s.wake_at_ms IS NOT NULL AND s.quarantined IS NULL \
+                      AND NOT EXISTS (SELECT 1 FROM execution_lease l WHERE l.space = s.id \
+                        AND l.expires_at > statement_timestamp()) \
+                    ORDER BY s.wake_at_ms LIMIT 1), \
+                   (SELECT min(CASE WHEN l.holder <> $2 \
+                      THEN GREATEST(w.wake_at_ms, $1 + ceil(extract(epoch FROM \
+                        (l.expires_at - statement_timestamp())) * 1000)::bigint) \
+                      ELSE w.next_wake_ms END) \
+                    FROM execution_lease l CROSS JOIN LATERAL \
+                      (SELECT s.wake_at_ms, s.next_wake_ms FROM spaces s WHERE s.id = l.space \
+                       AND s.wake_at_ms IS NOT NULL AND s.quarantined IS NULL OFFSET 0) w \
+                    WHERE l.expires_at > statement_timestamp()))",
                 &[&(now_ms as i64), &self.inner.holder],
             )
             .doing("reading when to claim next")?;

@@ -85,6 +85,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0008_history",
         include_str!("../../../schema/postgres/0008_history.sql"),
     ),
+    (
+        9,
+        "0009_live_leases",
+        include_str!("../../../schema/postgres/0009_live_leases.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
