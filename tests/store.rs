@@ -507,6 +507,52 @@ fn an_old_space_file_is_upgraded_and_a_newer_one_is_refused() {
     assert!(fpath.exists(), "a newer file is not quarantined");
 }
 
+/// A file from before each occurrence kept its own delivery state (schema
+/// 7) held one occurrence's retry in the row's columns: after the upgrade
+/// it is that one pending occurrence, retried as before.
+#[test]
+fn a_retry_planned_before_the_pending_column_survives_the_upgrade() {
+    let t = store();
+    let path = t.store.space_path("old");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for m in &SPACE_MIGRATIONS[..7] {
+            conn.execute_batch(m.sql).unwrap();
+        }
+        conn.execute_batch(
+            "PRAGMA user_version = 7; \
+             INSERT INTO schedule_index (space, piece, entry, interval_minutes, \
+               callback_stream, declared_at_ms, nominal_period, next_due_ms, attempts, \
+               retry_due_ms, inflight_event) \
+             VALUES ('old', 'pc-a', 0, 60, 'pc-a/s0', 0, 4, 14400000, 2, 11000000, \
+               'wake/pc-a/0/0/3/retry1');",
+        )
+        .unwrap();
+    }
+    t.store
+        .directory()
+        .files()
+        .unwrap()
+        .insert_space("old", "o", 0)
+        .unwrap();
+    let mut s = t.store.open_space("old").unwrap();
+    let row = s.schedule(None).unwrap().remove(0);
+    assert_eq!(
+        row.pending,
+        vec![spacewake::store::PendingWake {
+            occurrence: "wake/pc-a/0/0/3".into(),
+            period: 3,
+            attempts: 2,
+            inflight: Some("wake/pc-a/0/0/3/retry1".into()),
+            retry_due_ms: Some(11_000_000),
+        }]
+    );
+    assert_eq!(row.wake_ms(), 11_000_000, "the retry still wakes the space");
+    // Written back, it is stored in the new column and reads the same.
+    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    assert_eq!(s.schedule(None).unwrap()[0].pending, row.pending);
+}
+
 #[test]
 fn a_corrupt_space_file_is_quarantined_and_other_spaces_keep_working() {
     let t = store();
