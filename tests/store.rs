@@ -457,27 +457,35 @@ fn discovery_finds_spaces_with_undelivered_events_or_due_wakes_only() {
     assert_eq!(t.store.directory().upcoming_wakes(10).unwrap().len(), 2);
 }
 
-#[test]
-fn an_old_space_file_is_upgraded_and_a_newer_one_is_refused() {
-    let t = store();
-    // Build a version-1 file by hand, as an older binary would have.
+/// Builds space "old" by hand at schema `version`, as an older binary would
+/// have left it, with `rows` inserted, and registers it in the directory.
+fn old_space_file(t: &common::TestStore, version: usize, rows: &str) -> std::path::PathBuf {
     let path = t.store.space_path("old");
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(SPACE_MIGRATIONS[0].sql).unwrap();
-        conn.execute_batch(
-            "PRAGMA user_version = 1; \
-             INSERT INTO commits VALUES (1, 'authored', 'did:key:old', NULL, 0, 1, 0); \
-             INSERT INTO docs VALUES ('kept', '{\"v\":1}', 1, 1);",
-        )
-        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for m in &SPACE_MIGRATIONS[..version] {
+        conn.execute_batch(m.sql).unwrap();
     }
+    conn.execute_batch(&format!("PRAGMA user_version = {version}; {rows}"))
+        .unwrap();
+    drop(conn);
     t.store
         .directory()
         .files()
         .unwrap()
         .insert_space("old", "o", 0)
         .unwrap();
+    path
+}
+
+#[test]
+fn an_old_space_file_is_upgraded_and_a_newer_one_is_refused() {
+    let t = store();
+    let path = old_space_file(
+        &t,
+        1,
+        "INSERT INTO commits VALUES (1, 'authored', 'did:key:old', NULL, 0, 1, 0); \
+         INSERT INTO docs VALUES ('kept', '{\"v\":1}', 1, 1);",
+    );
     let mut s = t.store.open_space("old").unwrap();
     assert_eq!(s.read("kept").unwrap().unwrap().value, json!({"v": 1}));
     assert!(s.schedule(None).unwrap().is_empty(), "migration 2 ran");
@@ -513,28 +521,15 @@ fn an_old_space_file_is_upgraded_and_a_newer_one_is_refused() {
 #[test]
 fn a_retry_planned_before_the_pending_column_survives_the_upgrade() {
     let t = store();
-    let path = t.store.space_path("old");
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        for m in &SPACE_MIGRATIONS[..7] {
-            conn.execute_batch(m.sql).unwrap();
-        }
-        conn.execute_batch(
-            "PRAGMA user_version = 7; \
-             INSERT INTO schedule_index (space, piece, entry, interval_minutes, \
-               callback_stream, declared_at_ms, nominal_period, next_due_ms, attempts, \
-               retry_due_ms, inflight_event) \
-             VALUES ('old', 'pc-a', 0, 60, 'pc-a/s0', 0, 4, 14400000, 2, 11000000, \
-               'wake/pc-a/0/0/3/retry1');",
-        )
-        .unwrap();
-    }
-    t.store
-        .directory()
-        .files()
-        .unwrap()
-        .insert_space("old", "o", 0)
-        .unwrap();
+    old_space_file(
+        &t,
+        7,
+        "INSERT INTO schedule_index (space, piece, entry, interval_minutes, \
+           callback_stream, declared_at_ms, nominal_period, next_due_ms, attempts, \
+           retry_due_ms, inflight_event) \
+         VALUES ('old', 'pc-a', 0, 60, 'pc-a/s0', 0, 4, 14400000, 2, 11000000, \
+           'wake/pc-a/0/0/3/retry1');",
+    );
     let mut s = t.store.open_space("old").unwrap();
     let row = s.schedule(None).unwrap().remove(0);
     assert_eq!(

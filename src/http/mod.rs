@@ -170,42 +170,37 @@ impl prometheus_client::collector::Collector for FleetGauges {
             }
             Ok(())
         }
-        family::<i64>(
-            &mut encoder,
-            self,
+        type Gauge<T> = (&'static str, &'static str, fn(&FleetHost) -> T);
+        let counts: [Gauge<i64>; 2] = [
             (
                 "spacewake_fleet_host_alive",
                 "1 while the host holds a lease live or heartbeats within a TTL",
                 |h| i64::from(h.alive),
             ),
-        )?;
-        family::<i64>(
-            &mut encoder,
-            self,
             (
                 "spacewake_fleet_host_spaces_held",
                 "Spaces whose lease the host holds live",
                 |h| h.spaces_held as i64,
             ),
-        )?;
-        family::<f64>(
-            &mut encoder,
-            self,
+        ];
+        let times: [Gauge<f64>; 2] = [
             (
                 "spacewake_fleet_host_last_renewal_seconds",
                 "When the host last took or renewed a lease (database clock, Unix seconds)",
                 |h| h.last_renewal_ms as f64 / 1000.0,
             ),
-        )?;
-        family::<f64>(
-            &mut encoder,
-            self,
             (
                 "spacewake_fleet_host_last_seen_seconds",
                 "The host's last heartbeat (database clock, Unix seconds)",
                 |h| h.last_seen_ms as f64 / 1000.0,
             ),
-        )?;
+        ];
+        for g in counts {
+            family(&mut encoder, self, g)?;
+        }
+        for g in times {
+            family(&mut encoder, self, g)?;
+        }
         Ok(())
     }
 }
