@@ -660,7 +660,7 @@ fn profile(
         // has one) and gives it back.
         drop(TenureSandbox::get(
             &rcfg.sandbox,
-            COMMONFABRIC_JS,
+            &COMMONFABRIC_JS,
             rcfg.engine_images,
         )?);
         sum[3] += lap(&mut at);
@@ -976,7 +976,7 @@ fn with_engine_images_full() -> anyhow::Result<(usize, u64)> {
             .map(|_| {
                 let (cfg, kept, measured) = (&cfg, &kept, &measured);
                 scope.spawn(move || -> anyhow::Result<()> {
-                    let sb = TenureSandbox::get(&cfg.sandbox, COMMONFABRIC_JS, cfg.engine_images);
+                    let sb = TenureSandbox::get(&cfg.sandbox, &COMMONFABRIC_JS, cfg.engine_images);
                     // Dropped: restored and kept as this thread's spare.
                     drop(sb?);
                     kept.wait();

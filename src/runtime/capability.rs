@@ -169,6 +169,32 @@ pub fn owned_by(id: &str, piece: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
+/// An id a run built (a node, stream or cell of a pattern body or a
+/// derivation's frame, a cell a handler made) lies under the run's own
+/// prefix (`piece/…` for a pattern body, `node/…` for a frame, the handler
+/// frame's id) and is never a protected document: the ids are made by the
+/// authoring API, and this check keeps that true whatever JSON comes back.
+pub fn check_created(id: &str, prefix: &str) -> Result<(), String> {
+    if id.len() > prefix.len() && owned_by(id, prefix) && !is_protected(id) {
+        return Ok(());
+    }
+    Err(format!(
+        "{id:?} is not an id this run may create (under {prefix:?})"
+    ))
+}
+
+/// A piece a handler run spawned is named `FRAME-N` after the run's frame.
+pub fn check_spawned(id: &str, frame: &str) -> Result<(), String> {
+    let ok = id
+        .strip_prefix(frame)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    match ok {
+        true => Ok(()),
+        false => Err(format!("{id:?} is not a piece this run may create")),
+    }
+}
+
 /// Documents no pattern code may write: program sources, the piece list,
 /// and piece results (top-level ids).
 pub fn is_protected(doc: &str) -> bool {
@@ -196,6 +222,34 @@ mod tests {
         assert!(r.check_write("pc-a/c0", &[key("other")]).is_err());
         assert!(r.check_write("pc-a/c1", &[]).is_err());
         assert!(r.check_write("pc-b/argument", &[]).is_err());
+    }
+
+    #[test]
+    fn a_run_creates_only_under_its_own_prefix() {
+        assert!(check_created("p1/n0", "p1").is_ok());
+        assert!(check_created("p1/n0/c1", "p1/n0").is_ok());
+        for (id, prefix) in [
+            ("p1", "p1"),
+            ("p2/c0", "p1"),
+            ("p10/c0", "p1"),
+            ("program/abc", "program"),
+            ("space/pieces", "space"),
+            ("p1", "p1/n0"),
+        ] {
+            assert!(check_created(id, prefix).is_err(), "{id} under {prefix}");
+        }
+        assert!(check_spawned("pc-ab-0", "pc-ab").is_ok());
+        assert!(check_spawned("pc-ab-12", "pc-ab").is_ok());
+        for id in [
+            "pc-ab",
+            "pc-ab-",
+            "pc-ab-x",
+            "program/x",
+            "pc-ab-1/c",
+            "owner",
+        ] {
+            assert!(check_spawned(id, "pc-ab").is_err(), "{id}");
+        }
     }
 
     #[test]

@@ -1,4 +1,7 @@
-// The `commonfabric` authoring API, as seen by pattern code in the sandbox.
+// The implementation of the `commonfabric` authoring API. The sandbox loads
+// it as its private module ("spacewake:internal"): patterns import the
+// public module (`commonfabric_public.js`), which re-exports the API and
+// not the host entry points below, and cannot import this one.
 //
 // A pattern body runs once per instantiation, with *references* (not values)
 // for its argument. The API calls made during that run record a graph —
@@ -37,9 +40,22 @@ let pendingHandlers = [];
 const programHandlers = new Map(); // instance key -> [factory]
 const handlerInfo = new WeakMap(); // factory -> {hash, ordinal}
 
-// Module evaluation: not recording a body, not running anything.
+// Module evaluation of a program the host is loading (between
+// `__beginProgram` and `__registerProgram`): not recording a body, not
+// running anything. Only then does `pattern()` or `handler()` join the
+// program's ordinals, so a program's ordinals come from its own evaluation.
+let loading = false;
 function evaluatingModules() {
-  return builder === null && runKind === null;
+  return loading && builder === null && runKind === null;
+}
+
+// Outside module evaluation, a body or a run (say, after an `await` in a
+// handler, when its run has ended) there is nothing a builder could join.
+function checkBuilderContext(what) {
+  if (builder === null && runKind === null && !loading) {
+    throw new Error("commonfabric: " + what + "() can only be called at a module's top level, " +
+      "in a pattern body or while a handler or derivation runs (not after an await)");
+  }
 }
 let builder = null;      // the graph being recorded, during __instantiate
 // While a derivation ("node") or a handler runs: its id, and (a handler's)
@@ -279,6 +295,7 @@ export function handler(a, b, c) {
   if (typeof fn !== "function") {
     throw new Error("commonfabric: handler(fn) expects a function");
   }
+  checkBuilderContext("handler");
   const context = (schema && schema.context) || null;
   const factory = (ctx) => {
     if (inHandler()) return spawnBinding(factory, ctx === undefined ? {} : ctx);
@@ -306,6 +323,7 @@ export function pattern(a, b, c) {
   let name = null, fn, schema;
   if (typeof a === "string") { name = a; fn = b; schema = c; } else { fn = a; schema = b; }
   if (typeof fn !== "function") throw new Error("commonfabric: pattern(fn) expects a function");
+  checkBuilderContext("pattern");
   const p = (arg) => instantiateInline(p, arg);
   p.__pattern = { fn, schema: schema || {}, name };
   // Frozen: a piece cannot change a pattern another piece instantiates.
@@ -418,7 +436,14 @@ function flatten(children) {
 
 // ---- host entry points (called by the Rust runtime) ------------------------------
 
+export function __beginProgram() {
+  loading = true;
+  pendingPatterns = [];
+  pendingHandlers = [];
+}
+
 export function __registerProgram(hash, ns) {
+  loading = false;
   const k = instanceCount.get(hash) || 0;
   instanceCount.set(hash, k + 1);
   const key = hash + "/" + k;
@@ -489,7 +514,7 @@ export function __runNode(fnIndex, args, nodeId, hasCells) {
   try {
     const v = fns[fnIndex](...given);
     const value = v === undefined ? null : serialize(v);
-    return builder === null ? value : frameResult(builder, value);
+    return builder === null ? { value, built: null } : frameResult(builder, value);
   } finally {
     builder = savedBuilder;
     runKind = savedKind;
@@ -521,19 +546,15 @@ export function __runMap(fnIndex, nodeId, link, n, values) {
   }
 }
 
-// The value itself when the run built nothing and wrote nothing (the common
-// case); otherwise `{[frameKey]: built, value}`, under a key the host chose
-// at random and pattern code never sees, so no value can pose as a frame.
-let frameKey = null;
-export function __setFrameKey(k) {
-  if (frameKey === null) frameKey = k;
-}
-
+// What a run returns to the host: its value, and what it built (`null`
+// when it built and wrote nothing, the common case). Always this shape, so
+// the host learns what a run built from the run itself: no value a pattern
+// returns can pose as a frame.
 function frameResult(f, value) {
   if (f.nodes.length === 0 && f.streams.length === 0 && f.cells.length === 0 && f.writes.length === 0) {
-    return value;
+    return { value, built: null };
   }
-  return { [frameKey]: { nodes: f.nodes, streams: f.streams, cells: f.cells, writes: f.writes }, value };
+  return { value, built: { nodes: f.nodes, streams: f.streams, cells: f.cells, writes: f.writes } };
 }
 
 // `{$cell, value}` (a Cell-typed input) becomes a read-only cell.
@@ -831,7 +852,7 @@ function harden(root) {
 }
 harden(api);
 for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
-  ReadCell, CellApi, equals, toSchema, schema, __captures, __setFrameKey, ifElse, when, unless, __asCell, __registerProgram, __instantiate, __runNode, __runMap,
+  ReadCell, CellApi, equals, toSchema, schema, __captures, ifElse, when, unless, __asCell, __beginProgram, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);
 }

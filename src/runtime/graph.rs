@@ -59,20 +59,20 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// Reads a run's result: the value, or `{KEY: {nodes, streams, cells,
-    /// writes}, value}` under the sandbox's frame key.
-    pub fn from_run(mut out: Value, key: &str) -> Result<Frame, String> {
-        let built = match out.as_object_mut() {
-            Some(m) if m.len() == 2 && m.contains_key(key) => m.remove(key),
-            _ => None,
+    /// Reads a run's result, `{value, built}`: `built` is what the run
+    /// built and wrote (`{nodes, streams, cells, writes}`), or null.
+    pub fn from_run(mut out: Value) -> Result<Frame, String> {
+        let Some(m) = out.as_object_mut() else {
+            return Err("not a run's result".into());
         };
-        let Some(built) = built else {
+        let value = m.get_mut("value").map(Value::take).unwrap_or_default();
+        let built = m.get_mut("built").map(Value::take).unwrap_or_default();
+        if built.is_null() {
             return Ok(Frame {
-                value: out,
+                value,
                 ..Frame::default()
             });
-        };
-        let value = out.get_mut("value").map(Value::take).unwrap_or_default();
+        }
         let mut frame = serde_json::from_value::<Frame>(built).map_err(|e| e.to_string())?;
         frame.value = value;
         if frame.writes.as_array().is_some_and(Vec::is_empty) {

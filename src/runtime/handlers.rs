@@ -116,6 +116,18 @@ impl SpaceRuntime {
             Some(c) => serde_json::from_value(c).unwrap_or_default(),
             None => Vec::new(),
         };
+        let created = spawns
+            .iter()
+            .try_for_each(|s| capability::check_spawned(s["id"].as_str().unwrap_or(""), &frame_id))
+            .and_then(|()| {
+                cells
+                    .iter()
+                    .try_for_each(|c| capability::check_created(&c.id, &frame_id))
+            });
+        if let Err(reason) = created {
+            self.refuse(&action, "handler", &format!("invalid creation: {reason}"));
+            return Ok(());
+        }
         for s in &spawns {
             // A child gets only what the handler was given.
             if let Err(reason) = reach.check_value(&s["argument"]) {

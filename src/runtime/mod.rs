@@ -53,7 +53,9 @@ mod waves;
 use crate::clock::Clock;
 use crate::compiler::{CompileCache, CompiledProgram, MemorySource};
 use crate::metrics::{Counter, SpaceCounters};
-use crate::sandbox::{CallOptions, JsHandle, Sandbox, SandboxConfig, SandboxError, TenureSandbox};
+use crate::sandbox::{
+    Builtins, CallOptions, JsHandle, Sandbox, SandboxConfig, SandboxError, TenureSandbox,
+};
 use crate::store::path::{get_at, set_at};
 use crate::store::{
     Author, CommitClass, CommitRequest, DocOp, EventRecord, Lease, NewEvent, PathSeg, Space,
@@ -69,7 +71,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 /// The JS source of the `commonfabric` module.
-pub static COMMONFABRIC_JS: &str = include_str!("commonfabric.js");
+pub static COMMONFABRIC_JS: Builtins = Builtins {
+    api: include_str!("commonfabric_public.js"),
+    internal: include_str!("commonfabric.js"),
+};
 
 /// Document listing the space's pieces: `{pieceId: {program, export}}`.
 pub const PIECES_DOC: &str = "space/pieces";
@@ -275,6 +280,7 @@ struct Binding {
 }
 
 struct EntryPoints {
+    begin_program: JsHandle,
     instantiate: JsHandle,
     run_node: JsHandle,
     run_map: JsHandle,
@@ -326,8 +332,6 @@ pub struct SpaceRuntime {
     fresh: HashSet<String>,
     /// Nodes whose frame (what their run built) is registered this tenure.
     framed: HashSet<String>,
-    /// The key a derivation's frame is returned under.
-    frame_key: String,
     action_hash: HashMap<String, String>,
     demand: BTreeSet<(String, Vec<PathSeg>)>,
     // The pending wave. Writes coalesce per document: the commit carries
@@ -370,7 +374,7 @@ pub const MAX_EVENT_ATTEMPTS: u32 = 3;
 /// and frees it: the host's start-up check of the engine. The compiled API
 /// stays in the process's bytecode cache, so no activation compiles it.
 pub fn check_engine(cfg: &RuntimeConfig) -> RuntimeResult<()> {
-    let sandbox = Sandbox::new(cfg.sandbox.clone(), COMMONFABRIC_JS)?;
+    let sandbox = Sandbox::new(cfg.sandbox.clone(), &COMMONFABRIC_JS)?;
     sandbox.import(crate::sandbox::COMMONFABRIC, &CallOptions::reactive())?;
     Ok(())
 }
@@ -422,26 +426,19 @@ impl SpaceRuntime {
                 None => return Err(lease_held(&mut space)),
             },
         };
-        let sandbox = TenureSandbox::get(&cfg.sandbox, COMMONFABRIC_JS, cfg.engine_images)?;
+        let sandbox = TenureSandbox::get(&cfg.sandbox, &COMMONFABRIC_JS, cfg.engine_images)?;
         space.counters().inc(if sandbox.reused() {
             Counter::EngineImagesReused
         } else {
             Counter::EngineSandboxesBuilt
         });
+        // The host's entry points live in the private module behind
+        // `commonfabric`, which no pattern module can import.
         let ns = sandbox
-            .import(crate::sandbox::COMMONFABRIC, &CallOptions::reactive())?
+            .import(crate::sandbox::INTERNAL_MODULE, &CallOptions::reactive())?
             .value;
-        // The key a derivation's frame travels under (see commonfabric.js):
-        // random, never shown to pattern code.
-        let frame_key = format!(
-            "$frame:{:016x}{:016x}",
-            rand::random::<u64>(),
-            rand::random::<u64>()
-        );
-        let set_key = sandbox.get(ns, "__setFrameKey")?;
-        sandbox.call(set_key, &[json!(frame_key)], &CallOptions::reactive())?;
-        sandbox.release(set_key);
         let entry = EntryPoints {
+            begin_program: sandbox.get(ns, "__beginProgram")?,
             instantiate: sandbox.get(ns, "__instantiate")?,
             run_node: sandbox.get(ns, "__runNode")?,
             run_map: sandbox.get(ns, "__runMap")?,
@@ -479,7 +476,6 @@ impl SpaceRuntime {
             wave_writes: BTreeSet::new(),
             fresh: HashSet::new(),
             framed: HashSet::new(),
-            frame_key,
             action_hash,
             demand: BTreeSet::new(),
             touched: Vec::new(),

@@ -143,19 +143,26 @@ impl SpaceRuntime {
             // registry (namespaces cannot cross into Rust).
             let boot = format!(
                 "import * as m from \"./{entry_name}\";\n\
-                 import {{ __registerProgram }} from \"commonfabric\";\n\
-                 __registerProgram(\"{hash}\", m);\n"
+                 import {{ __registerProgram }} from \"{internal}\";\n\
+                 __registerProgram(\"{hash}\", m);\n",
+                internal = crate::sandbox::INTERNAL_MODULE,
             );
-            let mut mods: Vec<(&str, &str)> = names
+            let mods: Vec<(&str, &str)> = names
                 .iter()
                 .map(|(n, s)| (n.as_str(), s.as_str()))
                 .collect();
-            let boot_name = format!("{template}__boot.js");
-            mods.push((&boot_name, &boot));
             self.sandbox.add_modules(&mods)?;
+            // The boot module is the host's: no pattern module can import it.
+            let boot_name = format!("{template}__boot.js");
+            self.sandbox.add_host_modules(&[(&boot_name, &boot)])?;
         } else {
             self.sandbox.add_instance(&root(0), &root(k))?;
         }
+        // The patterns and handlers this evaluation creates are the
+        // program's (their ordinals name the ones a handler spawns); any
+        // other time, creating one outside a run throws.
+        self.sandbox
+            .call(self.entry.begin_program, &[], &self.options_reactive())?;
         let ns = self
             .sandbox
             .import(&format!("{prefix}__boot.js"), &self.options_reactive())?
@@ -230,6 +237,19 @@ impl SpaceRuntime {
             .chain(rec.nodes.iter().map(|n| &n.args))
             .chain(rec.streams.iter().map(|s| &s.context))
             .chain(rec.cells.iter().map(|c| &c.initial));
+        let built = rec
+            .nodes
+            .iter()
+            .map(|n| &n.id)
+            .chain(rec.streams.iter().map(|s| &s.id))
+            .chain(rec.cells.iter().map(|c| &c.id))
+            .try_for_each(|id| capability::check_created(id, piece));
+        if let Err(reason) = built {
+            self.counters.inc(Counter::ActionsRefused);
+            return Err(RuntimeError::Invalid(format!(
+                "piece {piece} built outside its own documents: {reason}"
+            )));
+        }
         for v in graph_refs {
             if let Err(reason) = reach.check_value(v) {
                 self.counters.inc(Counter::ActionsRefused);

@@ -137,7 +137,7 @@ impl SpaceRuntime {
             .unwrap_or_default();
         self.meter_action(id, &piece, "derivation", started.elapsed());
         let ran = ran.and_then(|out| {
-            Frame::from_run(out.value, &self.frame_key).map_err(|e| SandboxError::Threw {
+            Frame::from_run(out.value).map_err(|e| SandboxError::Threw {
                 name: "TypeError".to_string(),
                 message: format!("derivation output: {e}"),
                 stack: None,
@@ -148,11 +148,20 @@ impl SpaceRuntime {
         let ran = match ran {
             Ok(frame) if graph::has_refs(&frame.value) || !frame.is_empty() => {
                 let reach = self.node_reach(id, &piece)?;
-                let checked = std::iter::once(&frame.value)
-                    .chain(frame.nodes.iter().map(|n| &n.args))
-                    .chain(frame.streams.iter().map(|s| &s.context))
-                    .chain(frame.cells.iter().map(|c| &c.initial))
-                    .try_for_each(|v| reach.check_value(v));
+                let checked = frame
+                    .nodes
+                    .iter()
+                    .map(|n| &n.id)
+                    .chain(frame.streams.iter().map(|s| &s.id))
+                    .chain(frame.cells.iter().map(|c| &c.id))
+                    .try_for_each(|built| capability::check_created(built, id))
+                    .and_then(|()| {
+                        std::iter::once(&frame.value)
+                            .chain(frame.nodes.iter().map(|n| &n.args))
+                            .chain(frame.streams.iter().map(|s| &s.context))
+                            .chain(frame.cells.iter().map(|c| &c.initial))
+                            .try_for_each(|v| reach.check_value(v))
+                    });
                 Ok((checked, frame))
             }
             other => other.map(|frame| (Ok(()), frame)),

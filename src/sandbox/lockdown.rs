@@ -161,11 +161,22 @@ export default (function (dateNow, nowFor, mathRandom, deny) {
     }
   }
 
+  // The engine keeps `Error.prepareStackTrace` and `Error.stackTraceLimit`
+  // per realm, behind accessors whose setters work on a frozen `Error`: a
+  // piece that set the first would run inside every other piece's run that
+  // makes an error, and see it. Both become fixed data properties (the
+  // engine's own defaults, read natively, stay as they are).
+  defineProperty(g.Error, "prepareStackTrace", fixed(undefined));
+  defineProperty(g.Error, "stackTraceLimit", fixed(10));
+
   // Every intrinsic, and the global object, is frozen before any pattern
   // code runs (by `freeze_reachable`, natively: a walk in JS cost 6 ms per
   // sandbox). The walk starts from the global object and the intrinsics it
   // does not reach by name (iterator and generator prototypes,
-  // %TypedArray%), returned here.
+  // %TypedArray%), returned here, and from every prototype the engine keeps
+  // per class (`freeze_reachable` enumerates them: iterator helpers,
+  // wrapped iterators and whatever a later engine adds are found there,
+  // not from a list).
   const iter = (x) => getPrototypeOf(x[Symbol.iterator]());
   return [
     g,
@@ -244,7 +255,39 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Resul
     done.finish::<()>()?;
     let installer: Function = module.namespace()?.get("default")?;
     let roots: rquickjs::Value = installer.call((date_now, now_for, math_random, deny))?;
-    freeze_reachable(ctx, &roots)
+    freeze_reachable(ctx, &roots)?;
+    for proto in class_prototypes(ctx) {
+        freeze_reachable(ctx, &proto)?;
+    }
+    Ok(())
+}
+
+/// The prototype the engine keeps for every class registered with the
+/// runtime (one per kind of object it can make: arrays, each iterator and
+/// generator kind, iterator helpers, typed arrays, promises, …), whether or
+/// not any name reaches it. Enumerated, so a hidden intrinsic cannot be
+/// missed by a list.
+pub(crate) fn class_prototypes<'js>(ctx: &Ctx<'js>) -> Vec<rquickjs::Value<'js>> {
+    use rquickjs::qjs;
+    // Class ids are small and dense; the engine defines about 60 and
+    // rquickjs a few more. Past the last registered id nothing follows.
+    const MAX_CLASS_ID: u32 = 1024;
+    let raw = ctx.as_raw().as_ptr();
+    let mut out = Vec::new();
+    // SAFETY: `JS_GetClassProto` is called only for ids the runtime has
+    // registered (which bounds them by its class count, the assertion the
+    // call makes), and returns an owned value that `Value::from_raw` takes.
+    unsafe {
+        let rt = qjs::JS_GetRuntime(raw);
+        for id in 1..MAX_CLASS_ID {
+            if !qjs::JS_IsRegisteredClass(rt, id) {
+                continue;
+            }
+            let proto = qjs::JS_GetClassProto(raw, id);
+            out.push(rquickjs::Value::from_raw(ctx.clone(), proto));
+        }
+    }
+    out
 }
 
 /// Freezes `root` and every object reachable from it: property values,

@@ -49,7 +49,7 @@ use rquickjs::{
 };
 
 pub use error::{HostError, PreemptCause, SandboxError};
-pub use modules::{COMMONFABRIC, HOST_MODULE};
+pub use modules::{Builtins, COMMONFABRIC, HOST_MODULE, INTERNAL_MODULE};
 pub use reuse::{TenureSandbox, DEFAULT_ENGINE_IMAGES};
 pub use state::Mode;
 
@@ -338,28 +338,29 @@ fn new_realm_context(
 }
 
 impl Sandbox {
-    /// Build a sandbox. `commonfabric_source` is the JS text of the built-in
-    /// `"commonfabric"` module (the authoring API); it is compiled lazily,
-    /// on first import.
-    pub fn new(config: SandboxConfig, commonfabric_source: &str) -> Result<Sandbox, SandboxError> {
+    /// Build a sandbox. `builtins` holds the JS text of the built-in
+    /// `"commonfabric"` module (the authoring API) and of the embedder's
+    /// private module behind it; both are compiled lazily, on first import.
+    pub fn new(config: SandboxConfig, builtins: &Builtins) -> Result<Sandbox, SandboxError> {
         let state = Rc::new(State::new());
         let runtime = Runtime::new_with_alloc(meter::MeteredAllocator {
             state: state.clone(),
             inner: rquickjs::allocator::RustAllocator,
         })
         .map_err(|e| internal("creating runtime", e))?;
-        Sandbox::build(config, commonfabric_source, runtime, state)
+        Sandbox::build(config, builtins, runtime, state)
     }
 
     fn build(
         config: SandboxConfig,
-        commonfabric_source: &str,
+        builtins: &Builtins,
         runtime: Runtime,
         state: Rc<State>,
     ) -> Result<Sandbox, SandboxError> {
         let registry = Rc::new(Registry {
             modules: RefCell::new(Default::default()),
-            commonfabric: Rc::from(commonfabric_source),
+            commonfabric: Rc::from(builtins.api),
+            internal: Rc::from(builtins.internal),
         });
         runtime.set_memory_limit(config.memory_limit_bytes);
         runtime.set_max_stack_size(config.max_stack_bytes);
@@ -415,9 +416,21 @@ impl Sandbox {
     /// Re-registering a name with the same source is a no-op; with different
     /// source it is an error (the engine caches modules by name).
     pub fn add_modules(&self, modules: &[(&str, &str)]) -> Result<(), SandboxError> {
+        self.register(modules, false)
+    }
+
+    /// [`Sandbox::add_modules`] for the embedder's own glue modules: they
+    /// alone (besides `"commonfabric"`) may import [`INTERNAL_MODULE`], and
+    /// no other module may import them, so pattern code reaches neither.
+    /// Only the embedder imports them ([`Sandbox::import`]).
+    pub fn add_host_modules(&self, modules: &[(&str, &str)]) -> Result<(), SandboxError> {
+        self.register(modules, true)
+    }
+
+    fn register(&self, modules: &[(&str, &str)], host: bool) -> Result<(), SandboxError> {
         let mut map = self.registry.modules.borrow_mut();
         for (name, source) in modules {
-            if *name == COMMONFABRIC || *name == HOST_MODULE {
+            if *name == COMMONFABRIC || *name == HOST_MODULE || *name == INTERNAL_MODULE {
                 return Err(SandboxError::Module {
                     specifier: name.to_string(),
                     importer: String::new(),
@@ -440,6 +453,7 @@ impl Sandbox {
             map.entry(name.to_string()).or_insert_with(|| Registered {
                 source: Rc::from(*source),
                 template: None,
+                host,
             });
         }
         Ok(())
@@ -476,6 +490,7 @@ impl Sandbox {
                 let registered = Registered {
                     source: r.source.clone(),
                     template: Some(Rc::from(name.as_str())),
+                    host: r.host,
                 };
                 (instance, registered)
             })

@@ -1,15 +1,21 @@
 //! ES module resolution and loading for a sandbox.
 //!
 //! Invariants:
-//! - Only three kinds of module exist: the embedder's registered modules
-//!   (`(name, source)` pairs), the built-in `"commonfabric"` module whose JS
-//!   source the embedder supplies at construction, and the native
+//! - Only four kinds of module exist: the embedder's registered modules
+//!   (`(name, source)` pairs), the built-in `"commonfabric"` module and the
+//!   private module behind it ([`INTERNAL_MODULE`]), whose JS sources the
+//!   embedder supplies at construction ([`Builtins`]), and the native
 //!   `"spacewake:host"` module that exposes the registered host functions as
 //!   its default export. Anything else fails to resolve, and the failure is
 //!   recorded host-side so the call reports `SandboxError::Module`.
-//! - `"spacewake:host"` resolves only when imported *by* `"commonfabric"`:
-//!   host functions reach pattern code only through the authoring API, never
-//!   as ambient globals or direct imports.
+//! - `"spacewake:host"` resolves only when imported *by* `"commonfabric"`
+//!   or the internal module: host functions reach pattern code only through
+//!   the authoring API, never as ambient globals or direct imports.
+//! - The internal module resolves only for `"commonfabric"`, the
+//!   embedder's host modules (`Sandbox::add_host_modules`) and the embedder
+//!   itself (an import with no module running); a host module resolves only
+//!   for the embedder. What the embedder drives pattern code through is
+//!   therefore not reachable from any pattern module's imports.
 //! - A registered name maps to one source forever (QuickJS caches modules by
 //!   name per context); re-registering a name with different source is
 //!   rejected. Embedders should use content-addressed names.
@@ -31,12 +37,29 @@ use super::state::State;
 pub const COMMONFABRIC: &str = "commonfabric";
 /// The specifier of the native host-function module (importable only by `commonfabric`).
 pub const HOST_MODULE: &str = "spacewake:host";
+/// The specifier of the embedder's private module: the implementation
+/// behind `"commonfabric"`, with the entry points the embedder drives
+/// pattern code through. Importable only by `"commonfabric"`, by the
+/// embedder's host modules and by the embedder itself, so no pattern
+/// module can name it.
+pub const INTERNAL_MODULE: &str = "spacewake:internal";
+
+/// The built-in modules' sources: the public authoring API and the private
+/// module behind it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Builtins {
+    /// `"commonfabric"`, what patterns import.
+    pub api: &'static str,
+    /// [`INTERNAL_MODULE`].
+    pub internal: &'static str,
+}
 
 /// Module sources shared by the resolver, the loader and the `Sandbox`.
 pub(crate) struct Registry {
     /// Ordered, so the modules under a prefix are one range.
     pub modules: RefCell<BTreeMap<String, Registered>>,
     pub commonfabric: Rc<str>,
+    pub internal: Rc<str>,
 }
 
 /// One registered module.
@@ -46,6 +69,9 @@ pub(crate) struct Registered {
     /// For an instance of another module: that module's name, which the
     /// cached bytecode carries (same length as this module's name).
     pub template: Option<Rc<str>>,
+    /// The embedder's glue (`Sandbox::add_host_modules`): may import the
+    /// internal module; imported only by the embedder.
+    pub host: bool,
 }
 
 pub(crate) struct SandboxResolver {
@@ -87,12 +113,31 @@ impl Resolver for SandboxResolver {
             return Ok(name.to_string());
         }
         if name == HOST_MODULE {
-            if base == COMMONFABRIC {
+            if base == COMMONFABRIC || base == INTERNAL_MODULE {
                 return Ok(name.to_string());
             }
             return fail(format!(
                 "{HOST_MODULE:?} may only be imported by {COMMONFABRIC:?}"
             ));
+        }
+        // The embedder's own imports come with an empty base (no module is
+        // running); pattern code always runs inside a module of its own.
+        let embedder = base.is_empty();
+        let host_base = || {
+            self.registry
+                .modules
+                .borrow()
+                .get(base)
+                .is_some_and(|r| r.host)
+        };
+        if name == INTERNAL_MODULE {
+            if embedder || base == COMMONFABRIC || host_base() {
+                return Ok(name.to_string());
+            }
+            return fail(
+                "unknown module; patterns may import only \"commonfabric\" and their own modules"
+                    .into(),
+            );
         }
         let candidate = if name.starts_with("./") || name.starts_with("../") {
             match join_relative(base, name) {
@@ -102,7 +147,13 @@ impl Resolver for SandboxResolver {
         } else {
             name.to_string()
         };
-        if self.registry.modules.borrow().contains_key(&candidate) {
+        let host_module = self
+            .registry
+            .modules
+            .borrow()
+            .get(&candidate)
+            .map(|r| r.host);
+        if host_module == Some(false) || (host_module == Some(true) && embedder) {
             Ok(candidate)
         } else {
             fail(format!(
@@ -123,6 +174,10 @@ impl Loader for SandboxLoader {
         }
         if name == COMMONFABRIC {
             let source = self.registry.commonfabric.clone();
+            return super::bytecode::declare(ctx, name, &source);
+        }
+        if name == INTERNAL_MODULE {
+            let source = self.registry.internal.clone();
             return super::bytecode::declare(ctx, name, &source);
         }
         let registered = match self.registry.modules.borrow().get(name) {

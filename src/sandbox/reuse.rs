@@ -11,7 +11,7 @@ use rquickjs::Runtime;
 
 use super::state::State;
 use super::{
-    image, internal, meter, CallOptions, Handles, Sandbox, SandboxConfig, SandboxError,
+    image, internal, meter, Builtins, CallOptions, Handles, Sandbox, SandboxConfig, SandboxError,
     SandboxStats, COMMONFABRIC, NEXT_SANDBOX_ID,
 };
 
@@ -21,7 +21,7 @@ pub(super) struct Image {
     bytes: Box<[u8]>,
     live_bytes: i64,
     /// The authoring API it holds.
-    commonfabric: &'static str,
+    commonfabric: &'static Builtins,
 }
 
 impl Drop for Image {
@@ -50,7 +50,7 @@ impl Sandbox {
     /// [`Sandbox::restore_image`] puts back (see `image.rs`).
     pub fn new_imaged(
         config: SandboxConfig,
-        commonfabric_source: &'static str,
+        commonfabric_source: &'static Builtins,
     ) -> Result<Sandbox, SandboxError> {
         let state = Rc::new(State::new());
         let len = config
@@ -137,7 +137,7 @@ impl TenureSandbox {
     /// and already imported.
     pub fn get(
         config: &SandboxConfig,
-        commonfabric: &'static str,
+        commonfabric: &'static Builtins,
         max_images: usize,
     ) -> Result<TenureSandbox, SandboxError> {
         if max_images > 0 {
@@ -145,7 +145,8 @@ impl TenureSandbox {
             if let Some(sb) = spare {
                 let fits = sb.config == *config
                     && sb.image.as_ref().is_some_and(|i| {
-                        std::ptr::eq(i.commonfabric, commonfabric) || i.commonfabric == commonfabric
+                        std::ptr::eq(i.commonfabric, commonfabric)
+                            || *i.commonfabric == *commonfabric
                     });
                 if fits {
                     return Ok(TenureSandbox {

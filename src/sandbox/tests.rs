@@ -18,9 +18,13 @@ export function write(doc, path, value) { return host.write(doc, path, value); }
 export function hostMode() { return host.mode(); }
 export const VERSION = "stub";
 "#;
+static CF: Builtins = Builtins {
+    api: CF_STUB,
+    internal: "export const PRIVATE = 1;",
+};
 
 fn sandbox() -> Sandbox {
-    Sandbox::new(SandboxConfig::default(), CF_STUB).expect("sandbox")
+    Sandbox::new(SandboxConfig::default(), &CF).expect("sandbox")
 }
 
 /// Load `src` as module `name` and return its export `export`.
@@ -183,7 +187,7 @@ fn oom_caught_by_pattern_code_still_cannot_exceed_the_limit() {
             alloc_budget_bytes: 1 << 20,
             ..SandboxConfig::default()
         },
-        CF_STUB,
+        &CF,
     )
     .unwrap();
     assert!(matches!(
@@ -251,7 +255,7 @@ fn budget_is_configurable_and_consumption_is_reported() {
             wall_limit: None,
             ..SandboxConfig::default()
         },
-        CF_STUB,
+        &CF,
     )
     .unwrap();
     let f = export_of(
@@ -280,7 +284,7 @@ fn budget_is_configurable_and_consumption_is_reported() {
         huge.polls
     );
     // Deterministic: the same work in a fresh sandbox costs the same.
-    let sb2 = Sandbox::new(SandboxConfig::default(), CF_STUB).unwrap();
+    let sb2 = Sandbox::new(SandboxConfig::default(), &CF).unwrap();
     let f2 = export_of(
         &sb2,
         "work.js",
@@ -302,7 +306,7 @@ fn wall_limit_is_a_safety_net() {
             wall_limit: Some(std::time::Duration::from_millis(50)),
             ..SandboxConfig::default()
         },
-        CF_STUB,
+        &CF,
     )
     .unwrap();
     let err = eval(&sb, "while (true) {}").unwrap_err();
@@ -1098,7 +1102,7 @@ fn realms_share_the_heap_but_no_state() {
 /// does, and a restore gives the memory back.
 #[test]
 fn an_imaged_sandbox_runs_out_of_memory_like_a_plain_one_and_restores() {
-    let mut sb = Sandbox::new_imaged(SandboxConfig::default(), CF_STUB).expect("imaged");
+    let mut sb = Sandbox::new_imaged(SandboxConfig::default(), &CF).expect("imaged");
     let start = sb.memory_used_bytes();
     for round in 0..2 {
         let ns = sb
