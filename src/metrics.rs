@@ -111,6 +111,7 @@ counters! {
     TenureRetries => ("activation", "tenureRetries", Counter, "Tenures that ended in failure and were scheduled to be activated again after a back-off"),
     EventsDeadLettered => ("events", "deadLettered", Counter, "Events consumed without delivery after their retries, recorded as dead letters"),
     PiecesCreated => ("actions", "piecesCreated", Counter, "Pieces instantiated from a pattern"),
+    PiecesSetAside => ("actions", "piecesSetAside", Counter, "Pieces an activation could not load, set aside (their events dead-lettered) while the space serves its other pieces"),
     HandlerRuns => ("actions", "handlerRuns", Counter, "Handler and action runs"),
     DerivationRuns => ("actions", "derivationRuns", Counter, "Derivation (lift/derive/computed/str) runs"),
     DerivationsSkippedFresh => ("actions", "derivationsSkippedFresh", Counter, "Pulled derivations not re-run because their inputs were unchanged"),

@@ -42,17 +42,29 @@ impl SpaceRuntime {
     }
 
     /// Writes into the pending wave and makes every reader stale.
+    /// In place: a write costs its path and its value, not the document
+    /// (a handler spawning n children writes n entries of the piece list).
     pub(super) fn write(&mut self, doc: &str, path: &[PathSeg], value: Value) -> RuntimeResult<()> {
-        let current = self.doc(doc)?;
-        let next = match &current {
-            Some(c) if !path.is_empty() => crate::store::path::set_at_owned(c.clone(), path, value),
-            _ => set_at(None, path, value),
+        if !self.docs.contains_key(doc) {
+            self.doc(doc)?;
         }
-        .map_err(|e| RuntimeError::Invalid(format!("write to {doc}: {e}")))?;
-        if current.as_ref() == Some(&next) {
+        let slot = self.docs.get_mut(doc).expect("loaded above");
+        let unchanged = slot
+            .as_ref()
+            .and_then(|c| crate::store::path::get_at(c, path))
+            .is_some_and(|c| *c == value);
+        if unchanged {
             return Ok(());
         }
-        self.docs.insert(doc.to_string(), Some(next));
+        match slot {
+            Some(c) if !path.is_empty() => crate::store::path::set_at_mut(c, path, value)
+                .map_err(|e| RuntimeError::Invalid(format!("write to {doc}: {e}")))?,
+            _ => {
+                let next = set_at(None, path, value)
+                    .map_err(|e| RuntimeError::Invalid(format!("write to {doc}: {e}")))?;
+                *slot = Some(next);
+            }
+        }
         if self.touched_set.insert(doc.to_string()) {
             self.touched.push(doc.to_string());
         }

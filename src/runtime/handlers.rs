@@ -116,6 +116,29 @@ impl SpaceRuntime {
             Some(c) => serde_json::from_value(c).unwrap_or_default(),
             None => Vec::new(),
         };
+        let limits = &self.cfg.limits;
+        if spawns.len() > limits.action_pieces {
+            let why = format!(
+                "the run creates {} pieces (the limit of one run is {})",
+                crate::human::thousands(spawns.len() as u64),
+                crate::human::thousands(limits.action_pieces as u64)
+            );
+            self.refuse(&action, "handler", &why);
+            return Ok(());
+        }
+        let new_pieces = spawns
+            .iter()
+            .filter(|s| !self.pieces.contains_key(s["id"].as_str().unwrap_or("")))
+            .count();
+        if self.pieces.len() + new_pieces > limits.space_pieces {
+            let why = format!(
+                "the space would hold {} pieces (the limit of one space is {})",
+                crate::human::thousands((self.pieces.len() + new_pieces) as u64),
+                crate::human::thousands(limits.space_pieces as u64)
+            );
+            self.refuse(&action, "handler", &why);
+            return Ok(());
+        }
         let created = spawns
             .iter()
             .try_for_each(|s| capability::check_spawned(s["id"].as_str().unwrap_or(""), &frame_id))
@@ -325,6 +348,13 @@ impl SpaceRuntime {
     /// A document value within the size limit, and the wave within its
     /// budget of bytes written (counted as each action's values apply).
     pub(super) fn check_size(&mut self, doc: &str, v: &Value) -> Result<(), String> {
+        let depth = crate::store::value_depth(v);
+        if depth > crate::store::MAX_VALUE_DEPTH {
+            return Err(format!(
+                "{doc} would nest {depth} levels of arrays and objects (the limit is {})",
+                crate::store::MAX_VALUE_DEPTH
+            ));
+        }
         let bytes = graph::json_size(v);
         let limits = &self.cfg.limits;
         if bytes > limits.doc_bytes {

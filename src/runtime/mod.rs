@@ -156,6 +156,11 @@ pub struct WriteLimits {
     pub wave_write_bytes: usize,
     /// Writes (`set`s) one handler run may make.
     pub action_writes: usize,
+    /// Pieces one handler run may create (patterns it calls, handlers it
+    /// binds).
+    pub action_pieces: usize,
+    /// Pieces one space may hold, deployed and created together.
+    pub space_pieces: usize,
 }
 
 impl Default for WriteLimits {
@@ -164,6 +169,11 @@ impl Default for WriteLimits {
             doc_bytes: 4 << 20,
             wave_write_bytes: 16 << 20,
             action_writes: 100_000,
+            // Creating a piece costs about 0.1 ms of the run and a few
+            // hundred bytes of the piece list: 1,000 in one event stays
+            // within a wave's deadline, and 20,000 keeps the list a few MB.
+            action_pieces: 1_000,
+            space_pieces: 20_000,
         }
     }
 }
@@ -362,6 +372,9 @@ pub struct SpaceRuntime {
     failed_wave_attempts: u32,
     /// Bytes the pending wave's actions wrote (see [`WriteLimits`]).
     wave_bytes: usize,
+    /// Pieces this activation could not load, with why: the space serves
+    /// the others, and their events are dead-lettered.
+    set_aside: BTreeMap<String, String>,
 }
 
 /// Suffix of a stored inputs hash whose run built a frame.
@@ -495,15 +508,32 @@ impl SpaceRuntime {
             dead_lettering: Vec::new(),
             failed_wave_attempts: 0,
             wave_bytes: 0,
+            set_aside: BTreeMap::new(),
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
             for (piece, info) in map {
                 let program = info["program"].as_str().unwrap_or_default().to_string();
                 let export = info["export"].as_str().unwrap_or("default").to_string();
-                let compiled = rt.load_stored_program(&program)?;
                 let owner = graph::deployed_ancestor(map, piece);
-                rt.record_piece(piece, &owner, &compiled, &export, None)?;
+                let loaded = rt
+                    .load_stored_program(&program)
+                    .and_then(|compiled| rt.record_piece(piece, &owner, &compiled, &export, None));
+                match loaded {
+                    Ok(()) => {}
+                    // What one piece's code or stored program does wrong
+                    // costs that piece, not the space: it is set aside and
+                    // the others serve. The store or the lease failing
+                    // still ends the activation.
+                    Err(
+                        e @ (RuntimeError::Sandbox(_)
+                        | RuntimeError::Compile(_)
+                        | RuntimeError::Invalid(_)
+                        | RuntimeError::InvalidArgument(_)
+                        | RuntimeError::UnknownPiece(_)),
+                    ) => rt.set_aside_piece(piece, e.to_string()),
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(rt)
@@ -563,6 +593,33 @@ impl SpaceRuntime {
             kind,
             error: e.to_string(),
         });
+    }
+
+    /// Sets a piece this activation cannot load aside: counted, listed
+    /// with the tenure's failures, its events dead-lettered
+    /// ([`SpaceRuntime::set_aside_reason`]).
+    fn set_aside_piece(&mut self, piece: &str, reason: String) {
+        tracing::warn!(piece, reason, "piece set aside");
+        self.counters.inc(Counter::PiecesSetAside);
+        self.push_failure(ActionFailure {
+            action: piece.to_string(),
+            kind: "piece",
+            error: format!("set aside: {reason}"),
+        });
+        self.set_aside.insert(piece.to_string(), reason);
+    }
+
+    /// Why the piece a stream or document belongs to is set aside, if it is.
+    pub(super) fn set_aside_reason(&self, id: &str) -> Option<String> {
+        self.set_aside
+            .iter()
+            .find(|(p, _)| capability::owned_by(id, p))
+            .map(|(p, r)| format!("piece {p} is set aside: {r}"))
+    }
+
+    /// The pieces this activation set aside, with why.
+    pub fn set_aside(&self) -> &BTreeMap<String, String> {
+        &self.set_aside
     }
 
     fn push_failure(&mut self, f: ActionFailure) {

@@ -61,10 +61,19 @@ impl SpaceRuntime {
         settle: WaveSettle<'_>,
     ) -> RuntimeResult<WaveReport> {
         for ev in events {
+            let set_aside = match &dead {
+                None => self.set_aside_reason(&ev.stream),
+                Some(_) => None,
+            };
             if let Some((attempts, error)) = &dead {
                 self.report.dead_lettered.push(ev.event_id.clone());
                 self.dead_lettering
                     .push((ev.clone(), *attempts, error.clone()));
+            } else if let Some(reason) = set_aside {
+                // Nothing can run it this tenure: kept as a dead letter,
+                // not consumed as if delivered.
+                self.report.dead_lettered.push(ev.event_id.clone());
+                self.dead_lettering.push((ev.clone(), 0, reason));
             } else if skip.contains(&ev.event_id) {
                 self.report.skipped_events.push(ev.event_id.clone());
             } else {

@@ -245,7 +245,7 @@ impl Space {
     }
 
     pub fn commit(&mut self, req: CommitRequest) -> StoreResult<CommitOutcome> {
-        each_space!(self, s => s.commit_with(req, |_, _| Ok(())))
+        self.commit_with(req, |_, _| Ok(()))
     }
 
     pub fn commit_with(

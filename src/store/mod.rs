@@ -108,9 +108,10 @@ pub use plane::{
     ActionCost, Bucket, CommitView, DeclaredRow, FireRecord, IndexHook, LedgerDelta, LedgerRow,
     PendingWake, PlaneTx, ScheduleRow, ScheduleStatus, PRUNE_EVERY_PERIODS,
 };
+pub use records::value_depth;
 pub use records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
-    EventRecord, Lease, LoggedOp, NewEvent, StreamState,
+    EventRecord, Lease, LoggedOp, NewEvent, StreamState, MAX_VALUE_DEPTH,
 };
 pub use shared::WakeListener;
 pub use space::{FileSpace, CLOSE_CHECKPOINT_BYTES};

@@ -97,6 +97,49 @@ pub fn set_at(doc: Option<&Value>, path: &[PathSeg], value: Value) -> Result<Val
     set_at_owned(doc.cloned().unwrap_or(Value::Null), path, value)
 }
 
+/// [`set_at`] in place: `doc` is changed only when the write can apply
+/// (checked first, along the path), so a refused write leaves it whole.
+/// What a write costs is then the length of its path, not the size of the
+/// document.
+pub fn set_at_mut(doc: &mut Value, path: &[PathSeg], value: Value) -> Result<(), String> {
+    let mut cur = &*doc;
+    for (depth, seg) in path.iter().enumerate() {
+        let next = match (cur, seg, seg_index(seg)) {
+            (Value::Null, _, _) if depth == 0 => None,
+            (Value::Object(m), seg, _) => m.get(&seg.to_string()),
+            (Value::Array(a), _, Some(i)) if i <= a.len() => a.get(i),
+            (Value::Array(a), _, Some(i)) => {
+                return Err(format!(
+                    "index {i} is past the end of the array at {} (length {})",
+                    display_path(&path[..depth]),
+                    a.len()
+                ))
+            }
+            (Value::Array(_), PathSeg::Key(k), None) => {
+                return Err(format!(
+                    "key {k:?} cannot address the array at {}",
+                    display_path(&path[..depth])
+                ))
+            }
+            (other, seg, _) => {
+                return Err(format!(
+                    "segment {seg:?} descends into {} at {}",
+                    kind_of(other),
+                    display_path(&path[..depth])
+                ))
+            }
+        };
+        // What is missing from here on is created as objects.
+        match next {
+            Some(n) => cur = n,
+            None => break,
+        }
+    }
+    let root = std::mem::take(doc);
+    *doc = set_at_owned(root, path, value).expect("checked along the path");
+    Ok(())
+}
+
 /// [`set_at`] on an owned document, without cloning it.
 pub fn set_at_owned(mut root: Value, path: &[PathSeg], value: Value) -> Result<Value, String> {
     if path.is_empty() {

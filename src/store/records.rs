@@ -53,6 +53,65 @@ impl Author {
     }
 }
 
+/// How deeply a stored value (a document, an event payload) may nest
+/// arrays and objects. The reader (serde_json) refuses past 127 levels, so
+/// a commit is refused past this many: whatever is stored loads again,
+/// with room to spare for the few levels a run's result wraps around a
+/// document it hands back.
+pub const MAX_VALUE_DEPTH: usize = 100;
+
+/// How many levels of arrays and objects `v` nests (a scalar is 0).
+/// Iterative, so a value nested past any limit is measured without
+/// recursion.
+pub fn value_depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(a.iter().map(|x| (x, d + 1)));
+            }
+            Value::Object(m) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(m.values().map(|x| (x, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+impl CommitRequest {
+    /// Refuses a commit whose documents or payloads would nest past
+    /// [`MAX_VALUE_DEPTH`]: checked when written, so nothing stored fails to
+    /// load later. A patch counts its path (the document around it).
+    pub fn check_depth(&self) -> Result<(), String> {
+        let too_deep = |what: &str, depth: usize| {
+            Err(format!(
+                "{what} would nest {depth} levels of arrays and objects (the limit is {MAX_VALUE_DEPTH})"
+            ))
+        };
+        for op in &self.ops {
+            let depth = match op {
+                DocOp::Set { value, .. } => value_depth(value),
+                DocOp::Patch { path, value, .. } => path.len() + value_depth(value),
+                DocOp::Delete { .. } => 0,
+            };
+            if depth > MAX_VALUE_DEPTH {
+                return too_deep(&format!("document {:?}", op.doc_id()), depth);
+            }
+        }
+        for e in &self.events {
+            let depth = value_depth(&e.payload);
+            if depth > MAX_VALUE_DEPTH {
+                return too_deep(&format!("the payload of event {:?}", e.event_id), depth);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One document operation of a commit.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DocOp {

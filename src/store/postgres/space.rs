@@ -240,7 +240,11 @@ impl PgSpace {
         req: CommitRequest,
         extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
     ) -> StoreResult<CommitOutcome> {
-        let r = self.commit_inner(req, extra);
+        // What would not load again is never written.
+        let r = req
+            .check_depth()
+            .map_err(StoreError::InvalidCommit)
+            .and_then(|()| self.commit_inner(req, extra));
         if r.is_err() {
             self.counters.inc(Counter::CommitsRejected);
         }
