@@ -196,3 +196,16 @@ fn sign_in_attempts_are_limited_per_address() {
     let (status, _, _) = request(&server.addr, "GET", "/console", &server.addr, &[], "");
     assert_eq!(status, 200);
 }
+
+#[test]
+fn a_public_origin_that_is_not_an_origin_stops_serve_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let Err((code, log)) =
+        Server::try_start(dir.path(), &["--public-origin", "console.example.com"])
+    else {
+        panic!("serve started with a public origin that has no scheme");
+    };
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("--public-origin"), "{log}");
+    assert!(log.contains("is not an origin"), "{log}");
+}

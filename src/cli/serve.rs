@@ -188,6 +188,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(ms) = args.test_minute_ms {
         crate::schedule::grid::set_test_minute_ms(ms);
     }
+    // A mistyped origin fails at once, not after the start-up check.
+    crate::console::guard::HostRule::new(args.listen, &args.public_origin)
+        .map_err(|e| anyhow::anyhow!("--public-origin: {e}"))?;
     let mut cfg = StoreConfig::new(&args.data);
     // Held until the process exits: one host per data directory.
     cfg.owns_directory = true;
