@@ -139,6 +139,8 @@ counters! {
     ConsoleSignInsRefused => ("operator", "consoleSignInsRefused", Counter, "Console sign-ins refused (wrong token)"),
     ConsoleActions => ("operator", "consoleActions", Counter, "Actions taken through the console (trigger, pause, resume, budget)"),
     ConsoleActionsRefused => ("operator", "consoleActionsRefused", Counter, "Console actions refused (not signed in, another site, or the action failed)"),
+    ConsoleWrongHost => ("operator", "consoleWrongHost", Counter, "Console requests refused (421) because their Host header named neither the listen address nor a --public-origin"),
+    ConsoleSignInsRateLimited => ("operator", "consoleSignInsRateLimited", Counter, "Console sign-in attempts refused (429) because their peer address made more than --console-sign-ins-per-minute"),
     OperatorRefused => ("operator", "refused", Counter, "Operator API requests refused: bad, stale or replayed signatures, or a did that is not an operator"),
     ActivationsBoot => ("activation", "byBoot", Counter, "Activations by boot discovery"),
     ActivationFailures => ("activation", "failures", Counter, "Activations that failed (retried with back-off)"),
@@ -165,6 +167,12 @@ counters! {
     SessionsRejected => ("sessions", "rejected", Counter, "Session opens refused (bad signature, access)"),
     FramesRejected => ("sessions", "framesRejected", Counter, "Client frames answered with an error"),
     UpdatesSent => ("sessions", "updatesSent", Counter, "Updates pushed to sessions"),
+    ConnectionsAccepted => ("connections", "accepted", Counter, "TCP connections accepted and served (after the per-peer cap)"),
+    ConnectionsOpen => ("connections", "open", Gauge, "TCP connections open, WebSocket ones included"),
+    ConnectionsRefusedPerPeer => ("connections", "refusedPerPeerCap", Counter, "TCP connections closed at accept because their peer address already held as many as --max-connections-per-peer allows"),
+    ConnectionsHeaderTimeout => ("connections", "closedByHeaderTimeout", Counter, "Connections closed because a request's head was not complete within --header-read-timeout-ms of its first byte"),
+    ConnectionsIdleTimeout => ("connections", "closedIdle", Counter, "Connections closed because they sent nothing (no first request within --idle-timeout-ms, or no next request on a kept-alive connection)"),
+    ConnectionsNoSessionOpened => ("connections", "closedNoSessionOpened", Counter, "WebSocket connections closed because no session was opened within --ws-open-timeout-ms of the upgrade (pings and other frames do not extend it)"),
 }
 
 #[derive(Debug)]

@@ -51,7 +51,10 @@ struct OpenSession {
     access_version: u64,
 }
 
-pub async fn run(socket: WebSocket, host: Host) {
+/// `open_within`: the deadline for this connection to open its session
+/// (`None`: no deadline), counted from the upgrade.
+pub async fn run(socket: WebSocket, host: Host, open_within: Option<std::time::Duration>) {
+    let upgraded = crate::clock::Stopwatch::start();
     let counters = host.counters().clone();
     let (mut tx, mut rx) = socket.split();
     let nonce = new_nonce();
@@ -78,7 +81,16 @@ pub async fn run(socket: WebSocket, host: Host) {
     let mut shutdown = host.shutdown_signal();
     loop {
         let silence_left = timeout.map(|t| heard.left_of(if pinged { t } else { t / 2 }));
+        let open_left = open_within.map(|t| upgraded.left_of(t));
         tokio::select! {
+            // Answering pings keeps a connection alive, not unopened: a
+            // connection is held only for a session.
+            _ = sleep_or_never(open_left), if open.is_none() => {
+                counters.add_host(Counter::ConnectionsNoSessionOpened, 1);
+                let why = "no session opened within the open deadline";
+                end_connection(&mut tx, None, CLOSE_POLICY, why, timeout).await;
+                break;
+            }
             _ = sleep_or_never(silence_left) => {
                 if !pinged {
                     pinged = true;

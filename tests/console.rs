@@ -204,6 +204,15 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     // unticked first (remembered by the browser): a reload in the middle
     // of typing into a form would lose the text.
     b.goto(&format!("{base}/"));
+    // Under the console's content security policy (no inline code), its
+    // own style sheet applies and its own script runs (it shows the box).
+    assert_eq!(
+        b.run(
+            "return [getComputedStyle(document.querySelector('header')).display, \
+             document.getElementById('refresh-control').hidden]"
+        ),
+        json!(["flex", false])
+    );
     assert_eq!(
         b.run("return document.getElementById('refresh').checked"),
         json!(true)

@@ -6,7 +6,6 @@ use crate::metrics::{Counter, Counters};
 use crate::store::lock::{DirectoryLock, LockInfo};
 use crate::store::{Store, StoreConfig};
 use anyhow::Context;
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +54,45 @@ pub struct ServeArgs {
     /// vanished without closing does not hold its space active. 0: never.
     #[arg(long, env = "SPACEWAKE_SESSION_TIMEOUT_MS", default_value_t = 60_000)]
     pub session_timeout_ms: u64,
+    /// A connection that has sent the first byte of a request must finish
+    /// the request's head within this many milliseconds, or it is closed
+    /// (also each next request on a kept-alive connection, counted from
+    /// the previous answer). 0: no limit.
+    #[arg(
+        long,
+        env = "SPACEWAKE_HEADER_READ_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub header_read_timeout_ms: u64,
+    /// A connection that sends nothing at all for this many milliseconds
+    /// after it is accepted is closed. 0: no limit.
+    #[arg(long, env = "SPACEWAKE_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+    /// A WebSocket that has not opened its session this many milliseconds
+    /// after the upgrade is closed (1008), whatever else it sends. 0: no
+    /// deadline.
+    #[arg(long, env = "SPACEWAKE_WS_OPEN_TIMEOUT_MS", default_value_t = 10_000)]
+    pub ws_open_timeout_ms: u64,
+    /// At most this many connections open at once from one peer address
+    /// (WebSockets included); past it, new ones are closed at accept. 0: no
+    /// cap.
+    #[arg(long, env = "SPACEWAKE_MAX_CONNECTIONS_PER_PEER", default_value_t = 64)]
+    pub max_connections_per_peer: usize,
+    /// An origin the console is reached at besides the listen address
+    /// (`https://console.example.com`, behind a proxy): its `Host` is
+    /// accepted (repeatable; env: comma-separated).
+    #[arg(
+        long,
+        env = "SPACEWAKE_PUBLIC_ORIGINS",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub public_origin: Vec<String>,
+    /// Console sign-in attempts allowed per peer address per minute (a
+    /// bucket refilled at that rate); past it, 429. 0: no limit.
+    #[arg(long, env = "SPACEWAKE_CONSOLE_SIGN_INS_PER_MINUTE",
+          default_value_t = crate::console::guard::DEFAULT_SIGN_INS_PER_MINUTE)]
+    pub console_sign_ins_per_minute: u32,
     /// At most this many spaces active at once (each a thread, a JavaScript
     /// runtime and an open file); past it, opens and ingests for another
     /// space are refused (`overloaded`, HTTP 503) and boot discovery waits.
@@ -150,6 +188,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(ms) = args.test_minute_ms {
         crate::schedule::grid::set_test_minute_ms(ms);
     }
+    // A mistyped origin fails at once, not after the start-up check.
+    crate::console::guard::HostRule::new(args.listen, &args.public_origin)
+        .map_err(|e| anyhow::anyhow!("--public-origin: {e}"))?;
     let mut cfg = StoreConfig::new(&args.data);
     // Held until the process exits: one host per data directory.
     cfg.owns_directory = true;
@@ -240,15 +281,25 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // directory for whoever may read it, and printed below.
         let (console_auth, console_token, token_path) =
             crate::console::auth::ConsoleAuth::create(&args.data)?;
-        let state =
-            crate::http::HttpState::new(host.clone(), operators).with_console_auth(console_auth);
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
+        let local = listener.local_addr()?;
+        let hosts = crate::console::guard::HostRule::new(local, &args.public_origin)
+            .map_err(|e| anyhow::anyhow!("--public-origin: {e}"))?;
+        let console = crate::http::console::ConsoleState::new(console_auth)
+            .guarded(hosts, args.console_sign_ins_per_minute);
+        let state = crate::http::HttpState::new(host.clone(), operators)
+            .with_console(console)
+            .with_ws_open_timeout(millis(args.ws_open_timeout_ms));
+        let limits = crate::http::conn::ConnLimits {
+            header_read: millis(args.header_read_timeout_ms),
+            idle: millis(args.idle_timeout_ms),
+            per_peer: args.max_connections_per_peer,
+        };
         // Before anyone can learn the address: a SIGTERM from then on is a
         // graceful shutdown, never the default (immediate) death.
         let mut signals = Signals::new()?;
-        let local = listener.local_addr()?;
         // The CLI finds the running server through the lock file.
         lock.set_listen(local.to_string())
             .with_context(|| format!("writing {}", lock.path().display()))?;
@@ -281,13 +332,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         tokio::spawn(crate::http::console::sample_throughput(state.clone()));
         let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
-        let http = tokio::spawn(
-            axum::serve(crate::http::nodelay(listener), crate::http::router(state))
-                .with_graceful_shutdown(async {
-                    let _ = accepting_stopped.await;
-                })
-                .into_future(),
-        );
+        let http = tokio::spawn(crate::http::conn::serve(
+            listener,
+            crate::http::router(state),
+            limits,
+            host.counters().clone(),
+            async {
+                let _ = accepting_stopped.await;
+            },
+        ));
         let signal = signals.next().await;
         // A second signal during the grace period ends the process at once.
         tokio::spawn(async move {
@@ -302,6 +355,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A knob in milliseconds, 0 meaning off.
+fn millis(ms: u64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms))
 }
 
 /// SIGTERM and SIGINT, whichever comes first.
@@ -339,7 +397,7 @@ async fn shut_down(
     signal: &str,
     grace: Duration,
     stop_accepting: tokio::sync::oneshot::Sender<()>,
-    http: tokio::task::JoinHandle<std::io::Result<()>>,
+    http: tokio::task::JoinHandle<()>,
 ) {
     let started = crate::clock::Stopwatch::start();
     tracing::info!(signal, grace_ms = grace.as_millis() as u64, "shutting down");

@@ -19,6 +19,7 @@
 
 pub mod auth;
 pub mod chart;
+pub mod guard;
 pub mod pages;
 pub mod rates;
 

@@ -6,7 +6,7 @@ use super::{state_of, Selection, SortBy, SpacesQuery, StateFilter, PAGE_ROWS, RE
 use crate::human::{format_utc_ms, human_duration_ms, relative, thousands};
 use crate::operator::{EntryView, FiresView, HostView, LedgerView, Limit, PieceView, SpaceView};
 use crate::store::{Bucket, WindowSpend};
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup, DOCTYPE};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
@@ -56,6 +56,20 @@ c.addEventListener('change',function(){localStorage.setItem('spacewake.refresh',
 setInterval(function(){if(!c.checked)return;var a=document.activeElement;\
 if(a&&a!==c&&/^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(a.tagName))return;location.reload();},";
 
+/// Where the pages load their style sheet and script from.
+pub const STYLE_PATH: &str = "/console/style.css";
+pub const SCRIPT_PATH: &str = "/console/refresh.js";
+
+/// The style sheet served at [`STYLE_PATH`].
+pub fn style_sheet() -> &'static str {
+    STYLE
+}
+
+/// The script served at [`SCRIPT_PATH`].
+pub fn refresh_script() -> String {
+    format!("{REFRESH_SCRIPT}{});}})();", REFRESH_SECONDS * 1000)
+}
+
 fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
@@ -65,7 +79,9 @@ fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Marku
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 noscript { meta http-equiv="refresh" content=(REFRESH_SECONDS); }
                 title { (title) " · spacewake console" }
-                style { (PreEscaped(STYLE)) }
+                // From the console itself, not inline: its content
+                // security policy allows no inline code.
+                link rel="stylesheet" href=(STYLE_PATH);
             }
             body {
                 header {
@@ -101,7 +117,7 @@ fn layout(f: &Frame, title: &str, here: &str, twin: &str, body: Markup) -> Marku
                     }
                 }
                 main { (body) }
-                script { (PreEscaped(format!("{REFRESH_SCRIPT}{});}})();", REFRESH_SECONDS * 1000))) }
+                script src=(SCRIPT_PATH) {}
                 footer class="muted" {
                     p { "The same data as JSON: " code { (twin) } }
                     @if !f.signed_in {

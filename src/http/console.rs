@@ -15,6 +15,9 @@
 use super::operator::{acted, operate_on, to_json, view, NotDone};
 use super::HttpState;
 use crate::console::auth::{session_in, ConsoleAuth, COOKIE, SESSION_MS};
+use crate::console::guard::{
+    HostRule, SignInLimiter, CONTENT_SECURITY_POLICY, DEFAULT_SIGN_INS_PER_MINUTE,
+};
 use crate::console::pages::{self, Frame};
 use crate::console::rates::{Rates, Sample, SAMPLE_MS};
 use crate::console::{self};
@@ -23,7 +26,7 @@ use crate::metrics::Counter;
 use crate::operator::{self as op, BudgetSetting, EntryAction, Limit, OpError};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -37,19 +40,34 @@ const FIRES_PER_ENTRY: usize = 10;
 /// Top actions by CPU on a space's page.
 const TOP_ACTIONS: usize = 10;
 
-/// The console's own state beside the host: who is signed in, and the
-/// throughput samples of the last hour.
+/// The console's own state beside the host: who is signed in, the
+/// throughput samples of the last hour, the `Host` headers it answers and
+/// the sign-in attempts left per peer address.
 pub struct ConsoleState {
     pub auth: ConsoleAuth,
     rates: Mutex<Rates>,
+    hosts: HostRule,
+    sign_ins: SignInLimiter,
 }
 
 impl ConsoleState {
+    /// Answering any `Host` (see [`ConsoleState::guarded`]), with the
+    /// default sign-in limit.
     pub fn new(auth: ConsoleAuth) -> ConsoleState {
         ConsoleState {
             auth,
             rates: Mutex::default(),
+            hosts: HostRule::any(),
+            sign_ins: SignInLimiter::new(DEFAULT_SIGN_INS_PER_MINUTE),
         }
+    }
+
+    /// Answering only `hosts`, and `sign_ins_per_minute` sign-in attempts
+    /// per peer address (0: no limit).
+    pub fn guarded(mut self, hosts: HostRule, sign_ins_per_minute: u32) -> ConsoleState {
+        self.hosts = hosts;
+        self.sign_ins = SignInLimiter::new(sign_ins_per_minute);
+        self
     }
 
     /// Takes a throughput sample now (the sampler, and each host page).
@@ -83,7 +101,7 @@ pub async fn sample_throughput(state: HttpState) {
     }
 }
 
-pub fn routes() -> Router<HttpState> {
+pub fn routes(state: &HttpState) -> Router<HttpState> {
     Router::new()
         .route("/", get(|| async { Redirect::to("/console") }))
         .route("/console", get(host_page))
@@ -96,6 +114,71 @@ pub fn routes() -> Router<HttpState> {
             post(entry_action),
         )
         .route("/console/spaces/{space}/budget", post(set_budget))
+        .route(pages::STYLE_PATH, get(style_sheet))
+        .route(pages::SCRIPT_PATH, get(refresh_script))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+}
+
+/// In front of every console route: a `Host` that does not name this
+/// console is refused (421) before anything else, so a page of another
+/// name that resolves here (DNS rebinding) can neither read nor act; and
+/// every answer says it may not be framed, sniffed or given inline code.
+async fn guard(
+    State(s): State<HttpState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let mut response = if host.is_some_and(|h| s.console.hosts.allows(h)) {
+        next.run(req).await
+    } else {
+        s.host.counters().add_host(Counter::ConsoleWrongHost, 1);
+        tracing::warn!(
+            host = host.unwrap_or(""),
+            "console request for another host refused"
+        );
+        let f = frame(&s, req.headers(), "/console".into());
+        let page = pages::problem(
+            &f,
+            "Wrong host",
+            "This console answers only to its listen address and its configured public origins (serve --public-origin).",
+        );
+        (StatusCode::MISDIRECTED_REQUEST, Html(page.into_string())).into_response()
+    };
+    let h = response.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}
+
+async fn style_sheet() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        pages::style_sheet(),
+    )
+        .into_response()
+}
+
+async fn refresh_script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        pages::refresh_script(),
+    )
+        .into_response()
 }
 
 fn session(headers: &HeaderMap) -> Option<&str> {
@@ -356,6 +439,7 @@ struct SignInForm {
 async fn sign_in(
     State(s): State<HttpState>,
     headers: HeaderMap,
+    peer: Option<axum::Extension<super::conn::Peer>>,
     Form(form): Form<SignInForm>,
 ) -> Response {
     if cross_site(&headers) {
@@ -367,6 +451,27 @@ async fn sign_in(
         );
     }
     let now_ms = s.host.store().clock().now_ms();
+    // Every attempt counts, right or wrong: the token is not to be guessed.
+    let ip = peer.map(|axum::Extension(p)| p.0.ip());
+    if let Err(wait_ms) = s.console.sign_ins.attempt(ip, now_ms) {
+        s.host
+            .counters()
+            .add_host(Counter::ConsoleSignInsRateLimited, 1);
+        tracing::warn!("console sign-in refused: too many attempts from one address");
+        let f = frame(&s, &headers, back(form.next.as_deref()));
+        let retry_s = wait_ms.div_ceil(1_000);
+        let page = pages::problem(
+            &f,
+            "Not signed in",
+            &format!("Too many sign-in attempts from this address: try again in {retry_s} s."),
+        );
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, retry_s.to_string())],
+            Html(page.into_string()),
+        )
+            .into_response();
+    }
     let Some(id) = s.console.auth.sign_in(&form.token, now_ms) else {
         s.host
             .counters()

@@ -31,6 +31,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
+pub mod conn;
 pub mod console;
 mod operator;
 
@@ -43,7 +44,13 @@ pub struct HttpState {
     pub operators: std::sync::Arc<OperatorAuth>,
     /// The console's sign-in and its throughput samples.
     pub console: std::sync::Arc<console::ConsoleState>,
+    /// How long a WebSocket may go without opening its session (`None`:
+    /// no deadline).
+    pub ws_open: Option<std::time::Duration>,
 }
+
+/// The default of `serve --ws-open-timeout-ms`.
+pub const DEFAULT_WS_OPEN: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl HttpState {
     /// A state whose console nobody can sign in to (see
@@ -55,11 +62,22 @@ impl HttpState {
             console: std::sync::Arc::new(console::ConsoleState::new(
                 crate::console::auth::ConsoleAuth::disabled(),
             )),
+            ws_open: Some(DEFAULT_WS_OPEN),
         }
     }
 
     pub fn with_console_auth(mut self, auth: crate::console::auth::ConsoleAuth) -> HttpState {
         self.console = std::sync::Arc::new(console::ConsoleState::new(auth));
+        self
+    }
+
+    pub fn with_console(mut self, console: console::ConsoleState) -> HttpState {
+        self.console = std::sync::Arc::new(console);
+        self
+    }
+
+    pub fn with_ws_open_timeout(mut self, limit: Option<std::time::Duration>) -> HttpState {
+        self.ws_open = limit;
         self
     }
 }
@@ -88,7 +106,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/spaces/{space}/events", post(ingest))
         .route("/api/spaces/{space}/warm", post(warm))
         .merge(operator::routes())
-        .merge(console::routes())
+        .merge(console::routes(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT_BYTES))
@@ -211,7 +229,7 @@ async fn ws(State(s): State<HttpState>, upgrade: WebSocketUpgrade) -> Response {
     upgrade
         .max_message_size(TRANSPORT_MAX_MESSAGE_BYTES)
         .max_frame_size(TRANSPORT_MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| crate::session::run(socket, s.host))
+        .on_upgrade(move |socket| crate::session::run(socket, s.host, s.ws_open))
 }
 
 #[derive(Debug, Deserialize)]
