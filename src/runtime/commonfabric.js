@@ -672,7 +672,8 @@ class Cell {
     for (const k of Object.keys(partial || {})) this.key(k).set(partial[k]);
   }
   push(...items) {
-    const cur = this.get();
+    // Only the length is needed: no copy of the list (n pushes stay linear).
+    const cur = getAt(this.#docs[this.#doc], this.#path);
     if (!Array.isArray(cur)) {
       this.set(items.map(serializeValue));
       return;
