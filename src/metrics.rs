@@ -127,6 +127,7 @@ counters! {
     ServerThreadsReused => ("activation", "serverThreadsReused", Counter, "Space servers run on an idle thread of an earlier tenure"),
     EngineImagesReused => ("activation", "engineImagesReused", Counter, "Tenures whose sandbox was a reused engine restored to its start-up heap image"),
     EngineSandboxesBuilt => ("activation", "engineSandboxesBuilt", Counter, "Tenures whose sandbox was built anew (no spare image on the thread, reuse off, or the image cap reached)"),
+    DocsEvicted => ("activation", "docsEvicted", Counter, "Cached documents an active space runtime dropped between waves to stay within its document cache budget (read again from the store when needed)"),
     RuntimeMemoryBytes => ("activation", "runtimeMemoryBytes", Gauge, "JavaScript heap bytes held by active space runtimes (0 once parked)"),
     ActivationsSession => ("activation", "bySession", Counter, "Activations triggered by a session"),
     ActivationsEvents => ("activation", "byEvents", Counter, "Activations triggered by undelivered events"),

@@ -15,6 +15,9 @@ impl SpaceRuntime {
                     self.doc_seq.insert(id.to_string(), d.seq);
                 }
                 let v = read.map(|d| d.value);
+                if let Some(v) = &v {
+                    self.cache_estimate += graph::json_size(v);
+                }
                 self.docs.insert(id.to_string(), v.clone());
                 v
             }
@@ -71,6 +74,39 @@ impl SpaceRuntime {
         self.wave_writes.insert(doc.to_string());
         self.invalidate(doc);
         Ok(())
+    }
+
+    /// Keeps the document cache within `RuntimeConfig::doc_cache_bytes`
+    /// between waves: once the estimate passes it, measures what is cached
+    /// and drops documents (largest first) until half the budget is left.
+    /// Called when no wave is pending (nothing dropped is unsaved: the
+    /// store has every cached document as it is).
+    pub(super) fn trim_doc_cache(&mut self) {
+        let budget = self.cfg.doc_cache_bytes;
+        if self.cache_estimate <= budget || !self.touched.is_empty() {
+            return;
+        }
+        let mut sized: Vec<(usize, String)> = self
+            .docs
+            .iter()
+            .map(|(id, v)| (v.as_ref().map_or(0, graph::json_size), id.clone()))
+            .collect();
+        let mut held: usize = sized.iter().map(|(n, _)| n).sum();
+        sized.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (n, id) in sized {
+            if held <= budget / 2 {
+                break;
+            }
+            // Programs and the piece list are read at every activation and
+            // by every spawn: they stay.
+            if id == PIECES_DOC || id.starts_with("program/") {
+                continue;
+            }
+            self.docs.remove(&id);
+            held -= n;
+            self.counters.inc(Counter::DocsEvicted);
+        }
+        self.cache_estimate = held;
     }
 
     pub(super) fn invalidate(&mut self, doc: &str) {

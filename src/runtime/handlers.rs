@@ -372,6 +372,7 @@ impl SpaceRuntime {
             ));
         }
         self.wave_bytes += bytes;
+        self.cache_estimate += bytes;
         Ok(())
     }
 

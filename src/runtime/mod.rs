@@ -138,6 +138,10 @@ pub struct RuntimeConfig {
     pub ledger_window_ms: u64,
     /// Sizes of what pattern code may write (`spec/protocol.md`, *Limits*).
     pub limits: WriteLimits,
+    /// Bytes (as JSON) of documents a space runtime keeps cached between
+    /// waves, outside the engine's heap: past it, documents no pending wave
+    /// holds are dropped at the end of a wave and read again when needed.
+    pub doc_cache_bytes: usize,
     /// Keys the seed of a handler's `Math.random()`, so no sender can
     /// choose an event id for the outcome it wants (the host derives it
     /// from its secret; the all-zero default is for runtimes without one).
@@ -229,9 +233,15 @@ impl Default for RuntimeConfig {
             ledger_window_ms: crate::accounting::DEFAULT_WINDOW_MS,
             entropy_key: EntropyKey::default(),
             limits: WriteLimits::default(),
+            doc_cache_bytes: DEFAULT_DOC_CACHE_BYTES,
         }
     }
 }
+
+/// Half the engine's default heap limit: a space's runtime then holds at
+/// most about one and a half times that limit in all (engine heap plus
+/// cached documents between waves).
+pub const DEFAULT_DOC_CACHE_BYTES: usize = 32 << 20;
 
 /// What happened to one action, kept for diagnosis and tests.
 #[derive(Debug, Clone, PartialEq)]
@@ -375,6 +385,10 @@ pub struct SpaceRuntime {
     /// Pieces this activation could not load, with why: the space serves
     /// the others, and their events are dead-lettered.
     set_aside: BTreeMap<String, String>,
+    /// What the document cache may hold: bytes counted as documents are
+    /// read from the store and written by actions (an upper estimate: a
+    /// document written twice counts twice until the next trim measures).
+    cache_estimate: usize,
 }
 
 /// Suffix of a stored inputs hash whose run built a frame.
@@ -509,6 +523,7 @@ impl SpaceRuntime {
             failed_wave_attempts: 0,
             wave_bytes: 0,
             set_aside: BTreeMap::new(),
+            cache_estimate: 0,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {

@@ -187,6 +187,7 @@ impl SpaceRuntime {
                     settle(&report, p)
                 })?;
             }
+            self.trim_doc_cache();
             return Ok(report);
         }
         self.ensure_lease()?;
@@ -267,11 +268,13 @@ impl SpaceRuntime {
                     self.counters.inc(Counter::EventsDeadLettered);
                     tracing::warn!(event = %ev.event_id, stream = %ev.stream, attempts, "event dead-lettered");
                 }
+                self.trim_doc_cache();
                 Ok(report)
             }
             Err(e) => {
                 // Nothing of the wave committed: forget what we believed.
                 self.docs.clear();
+                self.cache_estimate = 0;
                 self.doc_seq.clear();
                 self.fresh.clear();
                 Err(e.into())

@@ -46,6 +46,11 @@ const CLASSES: usize = SMALL_CLASSES + 4 * (40 - LARGE_BASE_SHIFT);
 /// resident (reused by the next tenure); more is handed back.
 pub(crate) const KEEP_GROWTH_BYTES: usize = 1 << 20;
 
+/// Freed blocks at least this large hand their pages back at once (a
+/// `madvise` costs about a microsecond; a block this size took the engine
+/// far longer to fill).
+const RELEASE_BLOCK_BYTES: usize = 64 << 10;
+
 /// The allocator's state, at offset 0 of its region. Offsets, not
 /// pointers, so that it reads the same wherever it is copied from.
 #[repr(C)]
@@ -162,6 +167,21 @@ impl Region {
         let h = self.heap();
         (ptr as *mut usize).write(h.free[c]);
         h.free[c] = ptr.offset_from(self.base) as usize;
+        // A large block waits on its class's list for a block of the same
+        // size: its pages go back to the system meanwhile (all but the one
+        // holding the list's link), so what a tenure keeps resident follows
+        // what it holds live, not the most it ever held. A growing array
+        // frees each smaller copy as it moves: without this, sorts that
+        // run out of memory kept 111 MB resident against a 64 MiB limit.
+        let size = class_size(c);
+        if size >= RELEASE_BLOCK_BYTES {
+            let page = page();
+            let start = (ptr as usize + HEADER).div_ceil(page) * page;
+            let end = (ptr as usize + size) / page * page;
+            if end > start {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
     }
 
     /// A copy of the region's used bytes, allocator state included.
@@ -292,6 +312,40 @@ mod tests {
                 assert!(class_size(c - 1) < size, "{size}");
             }
         }
+    }
+
+    /// Pages of `[p, p + len)` resident now.
+    fn resident(p: *mut u8, len: usize) -> usize {
+        let page = page();
+        let start = (p as usize).div_ceil(page) * page;
+        let pages = (p as usize + len - start) / page;
+        let mut v = vec![0u8; pages];
+        let rc = unsafe { libc::mincore(start as *mut libc::c_void, pages * page, v.as_mut_ptr()) };
+        assert_eq!(rc, 0);
+        v.iter().filter(|b| **b & 1 == 1).count()
+    }
+
+    #[test]
+    fn a_freed_large_block_hands_its_pages_back_and_is_reused_intact() {
+        let r = Region::map(64 << 20).unwrap();
+        let big = r.alloc(4 << 20);
+        unsafe { std::ptr::write_bytes(big, 5, 4 << 20) };
+        assert!(resident(big, 4 << 20) >= 1000, "touched pages are resident");
+        unsafe { r.free(big) };
+        assert!(
+            resident(big, 4 << 20) <= 1,
+            "all but the link's page are handed back"
+        );
+        let again = r.alloc(4 << 20);
+        assert_eq!(again, big, "reused by its class");
+        unsafe { std::ptr::write_bytes(again, 6, 4 << 20) };
+        assert_eq!(unsafe { *again.add((4 << 20) - 1) }, 6);
+        // Small blocks keep their pages (a syscall per small free would cost
+        // more than it saves).
+        let small = r.alloc(1000);
+        unsafe { std::ptr::write_bytes(small, 1, 1000) };
+        unsafe { r.free(small) };
+        assert_eq!(unsafe { *small.add(999) }, 1);
     }
 
     #[test]
