@@ -92,7 +92,7 @@ impl SpaceRuntime {
             .map(|(id, v)| (v.as_ref().map_or(0, graph::json_size), id.clone()))
             .collect();
         let mut held: usize = sized.iter().map(|(n, _)| n).sum();
-        sized.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        sized.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
         for (n, id) in sized {
             if held <= budget / 2 {
                 break;
