@@ -305,6 +305,8 @@ pub struct PieceView {
     /// When it was deployed (pieces deployed before this was recorded: `None`).
     pub created_ms: Option<u64>,
     pub schedule_entries: usize,
+    /// Why the last activation set it aside (it could not load), if it did.
+    pub set_aside: Option<String>,
 }
 
 /// A space's dead letters (oldest first) and the undelivered events
@@ -353,6 +355,10 @@ pub fn pieces(store: &Store, id: &str) -> OpResult<Vec<PieceView>> {
         return Ok(Vec::new());
     };
     let rows = sp.schedule(None)?;
+    let set_aside = sp
+        .read(crate::runtime::SET_ASIDE_DOC)?
+        .map(|d| d.value)
+        .unwrap_or(Value::Null);
     // Pieces of one pattern share its program document (all its sources):
     // read each once.
     let mut entries: std::collections::HashMap<String, String> = Default::default();
@@ -375,6 +381,7 @@ pub fn pieces(store: &Store, id: &str) -> OpResult<Vec<PieceView>> {
             program,
             created_ms: info["createdMs"].as_u64(),
             schedule_entries: rows.iter().filter(|r| &r.piece == piece).count(),
+            set_aside: set_aside[piece].as_str().map(str::to_string),
         });
     }
     Ok(out)

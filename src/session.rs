@@ -604,6 +604,9 @@ pub fn host_error(id: Option<crate::protocol::RequestId>, e: HostError) -> Proto
             (ErrorCode::UnknownSpace, Some(json!({ "space": space })))
         }
         HostError::UnknownPiece(_) => (ErrorCode::UnknownPiece, None),
+        HostError::PieceSetAside { reason, .. } => {
+            (ErrorCode::UnknownPiece, Some(json!({ "setAside": reason })))
+        }
         HostError::UnknownStream(_) => (ErrorCode::UnknownStream, None),
         HostError::InvalidPattern { diagnostics } => (
             ErrorCode::InvalidPattern,

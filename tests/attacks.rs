@@ -295,13 +295,43 @@ async fn a_piece_that_cannot_load_is_set_aside_and_the_space_serves_the_rest() {
     wait_for("the event dead-lettered", || {
         server.space_counter(SPACE, "events", "deadLettered") == 1
     });
-    let r = send(&mut o, &probe, "walk", json!({})).await;
-    assert!(matches!(r, ServerMessage::Error(_)), "{r:?}");
+    match send(&mut o, &probe, "walk", json!({})).await {
+        ServerMessage::Error(e) => {
+            assert!(e.message.contains("is set aside"), "{}", e.message);
+            assert!(e.details.unwrap()["setAside"].is_string());
+        }
+        other => panic!("a send to a set-aside piece: {other:?}"),
+    }
     let before = handler_runs(&server);
     ack(&mut o, &child, "walk", json!({})).await;
     wait_for("the made piece still serves", || {
         handler_runs(&server) == before + 1
     });
+    drop(o);
+    stop(server);
+    // Operators see which piece is set aside and why.
+    let store = spacewake::store::Store::open(
+        spacewake::store::StoreConfig::new(dir.path()),
+        std::sync::Arc::new(spacewake::clock::SystemClock),
+        spacewake::metrics::Counters::new(),
+    )
+    .unwrap();
+    let pieces = spacewake::operator::pieces(&store, SPACE).unwrap();
+    let shown = |id: &str| {
+        pieces
+            .iter()
+            .find(|p| p.id == id)
+            .unwrap()
+            .set_aside
+            .clone()
+    };
+    assert!(
+        shown(&probe).is_some_and(|r| r.contains("#99")),
+        "{:?}",
+        shown(&probe)
+    );
+    assert_eq!(shown(&recorder), None);
+    assert_eq!(shown(&child), None);
 }
 
 /// The server's resident memory, in bytes.

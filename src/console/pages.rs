@@ -490,7 +490,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
         h2 { "Pieces" }
         div class="scroll" { table id="pieces" {
             caption { "Pieces (" (d.pieces.len()) ")" }
-            thead { tr { th scope="col" { "id" } th scope="col" { "pattern" } th scope="col" { "name" } th scope="col" class="num" { "schedule entries" } th scope="col" { "deployed" } } }
+            thead { tr { th scope="col" { "id" } th scope="col" { "pattern" } th scope="col" { "name" } th scope="col" class="num" { "schedule entries" } th scope="col" { "deployed" } th scope="col" { "set aside" } } }
             tbody {
                 @for p in &d.pieces {
                     tr {
@@ -499,6 +499,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                         td { (p.name.clone().unwrap_or_default()) }
                         td class="num" { (p.schedule_entries) }
                         td { @if let Some(t) = p.created_ms { (format_utc_ms(t)) } }
+                        td { (p.set_aside.clone().unwrap_or_default()) }
                     }
                 }
             }

@@ -306,6 +306,9 @@ pub enum HostError {
     UnknownSpace(String),
     #[error("no piece {0:?} in this space")]
     UnknownPiece(String),
+    /// A piece this tenure could not load (`SpaceRuntime::set_aside`).
+    #[error("piece {piece:?} is set aside: {reason}; events already sent to it are kept as dead letters")]
+    PieceSetAside { piece: String, reason: String },
     #[error("{0}")]
     UnknownStream(String),
     #[error("the pattern does not compile")]

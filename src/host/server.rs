@@ -600,7 +600,7 @@ impl Server {
                 since,
             } => {
                 if !self.rt.has_piece(&piece) {
-                    return Err(HostError::UnknownPiece(piece));
+                    return Err(self.missing_piece(piece));
                 }
                 let s = self
                     .sessions
@@ -629,7 +629,7 @@ impl Server {
             Request::Warm { pieces } => {
                 for p in &pieces {
                     if !self.rt.has_piece(p) {
-                        return Err(HostError::UnknownPiece(p.clone()));
+                        return Err(self.missing_piece(p.clone()));
                     }
                 }
                 self.warm.extend(pieces);
@@ -732,6 +732,18 @@ impl Server {
         Ok(Reply::Done)
     }
 
+    /// The refusal for a piece this tenure does not serve: set aside (with
+    /// why), or unknown.
+    fn missing_piece(&self, piece: String) -> HostError {
+        match self.rt.set_aside().get(&piece) {
+            Some(reason) => HostError::PieceSetAside {
+                reason: reason.clone(),
+                piece,
+            },
+            None => HostError::UnknownPiece(piece),
+        }
+    }
+
     fn counters(&self) -> crate::metrics::SpaceCounters {
         self.inner.counters.space(&self.id)
     }
@@ -745,7 +757,7 @@ impl Server {
             payload,
         } = e;
         if !self.rt.has_piece(&piece) {
-            return Err(HostError::UnknownPiece(piece));
+            return Err(self.missing_piece(piece));
         }
         let event_id = event_id.unwrap_or_else(|| format!("ev-{:016x}", rand::random::<u64>()));
         let seq = self

@@ -456,6 +456,7 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
                 name: Some("Counter".into()),
                 created_ms: Some(1),
                 schedule_entries: 2,
+                set_aside: Some("set aside: its program does not load".into()),
             })]}),
         ),
         (

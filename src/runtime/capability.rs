@@ -196,9 +196,12 @@ pub fn check_spawned(id: &str, frame: &str) -> Result<(), String> {
 }
 
 /// Documents no pattern code may write: program sources, the piece list,
-/// and piece results (top-level ids).
+/// the record of pieces set aside, and piece results (top-level ids).
 pub fn is_protected(doc: &str) -> bool {
-    doc == PIECES_DOC || doc.starts_with("program/") || !doc.contains('/')
+    doc == PIECES_DOC
+        || doc == super::SET_ASIDE_DOC
+        || doc.starts_with("program/")
+        || !doc.contains('/')
 }
 
 #[cfg(test)]

@@ -78,6 +78,9 @@ pub static COMMONFABRIC_JS: Builtins = Builtins {
 
 /// Document listing the space's pieces: `{pieceId: {program, export}}`.
 pub const PIECES_DOC: &str = "space/pieces";
+/// The pieces the last activation set aside, with why (`{piece: reason}`):
+/// written by the host, read by operators.
+pub const SET_ASIDE_DOC: &str = "space/set-aside";
 
 /// How deep links may chain before we call it a cycle.
 const MAX_LINK_DEPTH: usize = 64;
@@ -550,6 +553,17 @@ impl SpaceRuntime {
                     Err(e) => return Err(e),
                 }
             }
+        }
+        // What operators see: kept in step with this activation (written
+        // with its first wave, and only when it changed).
+        let recorded = rt.doc(SET_ASIDE_DOC)?;
+        let now = json!(rt.set_aside);
+        let changed = match &recorded {
+            Some(v) => *v != now,
+            None => !rt.set_aside.is_empty(),
+        };
+        if changed {
+            rt.write(SET_ASIDE_DOC, &[], now)?;
         }
         Ok(rt)
     }
