@@ -139,6 +139,7 @@ counters! {
     ConsoleActions => ("operator", "consoleActions", Counter, "Actions taken through the console (trigger, pause, resume, budget)"),
     ConsoleActionsRefused => ("operator", "consoleActionsRefused", Counter, "Console actions refused (not signed in, another site, or the action failed)"),
     OperatorRefused => ("operator", "refused", Counter, "Operator API requests refused: bad, stale or replayed signatures, or a did that is not an operator"),
+    OperatorReplaysRefused => ("operator", "replaysRefused", Counter, "Operator actions refused because their signature (as decoded bytes, however it was spelled) was already accepted, also before a restart or by another host of the fleet"),
     ActivationsBoot => ("activation", "byBoot", Counter, "Activations by boot discovery"),
     ActivationFailures => ("activation", "failures", Counter, "Activations that failed (retried with back-off)"),
     ActivationsDeferred => ("activation", "deferred", Counter, "Requests refused while a failed space backs off"),

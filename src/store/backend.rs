@@ -465,6 +465,18 @@ impl Directory<'_> {
         each_edge!(self, d => d.access(space, did))
     }
 
+    /// Records an accepted operator action by its decoded signature (a
+    /// replay is refused across restarts, and across a fleet's hosts);
+    /// false when it was recorded already.
+    pub fn first_use_of_signature(
+        &self,
+        signature: &[u8],
+        now_ms: u64,
+        forget_before_ms: u64,
+    ) -> StoreResult<bool> {
+        each_edge!(self, d => d.first_use_of_signature(signature, now_ms, forget_before_ms))
+    }
+
     pub fn meta(&self, key: &str) -> StoreResult<Option<String>> {
         each_edge!(self, d => d.meta(key))
     }
