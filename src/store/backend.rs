@@ -334,6 +334,15 @@ impl Space {
         each_space!(self, s => SpaceStore::head_seq(s))
     }
 
+    /// Bytes the space's file holds in use (see `FileSpace::bytes_used`);
+    /// `None` on a fleet's database, which does not measure a space.
+    pub fn bytes_used(&mut self) -> StoreResult<Option<u64>> {
+        match self {
+            Space::Files(s) => s.bytes_used().map(Some),
+            Space::Postgres(_) => Ok(None),
+        }
+    }
+
     pub fn commits_since(
         &mut self,
         after_seq: u64,
