@@ -399,6 +399,61 @@ async fn a_space_at_its_storage_quota_refuses_events_and_keeps_serving() {
     assert!(payload_bytes <= 1024 * 1024, "{payload_bytes} bytes stored");
 }
 
+/// Bytes of the pages a space file holds in use: the quota's measure.
+fn bytes_in_use(file: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(file)
+        .unwrap()
+        .query_row(
+            "SELECT (p.page_count - f.freelist_count) * s.page_size \
+             FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_event_cannot_make_its_handler_write_past_the_storage_quota() {
+    use common::server::{wait_for, Server};
+    use common::wire::{connect, send};
+    use spacewake::protocol::{Identity, ServerMessage};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--space-quota-mib", "1"]);
+    let me = Identity::generate();
+    let (mut c, _) = connect(&server, &me, "amp").await;
+    let piece = match deploy_fixture(&mut c, "bulk.tsx").await {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("{other:?}"),
+    };
+    // A few bytes of event asking its handler for 2 MiB: the event is
+    // accepted (it fits), the handler's run is refused as a whole.
+    let ack = send(&mut c, &piece, "blob", json!({"bytes": 2 << 20})).await;
+    assert!(matches!(ack, ServerMessage::Ack(_)), "{ack:?}");
+    wait_for("the run refused", || {
+        server.space_counter("amp", "actions", "refused") == 1
+    });
+    assert_eq!(
+        server.space_counter("amp", "store", "writesRefusedByQuota"),
+        1
+    );
+    // What still fits is written.
+    send(&mut c, &piece, "blob", json!({"bytes": 100_000})).await;
+    wait_for("the small run handled", || {
+        server.space_counter("amp", "events", "processed") >= 2
+    });
+    assert_eq!(server.space_counter("amp", "actions", "refused"), 1);
+    let log = server.log_text();
+    assert!(
+        log.contains("storage quota has"),
+        "the refusal names the quota"
+    );
+    drop(c);
+    drop(server);
+    let used = bytes_in_use(&dir.path().join("spaces/amp.sqlite"));
+    assert!(used <= 1024 * 1024, "{used} bytes in use");
+    assert!(used > 100_000, "the small blob was stored ({used} bytes)");
+}
+
 #[test]
 fn an_async_handler_applies_its_writes_after_await_when_it_settles() {
     let t = common::store();

@@ -90,8 +90,9 @@ pub struct ServeArgs {
     pub space_creates_per_minute: u64,
     /// A space's storage quota in MiB: once its file holds this much
     /// (documents, retained events, indexes), events and deploys into it
-    /// are refused (`quotaExceeded`). 0: no limit. Not enforced on a
-    /// fleet's PostgreSQL database.
+    /// are refused (`quotaExceeded`), and so is a handler run that would
+    /// write past what is left. 0: no limit. Not enforced on a fleet's
+    /// PostgreSQL database.
     #[arg(long, env = "SPACEWAKE_SPACE_QUOTA_MIB", default_value_t = crate::host::DEFAULT_SPACE_QUOTA_BYTES / (1024 * 1024))]
     pub space_quota_mib: u64,
     /// Scheduled wakes: `on` fires due [SCHEDULE] entries; `off` keeps them

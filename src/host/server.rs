@@ -766,6 +766,20 @@ impl Server {
         })
     }
 
+    /// What the space's storage quota has left (`None`: no quota, or a
+    /// fleet's database, which does not measure a space).
+    fn storage_left(&mut self) -> Result<Option<u64>, crate::store::StoreError> {
+        let limit = self.inner.cfg.space_quota_bytes;
+        if limit == 0 {
+            return Ok(None);
+        }
+        Ok(self
+            .rt
+            .space()
+            .bytes_used()?
+            .map(|used| limit.saturating_sub(used)))
+    }
+
     fn send(&mut self, e: super::SendEvent) -> Result<Reply, HostError> {
         let super::SendEvent {
             author,
@@ -923,6 +937,10 @@ impl Server {
             let now = self.inner.clock.now_ms();
             let limit = self.inner.cfg.runtime.wave_event_limit;
             let backoff = self.inner.cfg.schedule.backoff;
+            // Handlers of events accepted under the quota must not write
+            // the space past it: what is left bounds the wave's writes.
+            let left = self.storage_left()?;
+            self.rt.set_storage_left(left);
             let (report, delivery) =
                 crate::schedule::delivery::run_wave_with(&mut self.rt, now, limit, &backoff)?;
             let c = self.counters();
