@@ -51,9 +51,15 @@ struct OpenSession {
     access_version: u64,
 }
 
-/// `open_within`: the deadline for this connection to open its session
-/// (`None`: no deadline), counted from the upgrade.
-pub async fn run(socket: WebSocket, host: Host, open_within: Option<std::time::Duration>) {
+/// Serves one connection. `open_within`: the deadline for it to open its
+/// session (`None`: no deadline), counted from the upgrade; `peer`: its
+/// address when the listener knows it (space creation is rated per address).
+pub async fn run(
+    socket: WebSocket,
+    host: Host,
+    open_within: Option<std::time::Duration>,
+    peer: Option<std::net::IpAddr>,
+) {
     let upgraded = crate::clock::Stopwatch::start();
     let counters = host.counters().clone();
     let (mut tx, mut rx) = socket.split();
@@ -137,7 +143,7 @@ pub async fn run(socket: WebSocket, host: Host, open_within: Option<std::time::D
                         let sink = utx.take().ok_or_else(|| {
                             ProtocolError::new(ErrorCode::AlreadyOpen, "this connection already opened a session")
                         });
-                        match async { open_session(&host, &nonce, o, sink?).await }.await {
+                        match async { open_session(&host, &nonce, o, sink?, peer).await }.await {
                             Ok((session, opened)) => {
                                 open = Some(session);
                                 counters.add_host(Counter::SessionsOpen, 1);
@@ -420,6 +426,7 @@ async fn open_session(
     nonce: &str,
     o: crate::protocol::messages::Open,
     sink: crate::host::UpdateSink,
+    peer: Option<std::net::IpAddr>,
 ) -> Result<(OpenSession, ServerMessage), ProtocolError> {
     verify_open(nonce, &o.space, &o.did, &o.signature)?;
     let directory = host.store().directory();
@@ -445,33 +452,7 @@ async fn open_session(
                 },
             ));
         }
-        // An explicit create: the opener owns the new space, within its
-        // quota (a key costs nothing to make; a space costs disk).
-        let limit = host.config().max_spaces_per_identity;
-        if limit > 0 {
-            let owned = directory.owned_by(&o.did).unwrap_or(0);
-            if owned >= limit {
-                host.counters().add_host(Counter::SpacesRefusedByQuota, 1);
-                return Err(ProtocolError::new(
-                    ErrorCode::QuotaExceeded,
-                    format!(
-                        "{} already owns {} (the limit of this host); \
-                         space {:?} was not created",
-                        o.did,
-                        crate::human::count(owned, "space", "spaces"),
-                        o.space
-                    ),
-                )
-                .with_details(json!({ "limit": limit, "owned": owned })));
-            }
-        }
-        host.store()
-            .create_space(&o.space, &o.did)
-            .or_else(|e| match e {
-                crate::store::StoreError::SpaceExists(_) => Ok(()),
-                other => Err(other),
-            })
-            .map_err(|e| ProtocolError::new(ErrorCode::UnknownSpace, e.to_string()))?;
+        create_space(host, &o.did, &o.space, peer).await?;
     }
     // Read before the grant, so a change in between is seen next time.
     let access_version = directory.grants_version().unwrap_or(0);
@@ -506,6 +487,82 @@ async fn open_session(
         head_seq,
     });
     Ok((session, opened))
+}
+
+/// An explicit create: the opener owns the new space, if it may create
+/// (`--space-creators`), within its address's rate and its quota (a key
+/// costs nothing to make; a space costs disk). The count and the create
+/// happen under one lock, so concurrent creates cannot pass the quota.
+async fn create_space(
+    host: &Host,
+    did: &str,
+    space: &str,
+    peer: Option<std::net::IpAddr>,
+) -> Result<(), ProtocolError> {
+    let cfg = host.config();
+    if !cfg.space_creators.allows(did) {
+        host.counters()
+            .add_host(Counter::CreatesRefusedNotAllowed, 1);
+        return Err(ProtocolError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "{did} may not create spaces on this host (it admits only the dids of \
+                 `serve --space-creators`); space {space:?} was not created"
+            ),
+        )
+        .with_details(json!({ "space": space })));
+    }
+    let _creating = host.creations().lock().await;
+    let directory = host.store().directory();
+    if directory.get(space).ok().flatten().is_some() {
+        // Made by a create that held the lock before this one.
+        return Ok(());
+    }
+    let limit = cfg.max_spaces_per_identity;
+    if limit > 0 {
+        let owned = directory.owned_by(did).unwrap_or(0);
+        if owned >= limit {
+            host.counters().add_host(Counter::SpacesRefusedByQuota, 1);
+            return Err(ProtocolError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "{did} already owns {} (the limit of this host); \
+                     space {space:?} was not created",
+                    crate::human::count(owned, "space", "spaces"),
+                ),
+            )
+            .with_details(
+                json!({ "quota": "spacesPerIdentity", "limit": limit, "owned": owned }),
+            ));
+        }
+    }
+    if let Some(peer) = peer {
+        let per_minute = cfg.space_creates_per_minute;
+        let now = host.store().clock().now_ms();
+        if let Err(retry_in_ms) = host.creations().take(peer, per_minute, now) {
+            host.counters().add_host(Counter::CreatesRefusedByRate, 1);
+            return Err(ProtocolError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "{peer} created {per_minute} spaces within the last minute (the rate this \
+                     host allows one address); space {space:?} was not created; retry in {} s",
+                    retry_in_ms.div_ceil(1_000)
+                ),
+            )
+            .with_details(json!({
+                "quota": "creationRate",
+                "perMinute": per_minute,
+                "retryInMs": retry_in_ms,
+            })));
+        }
+    }
+    host.store()
+        .create_space(space, did)
+        .or_else(|e| match e {
+            crate::store::StoreError::SpaceExists(_) => Ok(()),
+            other => Err(other),
+        })
+        .map_err(|e| ProtocolError::new(ErrorCode::UnknownSpace, e.to_string()))
 }
 
 async fn handle(
@@ -637,6 +694,20 @@ pub fn host_error(id: Option<crate::protocol::RequestId>, e: HostError) -> Proto
             Some(json!({ "holder": holder, "retryInMs": retry_in_ms })),
         ),
         HostError::Unavailable { .. } => (ErrorCode::Unavailable, None),
+        HostError::StorageQuota {
+            used_bytes,
+            incoming_bytes,
+            limit_bytes,
+            ..
+        } => (
+            ErrorCode::QuotaExceeded,
+            Some(json!({
+                "quota": "spaceBytes",
+                "limit": limit_bytes,
+                "used": used_bytes,
+                "incoming": incoming_bytes,
+            })),
+        ),
         HostError::Internal(_) => (ErrorCode::Internal, None),
     };
     let mut pe = ProtocolError::new(code, e.to_string()).with_id(id);

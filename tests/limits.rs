@@ -213,6 +213,247 @@ async fn one_identity_cannot_create_spaces_past_its_quota() {
     assert_eq!(server.host_counter("store", "spacesCreated"), 3);
 }
 
+/// Creates `space` as `who`; the refusal's error when it is refused.
+async fn try_create(
+    server: &common::server::Server,
+    who: &spacewake::protocol::Identity,
+    space: &str,
+) -> Result<(), spacewake::protocol::messages::ErrorReply> {
+    use spacewake::protocol::client::{Client, ClientError};
+    match Client::connect_creating(&server.ws_url(), who, space).await {
+        Ok(_) => Ok(()),
+        Err(ClientError::Refused(e)) => Err(e),
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_allowed_creators_create_spaces() {
+    use common::server::Server;
+    use spacewake::protocol::Identity;
+    let dir = tempfile::tempdir().unwrap();
+    let (alice, stranger) = (Identity::generate(), Identity::generate());
+    let server = Server::start(dir.path(), &["--space-creators", &alice.did()]);
+    let e = try_create(&server, &stranger, "mine").await.unwrap_err();
+    assert_eq!(e.code.as_str(), "forbidden");
+    assert!(e.message.contains("--space-creators"), "{}", e.message);
+    assert_eq!(server.host_counter("store", "createsRefusedNotAllowed"), 1);
+    try_create(&server, &alice, "hers").await.unwrap();
+    // The host's own key (an operator) may create too.
+    let host = Identity::load(&dir.path().join("host.key")).unwrap();
+    try_create(&server, &host, "ops").await.unwrap();
+    assert_eq!(server.stats()["spacesRegistered"], 2);
+    assert_eq!(server.host_counter("store", "spacesCreated"), 2);
+    // `open` (the default) lets anyone create.
+    drop(server);
+    let open = tempfile::tempdir().unwrap();
+    let server = Server::start(open.path(), &["--space-creators", "open"]);
+    try_create(&server, &stranger, "mine").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_creates_spaces_at_its_rate_whatever_its_keys() {
+    use common::server::Server;
+    use spacewake::protocol::Identity;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--space-creates-per-minute", "3"]);
+    // Fresh keys cost nothing; the address is what is rated.
+    for i in 0..3 {
+        try_create(&server, &Identity::generate(), &format!("s{i}"))
+            .await
+            .unwrap();
+    }
+    let e = try_create(&server, &Identity::generate(), "s3")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code.as_str(), "quotaExceeded");
+    assert!(
+        e.message
+            .contains("created 3 spaces within the last minute"),
+        "{}",
+        e.message
+    );
+    let details = e.details.unwrap();
+    assert_eq!(details["quota"], "creationRate");
+    assert_eq!(details["perMinute"], 3);
+    let retry = details["retryInMs"].as_u64().unwrap();
+    assert!(retry > 0 && retry <= 20_000, "{retry}");
+    assert_eq!(server.host_counter("store", "createsRefusedByRate"), 1);
+    assert_eq!(server.stats()["spacesRegistered"], 3);
+    // Opening a space that exists is not a create.
+    let me = Identity::generate();
+    let e = try_create(&server, &me, "s0").await.unwrap_err();
+    assert_eq!(
+        e.code.as_str(),
+        "forbidden",
+        "no grant, but no create refused"
+    );
+    assert_eq!(server.host_counter("store", "createsRefusedByRate"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_stay_exactly_within_the_quota() {
+    use common::server::Server;
+    use spacewake::protocol::Identity;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--max-spaces-per-identity",
+            "10",
+            "--space-creates-per-minute",
+            "0",
+        ],
+    );
+    let me = Identity::generate();
+    let names: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
+    let tries = names.iter().map(|n| try_create(&server, &me, n));
+    let results = futures_util::future::join_all(tries).await;
+    let made = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(made, 10, "{results:?}");
+    for e in results.into_iter().filter_map(Result::err) {
+        assert_eq!(e.code.as_str(), "quotaExceeded", "{e:?}");
+        assert_eq!(e.details.unwrap()["quota"], "spacesPerIdentity");
+    }
+    assert_eq!(server.stats()["spacesRegistered"], 10);
+    assert_eq!(server.host_counter("store", "spacesRefusedByQuota"), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_space_at_its_storage_quota_refuses_events_and_keeps_serving() {
+    use common::server::{http, Server};
+    use common::wire::{connect, deploy, send};
+    use spacewake::protocol::{sign_ingest, Identity, ServerMessage};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--space-quota-mib", "1"]);
+    let me = Identity::generate();
+    let (mut c, _) = connect(&server, &me, "full").await;
+    let piece = deploy(&mut c, json!({"value": 0})).await;
+    // 25 ingests of 300 KB each: about three fit in 1 MiB.
+    let blob = "x".repeat(300 * 1024);
+    let mut accepted = 0;
+    let mut refusal = None;
+    for i in 0..25 {
+        let body = json!({
+            "piece": piece, "stream": ["increment"], "eventId": format!("big{i}"),
+            "payload": {"blob": blob},
+        })
+        .to_string();
+        let headers = vec![
+            ("x-spacewake-did", me.did()),
+            (
+                "x-spacewake-signature",
+                sign_ingest(&me, "full", body.as_bytes()),
+            ),
+        ];
+        let (status, text) = http(
+            &server.addr,
+            "POST",
+            "/api/spaces/full/events",
+            &headers,
+            body.as_bytes(),
+        );
+        match status {
+            200 => accepted += 1,
+            _ => {
+                refusal = Some((
+                    status,
+                    serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+                ))
+            }
+        }
+    }
+    assert!((1..=4).contains(&accepted), "{accepted} of 25 accepted");
+    let (status, v) = refusal.expect("the quota refused some");
+    assert_eq!(status, 507, "{v}");
+    assert_eq!(v["error"]["code"], "quotaExceeded");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("storage quota of 1.0 MiB"), "{message}");
+    assert_eq!(v["error"]["details"]["quota"], "spaceBytes");
+    assert_eq!(v["error"]["details"]["limit"], 1024 * 1024);
+    assert_eq!(
+        server.space_counter("full", "store", "writesRefusedByQuota"),
+        25 - accepted
+    );
+    // The session's send is refused the same way, and the space still
+    // serves: the accepted events were handled and can be read.
+    match send(&mut c, &piece, "increment", json!({"blob": blob})).await {
+        ServerMessage::Error(e) => assert_eq!(e.code.as_str(), "quotaExceeded"),
+        other => panic!("{other:?}"),
+    }
+    common::server::wait_for("the accepted events handled", || {
+        server.space_counter("full", "events", "processed") >= accepted
+    });
+    drop(c);
+    drop(server);
+    // What is stored: the accepted payloads, within the quota.
+    let db = rusqlite::Connection::open(dir.path().join("spaces/full.sqlite")).unwrap();
+    let (events, payload_bytes): (i64, i64) = db
+        .query_row(
+            "SELECT count(*), COALESCE(sum(length(payload)), 0) FROM events",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(events, accepted);
+    assert!(payload_bytes <= 1024 * 1024, "{payload_bytes} bytes stored");
+}
+
+/// Bytes of the pages a space file holds in use: the quota's measure.
+fn bytes_in_use(file: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(file)
+        .unwrap()
+        .query_row(
+            "SELECT (p.page_count - f.freelist_count) * s.page_size \
+             FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_event_cannot_make_its_handler_write_past_the_storage_quota() {
+    use common::server::{wait_for, Server};
+    use common::wire::{connect, send};
+    use spacewake::protocol::{Identity, ServerMessage};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--space-quota-mib", "1"]);
+    let me = Identity::generate();
+    let (mut c, _) = connect(&server, &me, "amp").await;
+    let piece = match deploy_fixture(&mut c, "bulk.tsx").await {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("{other:?}"),
+    };
+    // A few bytes of event asking its handler for 2 MiB: the event is
+    // accepted (it fits), the handler's run is refused as a whole.
+    let ack = send(&mut c, &piece, "blob", json!({"bytes": 2 << 20})).await;
+    assert!(matches!(ack, ServerMessage::Ack(_)), "{ack:?}");
+    wait_for("the run refused", || {
+        server.space_counter("amp", "actions", "refused") == 1
+    });
+    assert_eq!(
+        server.space_counter("amp", "store", "writesRefusedByQuota"),
+        1
+    );
+    // What still fits is written.
+    send(&mut c, &piece, "blob", json!({"bytes": 100_000})).await;
+    wait_for("the small run handled", || {
+        server.space_counter("amp", "events", "processed") >= 2
+    });
+    assert_eq!(server.space_counter("amp", "actions", "refused"), 1);
+    let log = server.log_text();
+    assert!(
+        log.contains("storage quota has"),
+        "the refusal names the quota"
+    );
+    drop(c);
+    drop(server);
+    let used = bytes_in_use(&dir.path().join("spaces/amp.sqlite"));
+    assert!(used <= 1024 * 1024, "{used} bytes in use");
+    assert!(used > 100_000, "the small blob was stored ({used} bytes)");
+}
+
 #[test]
 fn an_async_handler_applies_its_writes_after_await_when_it_settles() {
     let t = common::store();

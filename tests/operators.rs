@@ -144,6 +144,105 @@ fn the_operator_api_answers_only_fresh_signed_requests_of_operators() {
     assert!(server.host_counter("operator", "reads") >= 3);
 }
 
+/// An operator request signed by `who` at `time_ms`, sent with the
+/// signature spelled `spell(signature)`: `(status, body)`.
+fn call_spelled(
+    server: &Server,
+    who: &Identity,
+    time_ms: u64,
+    path: &str,
+    body: &Value,
+    spell: impl Fn(&str) -> String,
+) -> (u16, Value) {
+    let bytes = body.to_string().into_bytes();
+    let sig = sign_operator(who, time_ms, "POST", path, &bytes);
+    let headers = vec![
+        ("x-spacewake-did", who.did()),
+        ("x-spacewake-time", time_ms.to_string()),
+        ("x-spacewake-signature", spell(&sig)),
+    ];
+    let (status, _, text) = http_full(&server.addr, "POST", path, &headers, &bytes);
+    (status, serde_json::from_str(&text).unwrap())
+}
+
+/// What the directory (`DATA/host.sqlite`) stores as `did`'s grant on `space`.
+fn stored_grant(data: &std::path::Path, space: &str, did: &str) -> Option<String> {
+    let db = rusqlite::Connection::open(data.join("host.sqlite")).unwrap();
+    db.query_row(
+        "SELECT access FROM grants WHERE space = ?1 AND did = ?2",
+        [space, did],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_action_is_refused_in_any_spelling_and_after_a_restart() {
+    use spacewake::protocol::client::{Client, ClientError};
+    let dir = tempfile::tempdir().unwrap();
+    let op = Identity::generate();
+    let mut server = Server::start(dir.path(), &["--operator", &op.did()]);
+    let friend = Identity::generate();
+    let (status, _) = call(
+        &server,
+        &op,
+        "POST",
+        "/api/operator/spaces",
+        Some(json!({"space": "shared", "owner": op.did()})),
+    );
+    assert_eq!(status, 201);
+    let grants = "/api/operator/spaces/shared/grants";
+    // The grant an attacker captures, then its revocation.
+    let t = SystemClock.now_ms();
+    let grant = json!({"did": friend.did(), "access": "write"});
+    let exact = |s: &str| s.to_string();
+    assert_eq!(call_spelled(&server, &op, t, grants, &grant, exact).0, 200);
+    let revoke = json!({"did": friend.did(), "access": "none"});
+    assert_eq!(
+        call_spelled(&server, &op, t + 1, grants, &revoke, exact).0,
+        200
+    );
+    // Every spelling of the captured signature is the same signature.
+    let spellings: [fn(&str) -> String; 3] =
+        [|s| s.to_string(), |s| format!("{s}="), |s| format!("{s}==")];
+    for spell in spellings {
+        let (status, v) = call_spelled(&server, &op, t, grants, &grant, spell);
+        assert_eq!((status, code(&v)), (401, "badSignature"), "{v}");
+        assert_eq!(v["error"]["details"]["reason"], "replayed");
+    }
+    assert_eq!(server.host_counter("operator", "replaysRefused"), 3);
+    match Client::connect_creating(&server.ws_url(), &friend, "shared").await {
+        Err(ClientError::Refused(e)) => assert_eq!(e.code.as_str(), "forbidden"),
+        other => panic!("the revoked grant came back: {:?}", other.map(|_| ())),
+    }
+
+    // A restart on the same data directory, inside the window.
+    server.signal(libc::SIGTERM);
+    server
+        .wait_exit(Duration::from_secs(10))
+        .expect("serve exits on SIGTERM");
+    assert_eq!(stored_grant(dir.path(), "shared", &friend.did()), None);
+    let server = Server::start(dir.path(), &["--operator", &op.did()]);
+    for spell in spellings {
+        let (status, v) = call_spelled(&server, &op, t, grants, &grant, spell);
+        assert_eq!((status, code(&v)), (401, "badSignature"), "{v}");
+        assert_eq!(v["error"]["details"]["reason"], "replayed");
+    }
+    assert_eq!(server.host_counter("operator", "replaysRefused"), 3);
+    assert_eq!(server.host_counter("operator", "refused"), 3);
+    // A fresh signature still acts (ordinary use is unaffected).
+    let (status, v) = call(&server, &op, "GET", "/api/operator/spaces/shared", None);
+    assert_eq!(status, 200, "{v}");
+    let read = json!({"did": friend.did(), "access": "read"});
+    let now = SystemClock.now_ms();
+    assert_eq!(call_spelled(&server, &op, now, grants, &read, exact).0, 200);
+    assert_eq!(
+        stored_grant(dir.path(), "shared", &friend.did()).as_deref(),
+        Some("read"),
+        "only the fresh action acted"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_actions_act_through_the_host_and_a_trigger_fires_within_milliseconds() {
     let dir = tempfile::tempdir().unwrap();

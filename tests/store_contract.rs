@@ -854,6 +854,26 @@ fn the_directory_answers_the_same_on_both_backends() {
         assert_eq!(dir.meta_or_init("k", || "one".into()).unwrap(), "one");
         assert_eq!(dir.meta_or_init("k", || "two".into()).unwrap(), "one");
 
+        // Operator actions: a signature is accepted once, until forgotten.
+        let sig = [7u8; 64];
+        assert!(
+            dir.first_use_of_signature(&sig, 1_000, 0).unwrap(),
+            "{name}"
+        );
+        assert!(
+            !dir.first_use_of_signature(&sig, 2_000, 0).unwrap(),
+            "{name}"
+        );
+        assert!(dir.first_use_of_signature(&[8u8; 64], 2_000, 0).unwrap());
+        // Forgetting what was seen before 1,500 ms lets the first one again.
+        assert!(
+            dir.first_use_of_signature(&sig, 3_000, 1_500).unwrap(),
+            "{name}"
+        );
+        assert!(!dir
+            .first_use_of_signature(&[8u8; 64], 3_000, 1_500)
+            .unwrap());
+
         // Discovery and the waker's window follow the plane.
         let mut s = store.open_space("b").unwrap();
         s.plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, t0 + 5_000)))

@@ -109,6 +109,30 @@ pub struct ServeArgs {
         default_value_t = 1_000
     )]
     pub max_spaces_per_identity: u64,
+    /// Who may create a space by opening it (`create: true`): `open` (any
+    /// did: local use), or the dids allowed (repeatable; env and flag take
+    /// comma-separated lists). Operators always may; others are refused
+    /// (`forbidden`).
+    #[arg(
+        long,
+        env = "SPACEWAKE_SPACE_CREATORS",
+        value_delimiter = ',',
+        value_name = "open|DID",
+        default_value = "open"
+    )]
+    pub space_creators: Vec<String>,
+    /// Spaces one peer address may create a minute (a token bucket: this
+    /// many at once, then one every 60/N s); past it creates are refused
+    /// (`quotaExceeded`). 0: no limit.
+    #[arg(long, env = "SPACEWAKE_SPACE_CREATES_PER_MINUTE", default_value_t = crate::host::DEFAULT_SPACE_CREATES_PER_MINUTE)]
+    pub space_creates_per_minute: u64,
+    /// A space's storage quota in MiB: once its file holds this much
+    /// (documents, retained events, indexes), events and deploys into it
+    /// are refused (`quotaExceeded`), and so is a handler run that would
+    /// write past what is left. 0: no limit. Not enforced on a fleet's
+    /// PostgreSQL database.
+    #[arg(long, env = "SPACEWAKE_SPACE_QUOTA_MIB", default_value_t = crate::host::DEFAULT_SPACE_QUOTA_BYTES / (1024 * 1024))]
+    pub space_quota_mib: u64,
     /// Scheduled wakes: `on` fires due [SCHEDULE] entries; `off` keeps them
     /// indexed and counts due wakes as suppressed.
     #[arg(long, env = "SPACEWAKE_SCHEDULE", value_enum, default_value_t = OnOff::On)]
@@ -236,12 +260,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let operators = crate::http::OperatorAuth::new(
         std::iter::once(host_key.did()).chain(args.operator.iter().cloned()),
     );
+    let space_creators = space_creators(&args.space_creators, &host_key.did(), &args.operator)?;
     let host_cfg = crate::host::HostConfig {
         idle_park_ms: args.idle_park_ms,
         flush_deadline_ms: args.flush_deadline_ms,
         session_timeout_ms: args.session_timeout_ms,
         max_active_spaces: args.max_active_spaces as usize,
         max_spaces_per_identity: args.max_spaces_per_identity,
+        space_creators,
+        space_creates_per_minute: args.space_creates_per_minute,
+        space_quota_bytes: args.space_quota_mib.saturating_mul(1024 * 1024),
         schedule: crate::host::ScheduleConfig {
             enabled: args.schedule == OnOff::On,
             jitter_mode: match args.jitter {
@@ -360,6 +388,33 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 /// A knob in milliseconds, 0 meaning off.
 fn millis(ms: u64) -> Option<Duration> {
     (ms > 0).then(|| Duration::from_millis(ms))
+}
+
+/// `--space-creators`: `open`, or dids (each checked), to which the host's
+/// operators are added (they create through the operator API anyway).
+fn space_creators(
+    given: &[String],
+    host_did: &str,
+    operators: &[String],
+) -> anyhow::Result<crate::host::Creators> {
+    let given: Vec<&str> = given
+        .iter()
+        .map(|d| d.trim())
+        .filter(|d| !d.is_empty())
+        .collect();
+    if given.is_empty() || given == ["open"] {
+        return Ok(crate::host::Creators::Open);
+    }
+    let mut dids = std::collections::HashSet::new();
+    for did in given {
+        crate::protocol::decode_did_key(did).with_context(|| {
+            format!("--space-creators {did:?} is neither `open` nor an ed25519 did:key")
+        })?;
+        dids.insert(did.to_string());
+    }
+    dids.insert(host_did.to_string());
+    dids.extend(operators.iter().cloned());
+    Ok(crate::host::Creators::Only(dids))
 }
 
 /// SIGTERM and SIGINT, whichever comes first.

@@ -29,6 +29,7 @@
 //!   threads that call [`Host::ask`].
 
 mod admission;
+mod creation;
 mod failures;
 mod fleet_waker;
 mod keeper;
@@ -50,6 +51,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+pub use creation::{Creations, Creators};
 pub(crate) use request::{shutting_down, stopped_before_reply, Cmd};
 pub use request::{
     Access, Appended, Ask, Attach, Deploy, HostError, Operation, Read, Reply, Request, Responder,
@@ -115,6 +117,13 @@ impl Default for ScheduleConfig {
     }
 }
 
+/// Spaces one peer address may create a minute, by default: ample for a
+/// person or a script setting up, far from the thousands a minute that
+/// fill a disk.
+pub const DEFAULT_SPACE_CREATES_PER_MINUTE: u64 = 60;
+/// A space's storage quota, by default: 256 MiB.
+pub const DEFAULT_SPACE_QUOTA_BYTES: u64 = 256 * 1024 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct HostConfig {
     /// A space with no sessions and no work parks after this long idle.
@@ -133,6 +142,14 @@ pub struct HostConfig {
     /// Spaces one identity may own (create by a session's `open`); 0: no
     /// limit.
     pub max_spaces_per_identity: u64,
+    /// Who may create spaces by a session's `open` (operators always may).
+    pub space_creators: Creators,
+    /// Spaces one peer address may create a minute (a token bucket whose
+    /// burst is the same number); 0: no limit.
+    pub space_creates_per_minute: u64,
+    /// Bytes a space's file may hold (documents, retained events, their
+    /// indexes) before events and deploys into it are refused; 0: no limit.
+    pub space_quota_bytes: u64,
     /// First back-off after a failed activation; doubles per failure.
     pub failure_backoff_ms: u64,
     pub max_backoff_ms: u64,
@@ -148,6 +165,9 @@ impl Default for HostConfig {
             session_timeout_ms: 60_000,
             max_active_spaces: 4_096,
             max_spaces_per_identity: 1_000,
+            space_creators: Creators::Open,
+            space_creates_per_minute: DEFAULT_SPACE_CREATES_PER_MINUTE,
+            space_quota_bytes: DEFAULT_SPACE_QUOTA_BYTES,
             failure_backoff_ms: 1_000,
             // Five minutes: long enough that a broken space costs little,
             // short enough that a fixed one comes back without an operator.
@@ -188,6 +208,8 @@ pub(crate) struct HostInner {
     lease_retries: Mutex<HashMap<String, (u64, Trigger)>>,
     /// Renews the leases of turns that run long (`keeper.rs`).
     pub(crate) keeper: Arc<keeper::Keeper>,
+    /// Space creation's lock and rate buckets (`creation.rs`).
+    creations: Creations,
 }
 
 impl Drop for HostInner {
@@ -277,6 +299,7 @@ impl Host {
                 waiting: Mutex::new(std::collections::VecDeque::new()),
                 lease_retries: Mutex::new(HashMap::new()),
                 keeper,
+                creations: Creations::default(),
             }),
         };
         // A manual clock's jump reaches every space server's timers. Weak:
@@ -330,6 +353,11 @@ impl Host {
 
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// Space creation's lock and per-address rates.
+    pub fn creations(&self) -> &Creations {
+        &self.inner.creations
     }
 
     pub fn counters(&self) -> &Arc<Counters> {

@@ -337,6 +337,19 @@ pub enum HostError {
     /// an error, or the host is shutting down).
     #[error("space {space:?} is unavailable: {reason}")]
     Unavailable { space: String, reason: String },
+    /// The space's file holds its storage quota (`--space-quota-mib`).
+    #[error(
+        "space {space:?} holds {} of its storage quota of {} (--space-quota-mib); \
+         this write of {} was refused: delete documents in it, or ask the operator for more",
+        crate::human::bytes(*used_bytes), crate::human::bytes(*limit_bytes),
+        crate::human::bytes(*incoming_bytes)
+    )]
+    StorageQuota {
+        space: String,
+        used_bytes: u64,
+        incoming_bytes: u64,
+        limit_bytes: u64,
+    },
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -748,6 +748,50 @@ impl Server {
         self.inner.counters.space(&self.id)
     }
 
+    /// Whether `incoming` more bytes fit the space's storage quota: what
+    /// its file holds in use now, read from the file's header before the
+    /// write is accepted. Only what clients bring in is refused (events,
+    /// deploys); the host's own commits (waves, wakes, the ledger) are not,
+    /// so a full space still settles what it already accepted.
+    fn within_quota(&mut self, incoming: u64) -> Result<(), HostError> {
+        let limit = self.inner.cfg.space_quota_bytes;
+        if limit == 0 {
+            return Ok(());
+        }
+        let Some(used) = self
+            .rt
+            .space()
+            .bytes_used()
+            .map_err(|e| HostError::Internal(e.to_string()))?
+        else {
+            return Ok(());
+        };
+        if used.saturating_add(incoming) <= limit {
+            return Ok(());
+        }
+        self.counters().inc(Counter::WritesRefusedByQuota);
+        Err(HostError::StorageQuota {
+            space: self.id.clone(),
+            used_bytes: used,
+            incoming_bytes: incoming,
+            limit_bytes: limit,
+        })
+    }
+
+    /// What the space's storage quota has left (`None`: no quota, or a
+    /// fleet's database, which does not measure a space).
+    fn storage_left(&mut self) -> Result<Option<u64>, crate::store::StoreError> {
+        let limit = self.inner.cfg.space_quota_bytes;
+        if limit == 0 {
+            return Ok(None);
+        }
+        Ok(self
+            .rt
+            .space()
+            .bytes_used()?
+            .map(|used| limit.saturating_sub(used)))
+    }
+
     fn send(&mut self, e: super::SendEvent) -> Result<Reply, HostError> {
         let super::SendEvent {
             author,
@@ -760,6 +804,9 @@ impl Server {
             return Err(self.missing_piece(piece));
         }
         let event_id = event_id.unwrap_or_else(|| format!("ev-{:016x}", rand::random::<u64>()));
+        // Measured the way the store will write it (its JSON text).
+        let incoming = serde_json::to_string(&payload).map_or(0, |t| t.len()) + event_id.len();
+        self.within_quota(incoming as u64)?;
         let seq = self
             .rt
             .send(&piece, &path, &event_id, payload, &author)
@@ -829,6 +876,9 @@ impl Server {
             export,
             argument,
         } = d;
+        let sources: usize = files.iter().map(|(n, t)| n.len() + t.len()).sum();
+        let argument_len = serde_json::to_string(&argument).map_or(0, |t| t.len());
+        self.within_quota((sources + argument_len) as u64)?;
         let mut src = MemorySource::new();
         for (name, text) in &files {
             src.insert(name, text);
@@ -899,6 +949,10 @@ impl Server {
             let now = self.inner.clock.now_ms();
             let limit = self.inner.cfg.runtime.wave_event_limit;
             let backoff = self.inner.cfg.schedule.backoff;
+            // Handlers of events accepted under the quota must not write
+            // the space past it: what is left bounds the wave's writes.
+            let left = self.storage_left()?;
+            self.rt.set_storage_left(left);
             let (report, delivery) =
                 crate::schedule::delivery::run_wave_with(&mut self.rt, now, limit, &backoff)?;
             let c = self.counters();

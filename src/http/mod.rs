@@ -84,15 +84,18 @@ impl HttpState {
 
 /// Accepts connections with `TCP_NODELAY`: sessions exchange small frames,
 /// and Nagle's algorithm with delayed ACKs would hold each for up to 40 ms.
+/// (A named type, not `impl Listener`, so `serve` can add the peer's
+/// address as connect info.)
 pub fn nodelay(
     listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
     use axum::serve::ListenerExt;
-    listener.tap_io(|tcp| {
+    fn set_nodelay(tcp: &mut tokio::net::TcpStream) {
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-    })
+    }
+    listener.tap_io(set_nodelay as fn(&mut tokio::net::TcpStream))
 }
 
 /// The request-body limit of every route (axum's default, 2 MiB).
@@ -223,13 +226,20 @@ impl prometheus_client::collector::Collector for FleetGauges {
     }
 }
 
-async fn ws(State(s): State<HttpState>, upgrade: WebSocketUpgrade) -> Response {
+async fn ws(
+    State(s): State<HttpState>,
+    peer: Option<axum::Extension<conn::Peer>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    // Known when served with connect info (`serve`); space creation is
+    // rated per address.
+    let peer = peer.map(|axum::Extension(conn::Peer(a))| a.ip());
     // Frames up to the transport limit reach the protocol parser, which
     // answers oversized ones (past MAX_FRAME_BYTES) with an error frame.
     upgrade
         .max_message_size(TRANSPORT_MAX_MESSAGE_BYTES)
         .max_frame_size(TRANSPORT_MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| crate::session::run(socket, s.host, s.ws_open))
+        .on_upgrade(move |socket| crate::session::run(socket, s.host, s.ws_open, peer))
 }
 
 #[derive(Debug, Deserialize)]
@@ -474,6 +484,7 @@ pub(crate) fn host_error_response(e: crate::host::HostError) -> Response {
         | ErrorCode::BackingOff
         | ErrorCode::HeldElsewhere
         | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let mut r = protocol_error(status, pe);

@@ -9,7 +9,10 @@
 //! host's own key in `DATA/host.key`). The time must be within
 //! [`WINDOW_MS`] of the host clock, and an action's signature is accepted
 //! once: replaying an action inside the window is refused, and outside it
-//! is stale. Reads (`GET`) may repeat.
+//! is stale. Reads (`GET`) may repeat. Accepted actions are remembered by
+//! their decoded signature bytes (a padded or otherwise re-spelled copy is
+//! the same signature) in the directory, so neither a restart nor another
+//! host of a fleet opens a window for a replay.
 //!
 //! # What acts where
 //! Reads open space files directly ([`crate::operator`]); writes to a
@@ -31,26 +34,14 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
+use std::collections::HashSet;
 
 /// How far an operator request's time may be from the host clock.
 pub const WINDOW_MS: u64 = 5 * 60_000;
 
-/// Signatures remembered to refuse replays; beyond this many within the
-/// window the oldest are forgotten (their requests would be stale soon).
-const REPLAY_MEMORY: usize = 100_000;
-
-/// Who may use the operator API, and the signatures already used.
+/// Who may use the operator API.
 pub struct OperatorAuth {
     dids: HashSet<String>,
-    seen: Mutex<Seen>,
-}
-
-#[derive(Default)]
-struct Seen {
-    order: VecDeque<(u64, String)>,
-    set: HashSet<String>,
 }
 
 impl OperatorAuth {
@@ -58,31 +49,12 @@ impl OperatorAuth {
     pub fn new(dids: impl IntoIterator<Item = String>) -> OperatorAuth {
         OperatorAuth {
             dids: dids.into_iter().collect(),
-            seen: Mutex::new(Seen::default()),
         }
     }
 
     /// Whether `did` is an operator of this host.
     pub fn is_operator(&self, did: &str) -> bool {
         self.dids.contains(did)
-    }
-
-    /// Records a signature first seen at `now_ms`; false if it was seen.
-    fn first_use(&self, signature: &str, now_ms: u64) -> bool {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some((at, _)) = seen.order.front() {
-            if *at + 2 * WINDOW_MS < now_ms || seen.order.len() >= REPLAY_MEMORY {
-                let (_, old) = seen.order.pop_front().expect("front exists");
-                seen.set.remove(&old);
-            } else {
-                break;
-            }
-        }
-        if !seen.set.insert(signature.to_string()) {
-            return false;
-        }
-        seen.order.push_back((now_ms, signature.to_string()));
-        true
     }
 }
 
@@ -204,13 +176,16 @@ fn authenticate(
         ));
     };
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-    if let Err(e) =
-        crate::protocol::verify_operator(&did, signature, time, method.as_str(), path, &body)
-    {
-        s.host.counters().add_host(Counter::OperatorRefused, 1);
-        let e = crate::protocol::ProtocolError::bad_signature(&e, "request refused");
-        return Err(super::protocol_error(StatusCode::UNAUTHORIZED, e));
-    }
+    let signature =
+        match crate::protocol::verify_operator(&did, signature, time, method.as_str(), path, &body)
+        {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                s.host.counters().add_host(Counter::OperatorRefused, 1);
+                let e = crate::protocol::ProtocolError::bad_signature(&e, "request refused");
+                return Err(super::protocol_error(StatusCode::UNAUTHORIZED, e));
+            }
+        };
     if time.abs_diff(now) > WINDOW_MS {
         return Err(refuse(
             StatusCode::UNAUTHORIZED,
@@ -236,14 +211,36 @@ fn authenticate(
     }
     // Reads may repeat (a replayed read shows what its capture already
     // showed; identical reads within one millisecond sign alike); an
-    // action is accepted once.
-    if *method != Method::GET && !s.operators.first_use(signature, now) {
-        return Err(refuse(
-            StatusCode::UNAUTHORIZED,
-            "badSignature",
-            "replayed",
-            "request refused: this signature was already used; sign each request anew".into(),
-        ));
+    // action is accepted once, by its decoded bytes, remembered in the
+    // directory for twice the window (past it the signed time is stale).
+    if *method != Method::GET {
+        let first = s.host.store().directory().first_use_of_signature(
+            &signature,
+            now,
+            now.saturating_sub(2 * WINDOW_MS),
+        );
+        match first {
+            Ok(true) => {}
+            Ok(false) => {
+                s.host
+                    .counters()
+                    .add_host(Counter::OperatorReplaysRefused, 1);
+                return Err(refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "badSignature",
+                    "replayed",
+                    "request refused: this signature was already used; sign each request anew"
+                        .into(),
+                ));
+            }
+            Err(e) => {
+                return Err(http_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    format!("request refused: cannot record the action's signature: {e}"),
+                ))
+            }
+        }
     }
     Ok(Signed { did, body })
 }

@@ -101,7 +101,10 @@ pub fn sign_operator(
     )
 }
 
-/// The server side: `did`'s signature over [`operator_message`].
+/// The server side: `did`'s signature over [`operator_message`]. Returns
+/// the decoded signature: the text has more than one spelling (padding,
+/// surrounding whitespace), so whoever remembers a signature to refuse
+/// its replay must key on these 64 bytes, never on the text.
 pub fn verify_operator(
     did: &str,
     signature_b64url: &str,
@@ -109,7 +112,7 @@ pub fn verify_operator(
     method: &str,
     path_and_query: &str,
     body: &[u8],
-) -> Result<(), AuthError> {
+) -> Result<[u8; 64], AuthError> {
     verify(
         did,
         signature_b64url,
@@ -158,17 +161,19 @@ pub fn verify_open(
         &open_message(nonce, space),
         SIGNED_FOR_OPEN,
     )
+    .map(drop)
 }
 
 /// Checks that `signature_b64url` is `did`'s ed25519 signature over
 /// `message` (strictly: no weak keys, no malleable signatures); `signed`
-/// says what the message is, for the mismatch error.
+/// says what the message is, for the mismatch error. Returns the decoded
+/// signature, the one spelling-independent identity of what was sent.
 pub fn verify(
     did: &str,
     signature_b64url: &str,
     message: &[u8],
     signed: &'static str,
-) -> Result<(), AuthError> {
+) -> Result<[u8; 64], AuthError> {
     let key = decode_did_key(did)?;
     // 64 signature bytes are 86 base64url characters; refuse anything much
     // longer before decoding it.
@@ -188,7 +193,8 @@ pub fn verify(
         ))
     })?;
     key.verify_strict(message, &signature)
-        .map_err(|_| AuthError::SignatureMismatch(signed))
+        .map_err(|_| AuthError::SignatureMismatch(signed))?;
+    Ok(signature.to_bytes())
 }
 
 /// Domain-separation prefix of a webhook-style ingest request's signature.
@@ -211,6 +217,8 @@ pub fn sign_ingest(identity: &Identity, space: &str, body: &[u8]) -> String {
 }
 
 /// The server side of an ingest: `did`'s signature over [`ingest_message`].
+/// Nothing remembers an ingest's signature (a replay is a duplicate by its
+/// event id, a warm request's is harmless), so its spelling does not matter.
 pub fn verify_ingest(
     space: &str,
     body: &[u8],
@@ -223,6 +231,7 @@ pub fn verify_ingest(
         &ingest_message(space, body),
         SIGNED_FOR_INGEST,
     )
+    .map(drop)
 }
 
 #[cfg(test)]
@@ -257,6 +266,38 @@ mod tests {
         // Padding is tolerated.
         let padded = format!("{sig}==");
         assert_eq!(verify_open(&nonce, "home", &id.did(), &padded), Ok(()));
+    }
+
+    #[test]
+    fn every_accepted_spelling_of_an_operator_signature_decodes_alike() {
+        let id = Identity::generate();
+        let sig = sign_operator(&id, 1_000, "POST", "/api/operator/spaces", b"{}");
+        let verify = |text: &str| {
+            verify_operator(
+                &id.did(),
+                text,
+                1_000,
+                "POST",
+                "/api/operator/spaces",
+                b"{}",
+            )
+        };
+        let bytes = verify(&sig).unwrap();
+        for other in [format!("{sig}="), format!("{sig}=="), format!(" {sig}\t")] {
+            assert_eq!(verify(&other), Ok(bytes), "{other:?}");
+        }
+        // The standard alphabet and non-zero trailing bits are not base64url.
+        let standard = base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes);
+        if standard != sig {
+            assert!(verify(&standard).is_err());
+        }
+        let last = sig.chars().last().unwrap();
+        let bumped: String = sig[..sig.len() - 1].to_string()
+            + &char::from_u32(last as u32 + 1).unwrap().to_string();
+        assert!(
+            verify(&bumped).is_err(),
+            "a changed trailing bit is refused"
+        );
     }
 
     #[test]

@@ -371,6 +371,18 @@ impl SpaceRuntime {
                 crate::human::bytes(limits.wave_write_bytes as u64)
             ));
         }
+        if let Some(left) = self.storage_left {
+            if (self.wave_bytes + bytes) as u64 > left {
+                self.counters
+                    .inc(crate::metrics::Counter::WritesRefusedByQuota);
+                return Err(format!(
+                    "the space's storage quota has {} left (--space-quota-mib) and this run \
+                     would write {}",
+                    crate::human::bytes(left),
+                    crate::human::bytes((self.wave_bytes + bytes) as u64)
+                ));
+            }
+        }
         self.wave_bytes += bytes;
         self.cache_estimate += bytes;
         Ok(())

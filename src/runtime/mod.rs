@@ -392,6 +392,9 @@ pub struct SpaceRuntime {
     /// read from the store and written by actions (an upper estimate: a
     /// document written twice counts twice until the next trim measures).
     cache_estimate: usize,
+    /// What the space's storage quota has left for the pending wave's
+    /// actions to write (set by the host before each wave); `None`: no quota.
+    storage_left: Option<u64>,
 }
 
 /// Suffix of a stored inputs hash whose run built a frame.
@@ -527,6 +530,7 @@ impl SpaceRuntime {
             wave_bytes: 0,
             set_aside: BTreeMap::new(),
             cache_estimate: 0,
+            storage_left: None,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
@@ -680,6 +684,13 @@ impl SpaceRuntime {
     /// started by a scheduled wake, `Session` otherwise.
     pub fn set_bucket(&mut self, bucket: crate::store::Bucket) {
         self.bucket = bucket;
+    }
+
+    /// Bytes the next wave's actions may write before the space's storage
+    /// quota refuses them (`None`: no quota). Counted like the wave's write
+    /// budget, by each document's whole new value, so it errs on refusing.
+    pub fn set_storage_left(&mut self, left: Option<u64>) {
+        self.storage_left = left;
     }
 
     /// Renews the tenure's lease now; `LeaseLost` ends the tenure.

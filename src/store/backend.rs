@@ -334,6 +334,15 @@ impl Space {
         each_space!(self, s => SpaceStore::head_seq(s))
     }
 
+    /// Bytes the space's file holds in use (see `FileSpace::bytes_used`);
+    /// `None` on a fleet's database, which does not measure a space.
+    pub fn bytes_used(&mut self) -> StoreResult<Option<u64>> {
+        match self {
+            Space::Files(s) => s.bytes_used().map(Some),
+            Space::Postgres(_) => Ok(None),
+        }
+    }
+
     pub fn commits_since(
         &mut self,
         after_seq: u64,
@@ -463,6 +472,18 @@ impl Directory<'_> {
     /// The access `did` has to `space`: `"owner"`, `"write"`, `"read"` or none.
     pub fn access(&self, space: &str, did: &str) -> StoreResult<Option<String>> {
         each_edge!(self, d => d.access(space, did))
+    }
+
+    /// Records an accepted operator action by its decoded signature (a
+    /// replay is refused across restarts, and across a fleet's hosts);
+    /// false when it was recorded already.
+    pub fn first_use_of_signature(
+        &self,
+        signature: &[u8],
+        now_ms: u64,
+        forget_before_ms: u64,
+    ) -> StoreResult<bool> {
+        each_edge!(self, d => d.first_use_of_signature(signature, now_ms, forget_before_ms))
     }
 
     pub fn meta(&self, key: &str) -> StoreResult<Option<String>> {

@@ -212,6 +212,28 @@ impl FileDirectory {
         })
     }
 
+    /// Records an accepted operator action by its decoded signature at
+    /// `now_ms`, forgetting those seen before `forget_before_ms`; false
+    /// when this signature was recorded already (a replay).
+    pub fn first_use_of_signature(
+        &self,
+        signature: &[u8],
+        now_ms: u64,
+        forget_before_ms: u64,
+    ) -> StoreResult<bool> {
+        self.with(|c| {
+            c.prepare_cached("DELETE FROM operator_signatures WHERE seen_ms < ?1")?
+                .execute([forget_before_ms as i64])?;
+            let n = c
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO operator_signatures (signature, seen_ms) \
+                     VALUES (?1, ?2)",
+                )?
+                .execute(params![signature, now_ms as i64])?;
+            Ok(n == 1)
+        })
+    }
+
     pub fn insert_space(&self, id: &str, owner: &str, created_ms: u64) -> StoreResult<()> {
         let n = self.with(|c| {
             c.execute(

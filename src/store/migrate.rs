@@ -75,6 +75,11 @@ pub const HOST_MIGRATIONS: &[Migration] = &[
         name: "0003_budget_flag",
         sql: include_str!("../../schema/host/0003_budget_flag.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_operator_signatures",
+        sql: include_str!("../../schema/host/0004_operator_signatures.sql"),
+    },
 ];
 
 /// Switches a connection to WAL mode. Changing the journal mode needs an

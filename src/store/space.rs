@@ -735,6 +735,17 @@ impl FileSpace {
         self.scalar("SELECT COALESCE(MAX(seq), 0) FROM commits")
     }
 
+    /// Bytes the file's pages in use hold: everything stored (documents,
+    /// events and their payloads, the log, the plane, indexes), not the
+    /// free pages retention left for reuse. Two header reads, O(1): the
+    /// storage quota's measure (`spec/storage.md`, *Storage quota*).
+    pub fn bytes_used(&mut self) -> StoreResult<u64> {
+        self.scalar(
+            "SELECT (p.page_count - f.freelist_count) * s.page_size \
+             FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s",
+        )
+    }
+
     /// A query returning one non-negative integer.
     fn scalar(&mut self, sql: &str) -> StoreResult<u64> {
         self.check_open()?;

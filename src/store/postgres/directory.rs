@@ -191,6 +191,33 @@ impl PgStore {
         Ok(rows.first().and_then(|r| r.get(0)))
     }
 
+    /// Records an accepted operator action by its decoded signature, for
+    /// every host of the fleet (see the SQLite directory's
+    /// `first_use_of_signature`); false when it was recorded already.
+    pub fn first_use_of_signature(
+        &self,
+        signature: &[u8],
+        now_ms: u64,
+        forget_before_ms: u64,
+    ) -> StoreResult<bool> {
+        let mut c = self.inner.take()?;
+        let mut tx = c.c().transaction().doing("recording an operator action")?;
+        tx.execute(
+            "DELETE FROM operator_signatures WHERE seen_ms < $1",
+            &[&(forget_before_ms as i64)],
+        )
+        .doing("forgetting old operator actions")?;
+        let n = tx
+            .execute(
+                "INSERT INTO operator_signatures (signature, seen_ms) VALUES ($1, $2) \
+                 ON CONFLICT (signature) DO NOTHING",
+                &[&signature, &(now_ms as i64)],
+            )
+            .doing("recording an operator action")?;
+        tx.commit().doing("recording an operator action")?;
+        Ok(n == 1)
+    }
+
     /// A fleet-wide setting (the jitter secret, the grants version).
     pub fn meta(&self, key: &str) -> StoreResult<Option<String>> {
         let rows = self.rows(

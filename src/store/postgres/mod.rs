@@ -90,6 +90,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0009_live_leases",
         include_str!("../../../schema/postgres/0009_live_leases.sql"),
     ),
+    (
+        10,
+        "0010_operator_signatures",
+        include_str!("../../../schema/postgres/0010_operator_signatures.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
