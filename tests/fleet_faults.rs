@@ -157,6 +157,10 @@ async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
         // Unread output would stretch intervals; this test counts periods.
         "--backoff",
         "off",
+        // 300 spaces are created from one address, faster than the
+        // default creation rate allows.
+        "--space-creates-per-minute",
+        "0",
     ];
     let hosts: Vec<Server> = dirs
         .iter()
