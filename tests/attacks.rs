@@ -10,7 +10,7 @@
 mod common;
 
 use common::server::{wait_for, Server};
-use common::wire::{connect, deploy_runtime_fixture};
+use common::wire::{connect, deploy_runtime_fixture, dotted};
 use serde_json::{json, Value};
 use spacewake::protocol::{Identity, ServerMessage};
 use std::path::Path;
@@ -23,13 +23,6 @@ async fn deploy(c: &mut spacewake::protocol::client::Client, name: &str) -> Stri
         ServerMessage::Deployed(d) => d.piece,
         other => panic!("deploy {name}: {other:?}"),
     }
-}
-
-/// A dotted result path (`kids.0.walk`) as wire segments.
-fn dotted(path: &str) -> Vec<spacewake::protocol::messages::PathSegment> {
-    path.split('.')
-        .map(|k| spacewake::protocol::messages::PathSegment::Key(k.into()))
-        .collect()
 }
 
 async fn send(

@@ -22,6 +22,14 @@ pub fn key(k: &str) -> Vec<PathSegment> {
     vec![PathSegment::Key(k.into())]
 }
 
+/// A dotted result path (`kids.0.walk`) as wire segments.
+#[allow(dead_code)]
+pub fn dotted(path: &str) -> Vec<PathSegment> {
+    path.split('.')
+        .map(|k| PathSegment::Key(k.into()))
+        .collect()
+}
+
 pub async fn deploy(c: &mut Client, argument: Value) -> String {
     let id = c.fresh_id();
     match c
