@@ -32,8 +32,10 @@ const PERIOD_MS: i64 = 3_000;
 const PATTERN: &str = r#"
 import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
 
-const tick = handler<{ fireTime?: number; missedPeriods?: number }, { fires: Cell<string[]> }>(
-  (ev, { fires }) => { fires.push(`${ev?.fireTime ?? -1}:${ev?.missedPeriods ?? 0}`); },
+// A run records its occurrence (the period; a retry carries its own), not
+// its fire time: a retry and the next period can fire in the same pass.
+const tick = handler<{ period?: number; missedPeriods?: number }, { fires: Cell<string[]> }>(
+  (ev, { fires }) => { fires.push(`${ev?.period ?? -1}:${ev?.missedPeriods ?? 0}`); },
 );
 const ingest = handler<{ id: string; spin?: number }, { got: Cell<string[]> }>(
   (ev, { got }) => {
@@ -400,6 +402,14 @@ async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
         h.wait_exit(Duration::from_secs(30))
             .expect("a graceful stop");
     }
+    // What the survivors logged about the slow space, for a failed run.
+    for (i, h) in hosts.iter().enumerate() {
+        if let Some(h) = h {
+            for line in h.log_text().lines().filter(|l| l.contains(&slow)) {
+                println!("host {i}: {line}");
+            }
+        }
+    }
 
     // What the database says.
     let mut checks = Checks::default();
@@ -435,6 +445,20 @@ async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
                 .entry(s)
                 .or_default()
                 .push(format!("{t} {o} p{p} {e}"));
+        }
+        // What the hosts recorded as failing: printed so a failed run
+        // shows why an event went missing.
+        for r in c
+            .query(
+                "SELECT 'failure', space, event_id, attempts, last_error FROM event_failures \
+                 UNION ALL SELECT 'dead', space, event_id, attempts, error FROM dead_letters",
+                &[],
+            )
+            .unwrap()
+        {
+            let (k, s, e, a, err): (String, String, String, i32, String) =
+                (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+            println!("{k}: {s} {e} after {a} attempts: {err}");
         }
         let mut periods: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
         for r in c
@@ -568,6 +592,13 @@ async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
         let (_period, fired, missed) = by_space.get(&s).copied().unwrap_or((1, 0, 0));
         let distinct: HashSet<&String> = fires.iter().collect();
         duplicated += fires.len() - distinct.len();
+        if fires.len() != distinct.len() {
+            println!(
+                "{s}: duplicate runs {fires:?}; fired rows {:?}; history {:#?}",
+                periods.get(&s),
+                history.get(&s)
+            );
+        }
         // The grid periods fired, in order: each one the previous plus one
         // plus the periods the previous coalesced. A jump is an occurrence
         // that never fired and was never counted as missed.
