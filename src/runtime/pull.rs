@@ -129,7 +129,7 @@ impl SpaceRuntime {
         let started = crate::clock::Stopwatch::start();
         let ran = self
             .sandbox
-            .call(entry, &call_args, &self.options_reactive());
+            .call_run(entry, &call_args, &self.options_reactive());
         let piece = self
             .nodes
             .get(id)

@@ -51,6 +51,15 @@ pub(crate) const KEEP_GROWTH_BYTES: usize = 1 << 20;
 /// far longer to fill).
 const RELEASE_BLOCK_BYTES: usize = 64 << 10;
 
+/// The first size class whose blocks are that large (one compare per free).
+const RELEASE_CLASS: usize = {
+    let mut c = 0;
+    while class_size(c) < RELEASE_BLOCK_BYTES {
+        c += 1;
+    }
+    c
+};
+
 /// The allocator's state, at offset 0 of its region. Offsets, not
 /// pointers, so that it reads the same wherever it is copied from.
 #[repr(C)]
@@ -77,7 +86,7 @@ fn class_of(size: usize) -> Option<usize> {
     (c < CLASSES).then_some(c)
 }
 
-fn class_size(c: usize) -> usize {
+const fn class_size(c: usize) -> usize {
     if c < SMALL_CLASSES {
         (c + 1) * SMALL_STEP
     } else {
@@ -173,14 +182,8 @@ impl Region {
         // what it holds live, not the most it ever held. A growing array
         // frees each smaller copy as it moves: without this, sorts that
         // run out of memory kept 111 MB resident against a 64 MiB limit.
-        let size = class_size(c);
-        if size >= RELEASE_BLOCK_BYTES {
-            let page = page();
-            let start = (ptr as usize + HEADER).div_ceil(page) * page;
-            let end = (ptr as usize + size) / page * page;
-            if end > start {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
-            }
+        if c >= RELEASE_CLASS {
+            release_pages(ptr, class_size(c));
         }
     }
 
@@ -229,6 +232,19 @@ impl Drop for Region {
 /// `ptr` is a block payload handed out by a region.
 unsafe fn class_at(ptr: *mut u8) -> usize {
     (ptr.sub(HEADER) as *const usize).read()
+}
+
+/// Hands the pages of a freed large block back to the system, all but
+/// the one holding its free-list link (kept off the hot path of `free`).
+#[cold]
+#[inline(never)]
+unsafe fn release_pages(ptr: *mut u8, size: usize) {
+    let page = page();
+    let start = (ptr as usize + HEADER).div_ceil(page) * page;
+    let end = (ptr as usize + size) / page * page;
+    if end > start {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+    }
 }
 
 fn page() -> usize {

@@ -12,7 +12,7 @@ use rquickjs::Runtime;
 use super::state::State;
 use super::{
     image, internal, meter, Builtins, CallOptions, Handles, Sandbox, SandboxConfig, SandboxError,
-    SandboxStats, COMMONFABRIC, NEXT_SANDBOX_ID,
+    SandboxStats, COMMONFABRIC, INTERNAL_MODULE, NEXT_SANDBOX_ID,
 };
 
 /// An imaged sandbox's start-up state.
@@ -68,6 +68,11 @@ impl Sandbox {
         .map_err(|e| internal("creating runtime", e))?;
         let mut sb = Sandbox::build(config, commonfabric_source, runtime, state)?;
         let ns = sb.import(COMMONFABRIC, &CallOptions::reactive())?.value;
+        sb.release(ns);
+        // The private module's namespace too: every tenure's runtime reads
+        // its entry points from it, and built here it is part of the image
+        // (not rebuilt, names sorted and all, at every activation).
+        let ns = sb.import(INTERNAL_MODULE, &CallOptions::reactive())?.value;
         sb.release(ns);
         // Nothing in the image is garbage: a later collection then frees
         // only what a tenure made.

@@ -42,6 +42,31 @@ fn eval(sb: &Sandbox, src: &str) -> Result<Value, SandboxError> {
 }
 
 #[test]
+fn a_run_result_converts_part_by_part_as_a_whole_would() {
+    let sb = sandbox();
+    let f = export_of(
+        &sb,
+        "run.js",
+        "export default function (k) {
+           if (k === 0) return { value: 7, built: null };
+           if (k === 1) return { value: { a: [1, { toJSON() { return 'j'; } }], u: undefined }, built: { nodes: [1] } };
+           if (k === 2) return { writes: [1], sends: [] };
+           return 'plain';
+         }",
+        "default",
+    );
+    for k in 0..4 {
+        let whole = sb.call(f, &[json!(k)], &react()).unwrap().value;
+        let parts = sb.call_run(f, &[json!(k)], &react()).unwrap().value;
+        assert_eq!(parts, whole, "result {k}");
+    }
+    assert_eq!(
+        sb.call_run(f, &[json!(1)], &react()).unwrap().value,
+        json!({"value": {"a": [1, "j"]}, "built": {"nodes": [1]}})
+    );
+}
+
+#[test]
 fn calls_a_function_with_json_in_and_out() {
     let sb = sandbox();
     let f = export_of(
