@@ -447,3 +447,54 @@ fn a_wave_that_leaves_nothing_to_deliver_gives_the_lease_back_and_later_work_tak
     assert_eq!(count(Counter::LeaseReleasedWithWave), 1);
     rt.stop().unwrap();
 }
+
+#[test]
+fn a_handler_stopped_by_the_wall_time_net_fails_its_wave_and_its_event_is_retried_not_consumed() {
+    // A host that stalls mid-handler (a SIGSTOP, a starved machine) trips
+    // the wall-time safety net; that says nothing about the event, so it
+    // must not be consumed as if its handler had failed on its own.
+    let t = common::store();
+    let mut rt = start(&t, "stall");
+    let piece = rt
+        .create_piece(&program("misbehaving.tsx"), None, &json!({}))
+        .unwrap();
+    rt.flush().unwrap();
+    for (id, stream) in [("a", "inc"), ("b", "spin")] {
+        rt.send(&piece, &parse_dotted(stream), id, json!({}), &user())
+            .unwrap();
+    }
+    rt.stop().unwrap();
+
+    // A tenure whose budget never runs out: only the wall-time net can
+    // stop `while (true) {}`.
+    let mut cfg = spacewake::runtime::RuntimeConfig {
+        action_budget: Some(u64::MAX / 4),
+        ..Default::default()
+    };
+    cfg.sandbox.wall_limit = Some(std::time::Duration::from_millis(300));
+    let mut rt = t.runtime_with("stall", cfg);
+    let err = rt.run_wave().unwrap_err();
+    assert!(err.to_string().contains("wall-time"), "{err}");
+    let _ = rt.stop();
+    let c = t.counters.host();
+    assert_eq!(c.get(Counter::ActionsPreempted), 1);
+    assert_eq!(c.get(Counter::EventsInFailedWaves), 2, "both events noted");
+
+    let mut space = t.store.open_space("stall").unwrap();
+    assert!(space.has_undelivered().unwrap(), "nothing consumed");
+    let failures = space.event_failures().unwrap();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(failures.iter().all(|f| f.attempts == 1), "{failures:?}");
+    drop(space);
+
+    // The next tenure (the ordinary budget) delivers the inc on its own
+    // retry; the spin is then stopped by the budget and consumed, as any
+    // runaway handler is.
+    let mut rt = start(&t, "stall");
+    rt.settle(10).unwrap();
+    assert_eq!(rt.read(&piece, &parse_dotted("count")).unwrap(), json!(1));
+    assert_eq!(c.get(Counter::ActionsPreempted), 2);
+    let mut space = rt.stop().unwrap();
+    assert!(!space.has_undelivered().unwrap());
+    assert!(space.dead_letters().unwrap().is_empty());
+}

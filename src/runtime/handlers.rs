@@ -99,6 +99,19 @@ impl SpaceRuntime {
         let action = format!("{}:{}", binding_piece, ev.stream);
         let out = match ran {
             Ok(out) => out.value,
+            // The wall-time safety net says the host stalled (or one native
+            // call ran long), not that the event is bad: the wave fails its
+            // tenure, so the event is retried alone and dead-lettered only
+            // after its attempts, rather than consumed with nothing done.
+            Err(
+                e @ SandboxError::Preempted {
+                    cause: PreemptCause::WallDeadline,
+                    ..
+                },
+            ) => {
+                self.record_failure(&action, "handler", &e);
+                return Err(RuntimeError::Sandbox(e));
+            }
             Err(e) => {
                 self.record_failure(&action, "handler", &e);
                 return Ok(());

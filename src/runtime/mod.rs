@@ -54,7 +54,8 @@ use crate::clock::Clock;
 use crate::compiler::{CompileCache, CompiledProgram, MemorySource};
 use crate::metrics::{Counter, SpaceCounters};
 use crate::sandbox::{
-    Builtins, CallOptions, JsHandle, Sandbox, SandboxConfig, SandboxError, TenureSandbox,
+    Builtins, CallOptions, JsHandle, PreemptCause, Sandbox, SandboxConfig, SandboxError,
+    TenureSandbox,
 };
 use crate::store::path::{get_at, set_at};
 use crate::store::{
