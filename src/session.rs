@@ -518,22 +518,13 @@ async fn create_space(
         // Made by a create that held the lock before this one.
         return Ok(());
     }
+    // Checked before the rate (a refused create takes no token) and again
+    // where the space is made (the exact check, across a fleet's hosts).
     let limit = cfg.max_spaces_per_identity;
     if limit > 0 {
         let owned = directory.owned_by(did).unwrap_or(0);
         if owned >= limit {
-            host.counters().add_host(Counter::SpacesRefusedByQuota, 1);
-            return Err(ProtocolError::new(
-                ErrorCode::QuotaExceeded,
-                format!(
-                    "{did} already owns {} (the limit of this host); \
-                     space {space:?} was not created",
-                    crate::human::count(owned, "space", "spaces"),
-                ),
-            )
-            .with_details(
-                json!({ "quota": "spacesPerIdentity", "limit": limit, "owned": owned }),
-            ));
+            return Err(over_space_quota(host, did, space, limit, owned));
         }
     }
     if let Some(peer) = peer {
@@ -556,13 +547,30 @@ async fn create_space(
             })));
         }
     }
-    host.store()
-        .create_space(space, did)
-        .or_else(|e| match e {
-            crate::store::StoreError::SpaceExists(_) => Ok(()),
-            other => Err(other),
-        })
-        .map_err(|e| ProtocolError::new(ErrorCode::UnknownSpace, e.to_string()))
+    let limit = cfg.max_spaces_per_identity;
+    let created = if limit > 0 {
+        host.store().create_space_within(space, did, limit)
+    } else {
+        host.store().create_space(space, did).map(|()| None)
+    };
+    match created {
+        Ok(None) | Err(crate::store::StoreError::SpaceExists(_)) => Ok(()),
+        Ok(Some(owned)) => Err(over_space_quota(host, did, space, limit, owned)),
+        Err(e) => Err(ProtocolError::new(ErrorCode::UnknownSpace, e.to_string())),
+    }
+}
+
+/// The refusal of a create past the per-identity quota (counted).
+fn over_space_quota(host: &Host, did: &str, space: &str, limit: u64, owned: u64) -> ProtocolError {
+    host.counters().add_host(Counter::SpacesRefusedByQuota, 1);
+    ProtocolError::new(
+        ErrorCode::QuotaExceeded,
+        format!(
+            "{did} already owns {} (the limit of this host); space {space:?} was not created",
+            crate::human::count(owned, "space", "spaces"),
+        ),
+    )
+    .with_details(json!({ "quota": "spacesPerIdentity", "limit": limit, "owned": owned }))
 }
 
 async fn handle(

@@ -320,12 +320,70 @@ async fn concurrent_creates_stay_exactly_within_the_quota() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_space_at_its_storage_quota_refuses_events_and_keeps_serving() {
+async fn concurrent_creates_through_two_fleet_hosts_stay_exactly_within_the_quota() {
+    use common::server::Server;
+    use spacewake::protocol::Identity;
+    let Some(url) = tokio::task::spawn_blocking(|| common::pg::database("create_quota"))
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let args = [
+        "--max-spaces-per-identity",
+        "10",
+        "--space-creates-per-minute",
+        "0",
+        "--store",
+        &url,
+    ];
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Server::start(dir_a.path(), &args);
+    let b = Server::start(dir_b.path(), &args);
+    let me = Identity::generate();
+    let names: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
+    let tries = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| try_create(if i % 2 == 0 { &a } else { &b }, &me, n));
+    use futures_util::FutureExt;
+    let results =
+        std::panic::AssertUnwindSafe(futures_util::future::join_all(tries)).catch_unwind();
+    let results = match results.await {
+        Ok(r) => r,
+        Err(e) => panic!("{e:?}\n--- a\n{}\n--- b\n{}", a.log_text(), b.log_text()),
+    };
+    let made = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(made, 10, "{results:?}");
+    for e in results.into_iter().filter_map(Result::err) {
+        assert_eq!(e.code.as_str(), "quotaExceeded", "{e:?}");
+    }
+    let owned = tokio::task::spawn_blocking(move || {
+        let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        db.query_one("SELECT count(*) FROM spaces", &[])
+            .unwrap()
+            .get::<_, i64>(0)
+    })
+    .await
+    .unwrap();
+    assert_eq!(owned, 10, "what the database holds");
+    assert_eq!(
+        a.host_counter("store", "spacesRefusedByQuota")
+            + b.host_counter("store", "spacesRefusedByQuota"),
+        20
+    );
+}
+
+/// Fills space `full` past a 1 MiB quota on a `serve` started with
+/// `store_args` (none: its data directory's files); checks the refusals,
+/// and that the space still serves. Returns how many events were accepted.
+async fn fill_past_the_storage_quota(dir: &std::path::Path, store_args: &[&str]) -> i64 {
     use common::server::{http, Server};
     use common::wire::{connect, deploy, send};
     use spacewake::protocol::{sign_ingest, Identity, ServerMessage};
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &["--space-quota-mib", "1"]);
+    let mut args = vec!["--space-quota-mib", "1"];
+    args.extend_from_slice(store_args);
+    let server = Server::start(dir, &args);
     let me = Identity::generate();
     let (mut c, _) = connect(&server, &me, "full").await;
     let piece = deploy(&mut c, json!({"value": 0})).await;
@@ -386,6 +444,13 @@ async fn a_space_at_its_storage_quota_refuses_events_and_keeps_serving() {
     });
     drop(c);
     drop(server);
+    accepted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_space_at_its_storage_quota_refuses_events_and_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let accepted = fill_past_the_storage_quota(dir.path(), &[]).await;
     // What is stored: the accepted payloads, within the quota.
     let db = rusqlite::Connection::open(dir.path().join("spaces/full.sqlite")).unwrap();
     let (events, payload_bytes): (i64, i64) = db
@@ -395,6 +460,34 @@ async fn a_space_at_its_storage_quota_refuses_events_and_keeps_serving() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
+    assert_eq!(events, accepted);
+    assert!(payload_bytes <= 1024 * 1024, "{payload_bytes} bytes stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_space_at_its_storage_quota_refuses_events_and_keeps_serving() {
+    // The same quota on a fleet's database, measured from the space's rows.
+    let Some(url) = tokio::task::spawn_blocking(|| common::pg::database("storage_quota"))
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let accepted = fill_past_the_storage_quota(dir.path(), &["--store", &url]).await;
+    let (events, payload_bytes) = tokio::task::spawn_blocking(move || {
+        let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let r = db
+            .query_one(
+                "SELECT count(*), COALESCE(sum(octet_length(payload)), 0)::bigint \
+                 FROM events WHERE space = 'full'",
+                &[],
+            )
+            .unwrap();
+        (r.get::<_, i64>(0), r.get::<_, i64>(1))
+    })
+    .await
+    .unwrap();
     assert_eq!(events, accepted);
     assert!(payload_bytes <= 1024 * 1024, "{payload_bytes} bytes stored");
 }

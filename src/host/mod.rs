@@ -34,6 +34,7 @@ mod failures;
 mod fleet_waker;
 mod keeper;
 mod pool;
+mod quota;
 mod request;
 mod scheduled;
 mod server;

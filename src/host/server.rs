@@ -61,6 +61,8 @@ struct Server {
     /// On the host clock, as every timer of the loop.
     last_activity_ms: u64,
     next_renew_ms: u64,
+    /// The storage quota's measure of this space (`quota.rs`).
+    quota: super::quota::Gauge,
 }
 
 /// `trigger`: why the space is activated. A tenure that begins with a
@@ -197,6 +199,7 @@ pub(crate) fn run(
         life: Lifecycle::new(),
         last_activity_ms: started_ms,
         next_renew_ms: started_ms + renew_ms,
+        quota: Default::default(),
     };
     s.life.become_(Phase::Serving);
     if let Some((cmd, report, now)) = fired_first {
@@ -749,26 +752,25 @@ impl Server {
     }
 
     /// Whether `incoming` more bytes fit the space's storage quota: what
-    /// its file holds in use now, read from the file's header before the
-    /// write is accepted. Only what clients bring in is refused (events,
-    /// deploys); the host's own commits (waves, wakes, the ledger) are not,
-    /// so a full space still settles what it already accepted.
+    /// the space holds (its file's pages in use, or its rows in a fleet's
+    /// database, see `quota.rs`) before the write is accepted. Only what
+    /// clients bring in is refused (events, deploys); the host's own
+    /// commits (waves, wakes, the ledger) are not, so a full space still
+    /// settles what it already accepted.
     fn within_quota(&mut self, incoming: u64) -> Result<(), HostError> {
         let limit = self.inner.cfg.space_quota_bytes;
         if limit == 0 {
             return Ok(());
         }
-        let Some(used) = self
-            .rt
-            .space()
-            .bytes_used()
-            .map_err(|e| HostError::Internal(e.to_string()))?
-        else {
+        let space = self.rt.space();
+        let scan = space.measuring_is_a_scan();
+        let admitted = self
+            .quota
+            .admit(incoming, limit, scan, || space.bytes_used())
+            .map_err(|e| HostError::Internal(e.to_string()))?;
+        let Err(used) = admitted else {
             return Ok(());
         };
-        if used.saturating_add(incoming) <= limit {
-            return Ok(());
-        }
         self.counters().inc(Counter::WritesRefusedByQuota);
         Err(HostError::StorageQuota {
             space: self.id.clone(),
@@ -778,18 +780,17 @@ impl Server {
         })
     }
 
-    /// What the space's storage quota has left (`None`: no quota, or a
-    /// fleet's database, which does not measure a space).
+    /// What the space's storage quota has left (`None`: no quota).
     fn storage_left(&mut self) -> Result<Option<u64>, crate::store::StoreError> {
         let limit = self.inner.cfg.space_quota_bytes;
         if limit == 0 {
             return Ok(None);
         }
-        Ok(self
-            .rt
-            .space()
-            .bytes_used()?
-            .map(|used| limit.saturating_sub(used)))
+        let space = self.rt.space();
+        let scan = space.measuring_is_a_scan();
+        self.quota
+            .left(limit, scan, || space.bytes_used())
+            .map(Some)
     }
 
     fn send(&mut self, e: super::SendEvent) -> Result<Reply, HostError> {
@@ -955,6 +956,7 @@ impl Server {
             self.rt.set_storage_left(left);
             let (report, delivery) =
                 crate::schedule::delivery::run_wave_with(&mut self.rt, now, limit, &backoff)?;
+            self.quota.add(report.written_bytes);
             let c = self.counters();
             c.add(Counter::ScheduleDelivered, delivery.delivered as i64);
             c.add(Counter::ScheduleRetried, delivery.retried as i64);

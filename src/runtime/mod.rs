@@ -283,6 +283,8 @@ pub struct WaveReport {
     pub metered: Option<crate::store::LedgerDelta>,
     /// Documents the wave wrote.
     pub written: Vec<String>,
+    /// Bytes its handlers wrote (values as measured by the storage quota).
+    pub written_bytes: u64,
     pub handler_runs: u64,
     pub derivation_runs: u64,
     pub failures: Vec<ActionFailure>,

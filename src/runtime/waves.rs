@@ -158,8 +158,8 @@ impl SpaceRuntime {
     }
 
     pub(super) fn flush_with(&mut self, settle: WaveSettle<'_>) -> RuntimeResult<WaveReport> {
-        self.wave_bytes = 0;
         let mut report = std::mem::take(&mut self.report);
+        report.written_bytes = std::mem::take(&mut self.wave_bytes) as u64;
         report.written = std::mem::take(&mut self.wave_writes).into_iter().collect();
         if self.touched.is_empty()
             && self.sends.is_empty()

@@ -180,6 +180,28 @@ impl Store {
         each_edge!(self, s => s.create_space(id, owner))
     }
 
+    /// Creates space `id` for `owner` unless `owner` already owns `limit`
+    /// spaces (`Ok(Some(owned))`: nothing created). Exact under concurrency
+    /// within one host when the caller holds the host's create lock; on a
+    /// fleet's database, across every host (`PgStore::create_space_within`).
+    pub fn create_space_within(
+        &self,
+        id: &str,
+        owner: &str,
+        limit: u64,
+    ) -> StoreResult<Option<u64>> {
+        match self {
+            Store::Postgres(s) => off_runtime(|| s.create_space_within(id, owner, limit)),
+            Store::Files(_) => {
+                let owned = self.directory().owned_by(owner)?;
+                if owned >= limit {
+                    return Ok(Some(owned));
+                }
+                self.create_space(id, owner).map(|()| None)
+            }
+        }
+    }
+
     /// A space's file (SQLite), or the name of its place in the database.
     pub fn space_path(&self, id: &str) -> PathBuf {
         match self {
@@ -334,13 +356,19 @@ impl Space {
         each_space!(self, s => SpaceStore::head_seq(s))
     }
 
-    /// Bytes the space's file holds in use (see `FileSpace::bytes_used`);
-    /// `None` on a fleet's database, which does not measure a space.
-    pub fn bytes_used(&mut self) -> StoreResult<Option<u64>> {
+    /// Bytes the space holds: its file's pages in use (see
+    /// `FileSpace::bytes_used`, O(1)) or its rows in a fleet's database
+    /// (`PgSpace::bytes_used`, a scan of the space's rows).
+    pub fn bytes_used(&mut self) -> StoreResult<u64> {
         match self {
-            Space::Files(s) => s.bytes_used().map(Some),
-            Space::Postgres(_) => Ok(None),
+            Space::Files(s) => s.bytes_used(),
+            Space::Postgres(s) => s.bytes_used(),
         }
+    }
+
+    /// Whether [`Space::bytes_used`] is a scan rather than a header read.
+    pub fn measuring_is_a_scan(&self) -> bool {
+        matches!(self, Space::Postgres(_))
     }
 
     pub fn commits_since(

@@ -211,6 +211,47 @@ impl PgStore {
         SpaceBackend::create(self, id, owner)
     }
 
+    /// [`PgStore::create_space`] unless `owner` already owns `limit`
+    /// spaces (`Ok(Some(owned))`, nothing created). Counted and created in
+    /// one transaction under a lock on the owner, so creates through every
+    /// host of the fleet together stay within the limit.
+    pub fn create_space_within(
+        &self,
+        id: &str,
+        owner: &str,
+        limit: u64,
+    ) -> StoreResult<Option<u64>> {
+        super::validate_space_id(id)?;
+        let mut c = self.inner.take()?;
+        let mut tx = c.c().transaction().doing("creating a space")?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('spacewake/owner/' || $1, 0))",
+            &[&owner],
+        )
+        .doing("locking the owner's spaces")?;
+        let owned = tx
+            .query_one("SELECT count(*) FROM spaces WHERE owner = $1", &[&owner])
+            .doing("counting spaces")?
+            .get::<_, i64>(0) as u64;
+        if owned >= limit {
+            return Ok(Some(owned));
+        }
+        let n = tx
+            .execute(
+                "INSERT INTO spaces (id, owner, created_at_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO NOTHING",
+                &[&id, &owner, &(self.inner.clock.now_ms() as i64)],
+            )
+            .doing("creating a space")?;
+        tx.commit().doing("creating a space")?;
+        if n == 0 {
+            return Err(StoreError::SpaceExists(id.to_string()));
+        }
+        self.inner.counters.space(id).inc(Counter::SpacesCreated);
+        self.inner.counters.retire_space(id);
+        Ok(None)
+    }
+
     pub fn open_space(&self, id: &str) -> StoreResult<PgSpace> {
         SpaceBackend::open(self, id)
     }

@@ -720,6 +720,27 @@ impl PgSpace {
     pub fn ledger(&mut self) -> StoreResult<Vec<LedgerRow>> {
         self.read_rows(rows::list_ledger)
     }
+
+    /// Bytes the space holds in the database: its documents, its retained
+    /// events' payloads and its history's values (what a space's file holds
+    /// on SQLite, less indexes and page slack). A scan of the space's rows,
+    /// so the space server measures only now and then (`spec/storage.md`,
+    /// *Storage quota*). `octet_length` reads a stored value's size without
+    /// decompressing it.
+    pub fn bytes_used(&mut self) -> StoreResult<u64> {
+        self.read_rows(|db, id| {
+            let r = db
+                .query_one(
+                    "SELECT ((SELECT COALESCE(SUM(octet_length(value)), 0) FROM docs WHERE space = $1) \
+                     + (SELECT COALESCE(SUM(octet_length(payload)), 0) FROM events WHERE space = $1) \
+                     + (SELECT COALESCE(SUM(octet_length(value)), 0) FROM commit_ops WHERE space = $1))::bigint \
+                     AS bytes",
+                    &[&id],
+                )
+                .doing("measuring the space")?;
+            Ok(r.get::<_, i64>(0).max(0) as u64)
+        })
+    }
 }
 
 impl SpaceStore for PgSpace {
