@@ -646,3 +646,88 @@ async fn a_grant_changed_while_a_session_is_open_applies_to_its_next_request() {
         3
     );
 }
+
+/// A program whose modules sit in nested folders and import each other
+/// upwards, downwards, sideways and above the entry's folder: `check`
+/// accepts it, `deploy` runs it, and a restarted host activates it again
+/// from what it stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_spread_over_nested_folders_checks_deploys_and_activates_again() {
+    use spacewake::protocol::messages::Deploy;
+    use std::collections::BTreeMap;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns");
+    let out = common::server::spacewake()
+        .arg("check")
+        .arg(root.join("nested-app.tsx"))
+        .arg(root.join("nested-app/app/main.tsx"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut files = BTreeMap::new();
+    for rel in [
+        "nested-app.tsx",
+        "nested-app/ui/controls/index.ts",
+        "nested-app/ui/controls/controls.tsx",
+        "nested-app/util/text.ts",
+        "nested-app/notes/note.tsx",
+        "nested-app/notes/shared.ts",
+        "lib/format.ts",
+    ] {
+        files.insert(
+            rel.to_string(),
+            std::fs::read_to_string(root.join(rel)).unwrap(),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let me = Identity::generate();
+    let piece = {
+        let server = common::server::Server::start(dir.path(), &[]);
+        let (mut c, _) = common::wire::connect(&server, &me, "nested").await;
+        let id = c.fresh_id();
+        let piece = match c
+            .request(ClientMessage::Deploy(Deploy {
+                id,
+                entry: "nested-app.tsx".into(),
+                files: files.clone(),
+                export: None,
+                argument: Some(serde_json::json!({})),
+            }))
+            .await
+            .unwrap()
+        {
+            ServerMessage::Deployed(d) => d.piece,
+            other => panic!("deploy: {other:?}"),
+        };
+        assert_eq!(
+            read_value(&mut c, &piece, "shown").await,
+            serde_json::json!("note: groceries (6) 2.50 EUR")
+        );
+        piece
+    };
+    // A new host process on the same data: the program is compiled from
+    // the stored sources and its modules resolved again at activation.
+    let server = common::server::Server::start(dir.path(), &[]);
+    let (mut c, _) = common::wire::connect(&server, &me, "nested").await;
+    assert_eq!(
+        read_value(&mut c, &piece, "shown").await,
+        serde_json::json!("note: groceries (6) 2.50 EUR")
+    );
+}
+
+async fn read_value(c: &mut Client, piece: &str, path: &str) -> Value {
+    let id = c.fresh_id();
+    let m = ClientMessage::Read(ReadValue {
+        id,
+        piece: Some(piece.to_string()),
+        doc: None,
+        path: Some(key(path)),
+    });
+    match c.request(m).await.unwrap() {
+        ServerMessage::Value(v) => v.value,
+        other => panic!("{other:?}"),
+    }
+}

@@ -9,8 +9,10 @@
 //! - paths are '/'-separated and lexically normalised ([`normalize`]); the filesystem is never
 //!   consulted for symlinks or case, so the same sources always give the same names and hash;
 //! - a module's canonical name is its path relative to the entry file's directory, starting with
-//!   `./` or `../` (e.g. `./counter.tsx`, `./lib/util.ts`); emitted JS imports sibling modules by
-//!   exactly that name, so a runtime loader resolves specifiers by table lookup alone.
+//!   `./` or `../` (e.g. `./counter.tsx`, `./lib/util.ts`); emitted JS imports a sibling module
+//!   by its path relative to the importer's own directory ([`module_name`] of the importer's
+//!   directory), so a loader that registers each module at its canonical name under one root
+//!   resolves a specifier by joining it to the importer's path, as `check` resolved it.
 
 use std::collections::HashMap;
 

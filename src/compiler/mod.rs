@@ -21,8 +21,10 @@
 //! # The emitted-JavaScript contract (what `commonfabric` must provide)
 //!
 //! Each [`CompiledModule::js`] is an ES module. It imports only `"commonfabric"` and sibling
-//! modules by their canonical names (`"./lib/util.ts"`, see [`imports`]); a loader resolves a
-//! specifier by looking it up among [`CompiledProgram::modules`]. Types are gone.
+//! modules, each by its path relative to the importing module's folder (`"../lib/util.ts"`
+//! from `./ui/view.tsx`); a loader that places every module at its canonical name under one
+//! root (see [`imports`]) resolves a specifier by joining it to the importer's path. Types
+//! are gone.
 //!
 //! - **JSX** is lowered with the classic runtime to `h(tag, props, ...children)`: `tag` is a
 //!   string for intrinsic elements (`"div"`) or the referenced value for capitalised tags
@@ -349,7 +351,13 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
             match found {
                 Ok(j) => {
                     let name = imports::module_name(&root_dir, &pending[j].0);
-                    let literal = serde_json::to_string(&name).expect("string serialises");
+                    // The emitted specifier is the target's path relative
+                    // to the importer's own folder: what any loader that
+                    // resolves relative imports by path (the engine's, at
+                    // the module's registered path) finds, wherever in the
+                    // program's tree the importer sits.
+                    let spec = imports::module_name(&dir, &pending[j].0);
+                    let literal = serde_json::to_string(&spec).expect("string serialises");
                     analysis.edits.push(Edit::replace(req.span, literal));
                     resolved.insert(req.spec.clone(), j);
                     if !deps.contains(&name) {

@@ -425,7 +425,7 @@ export default pattern<{ t: string }>(({ t }) => ({ [UI]: <><p class="x">{t}</p>
 }
 
 #[test]
-fn relative_imports_are_rewritten_to_canonical_names() {
+fn relative_imports_are_rewritten_to_paths_from_their_importer() {
     let p = compile(
         "app/main.tsx",
         &mem(&[
@@ -443,12 +443,16 @@ fn relative_imports_are_rewritten_to_canonical_names() {
         p.modules[0].js
     );
     assert!(p.modules[0].js.contains("from \"../shared/b.ts\""));
+    // From `app/lib/a.ts`, the same module is two folders up: a loader
+    // joining the specifier to the importer's path finds it there.
     assert!(
-        p.modules[1].js.contains("from \"../shared/b.ts\""),
+        p.modules[1].js.contains("from \"../../shared/b.ts\""),
         "{}",
         p.modules[1].js
     );
+    // What a program's modules import is still named canonically.
     assert_eq!(p.modules[0].imports, ["./lib/a.ts", "../shared/b.ts"]);
+    assert_eq!(p.modules[1].imports, ["../shared/b.ts"]);
     assert!(p.module("../shared/b.ts").is_some());
 }
 
