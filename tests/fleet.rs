@@ -230,7 +230,7 @@ fn hosts_claiming_due_spaces_at_once_claim_each_exactly_once() {
                     .unwrap();
                 let mut got = Vec::new();
                 loop {
-                    let batch = s.claim_due(5_000, 8).unwrap();
+                    let batch = s.claim_due(5_000, 8, &[]).unwrap();
                     if batch.is_empty() {
                         return got;
                     }
@@ -291,7 +291,7 @@ fn the_next_claimable_time_weighs_who_holds_each_space() {
     let me = PgStore::open(&url, "me/1", 60_000, sys(), Counters::new()).unwrap();
     let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
     assert_eq!(
-        me.next_claimable_ms(0).unwrap(),
+        me.next_claimable_ms(0, &[]).unwrap(),
         None,
         "no space, nothing to do"
     );
@@ -313,22 +313,26 @@ fn the_next_claimable_time_weighs_who_holds_each_space() {
         .unwrap()
         .unwrap();
     // "theirs" is due at 1,000 but held for a minute more: not before then.
-    assert_eq!(me.next_claimable_ms(0).unwrap(), Some(7_000));
+    assert_eq!(me.next_claimable_ms(0, &[]).unwrap(), Some(7_000));
     mine.release_lease(&lease).unwrap();
-    assert_eq!(me.next_claimable_ms(0).unwrap(), Some(7_000), "now unheld");
-    let t = other.next_claimable_ms(0).unwrap().unwrap();
+    assert_eq!(
+        me.next_claimable_ms(0, &[]).unwrap(),
+        Some(7_000),
+        "now unheld"
+    );
+    let t = other.next_claimable_ms(0, &[]).unwrap().unwrap();
     assert_eq!(t, 1_000, "the holder's own due space");
     // Undelivered events make an unheld space due now.
     c.batch_execute("UPDATE spaces SET undelivered = true WHERE id = 'free'")
         .unwrap();
-    assert_eq!(me.next_claimable_ms(0).unwrap(), Some(0));
+    assert_eq!(me.next_claimable_ms(0, &[]).unwrap(), Some(0));
     // Seen from a host whose clock reads later, the other host's lease ends
     // about a minute after that.
     c.batch_execute(
         "UPDATE spaces SET undelivered = false, next_wake_ms = NULL WHERE id <> 'theirs'",
     )
     .unwrap();
-    let t = me.next_claimable_ms(1_000_000).unwrap().unwrap();
+    let t = me.next_claimable_ms(1_000_000, &[]).unwrap().unwrap();
     assert!((1_055_000..=1_060_000).contains(&t), "{t}");
 }
 

@@ -474,7 +474,7 @@ fn pg_wakes(
             .map(|(store, dir, advance)| {
                 s.spawn(move || -> anyhow::Result<()> {
                     loop {
-                        let claims = store.claim_due(2_000, 32)?;
+                        let claims = store.claim_due(2_000, 32, &[])?;
                         if claims.is_empty() {
                             return Ok(());
                         }

@@ -72,8 +72,11 @@ pub(crate) fn pass(
     }
     let cap = inner.cfg.schedule.max_scheduled.max(1);
     let free = cap.saturating_sub(inner.scheduled_in_flight().len());
+    // What this host deferred (refused, backing off) it leaves to others
+    // until the deferral ends; the waker's own `deferred` look returns to it.
+    let excluding: Vec<String> = deferred.keys().cloned().collect();
     if free > 0 {
-        match pg.claim_due(now, free) {
+        match pg.claim_due(now, free, &excluding) {
             Ok(claims) => {
                 for c in claims {
                     act_on_claim(inner, &host, pg, &c, now, deferred);
@@ -97,7 +100,8 @@ pub(crate) fn pass(
         }
         Err(e) => tracing::error!(error = %e, "the waker cannot read its own due spaces"),
     }
-    let claimable = pg.next_claimable_ms(now).unwrap_or_else(|e| {
+    let excluding: Vec<String> = deferred.keys().cloned().collect();
+    let claimable = pg.next_claimable_ms(now, &excluding).unwrap_or_else(|e| {
         tracing::error!(error = %e, "the waker cannot read the fleet's next wake");
         Some(now + RECHECK_MS)
     });
