@@ -117,6 +117,8 @@ counters! {
     DerivationsSkippedFresh => ("actions", "derivationsSkippedFresh", Counter, "Pulled derivations not re-run because their inputs were unchanged"),
     ActionsFailed => ("actions", "failed", Counter, "Actions that threw; their writes were discarded"),
     ActionsPreempted => ("actions", "preempted", Counter, "Actions stopped by their interrupt budget; their writes were discarded"),
+    PatternLogLines => ("actions", "logLines", Counter, "Lines pattern code wrote with console.* that reached the host's log"),
+    PatternLogDropped => ("actions", "logLinesDropped", Counter, "console.* lines dropped: past the bound of one action (64) or the space's rate (120 at once, then 120 a minute)"),
     ActionsOutOfMemory => ("actions", "outOfMemory", Counter, "Actions stopped by the space's memory limit"),
     ActionsCapabilityDenied => ("actions", "capabilityDenied", Counter, "Actions that used a capability denied in their context"),
     ActionsRefused => ("actions", "refused", Counter, "Actions refused because a write, send or reference they returned went outside what they were given; nothing of them applied"),

@@ -720,3 +720,62 @@ fn the_document_cache_stays_within_its_budget_and_reads_come_back_whole() {
         assert_eq!(v.as_str().map(str::len), Some(100 << 10));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_lines_reach_the_log_with_their_piece_and_a_flood_is_bounded_and_counted() {
+    use common::server::{wait_for, Server};
+    use common::wire::{connect, deploy_runtime_fixture, send};
+    use spacewake::protocol::{Identity, ServerMessage};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let me = Identity::generate();
+    let (mut c, _) = connect(&server, &me, "loud").await;
+    let piece = match deploy_runtime_fixture(&mut c, "loud-console.tsx", json!({})).await {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("{other:?}"),
+    };
+    match send(&mut c, &piece, "note", json!({"text": "hi there"})).await {
+        ServerMessage::Ack(_) => {}
+        other => panic!("{other:?}"),
+    }
+    wait_for("the note logged", || {
+        server.log_text().lines().any(|l| {
+            l.contains("handler saw hi there {\"count\":0}")
+                && l.contains(&piece)
+                && l.contains("loud")
+                && l.contains("spacewake::pattern")
+        })
+    });
+    assert!(server.log_text().contains("module evaluated"));
+    let lines = server.space_counter("loud", "actions", "logLines");
+    assert!(lines >= 2, "{lines}");
+    assert_eq!(
+        server.space_counter("loud", "actions", "logLinesDropped"),
+        0
+    );
+
+    // 1,000 lines in one event: 64 kept by the action's bound, the rest
+    // counted as dropped; the handler's write still lands.
+    match send(&mut c, &piece, "flood", json!({"n": 1000})).await {
+        ServerMessage::Ack(_) => {}
+        other => panic!("{other:?}"),
+    }
+    wait_for("the flood handled", || {
+        server.space_counter("loud", "actions", "logLinesDropped") >= 936
+    });
+    assert_eq!(
+        server.space_counter("loud", "actions", "logLinesDropped"),
+        936
+    );
+    assert_eq!(
+        server.space_counter("loud", "actions", "logLines"),
+        lines + 64
+    );
+    let floods = server
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("flood "))
+        .count();
+    assert_eq!(floods, 64, "what reached the log");
+    assert_eq!(server.space_counter("loud", "actions", "failed"), 0);
+}

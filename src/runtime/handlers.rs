@@ -96,6 +96,7 @@ impl SpaceRuntime {
         let started = crate::clock::Stopwatch::start();
         let ran = self.sandbox.call(self.entry.run_handler, &args, &opts);
         self.meter_action(&ev.stream, &binding_piece, "handler", started.elapsed());
+        self.drain_console(&binding_piece, &ev.stream);
         let action = format!("{}:{}", binding_piece, ev.stream);
         let out = match ran {
             Ok(out) => out.value,

@@ -42,6 +42,7 @@
 
 pub mod argument;
 pub mod capability;
+mod console;
 mod documents;
 pub mod graph;
 mod handlers;
@@ -388,6 +389,8 @@ pub struct SpaceRuntime {
     failed_wave_attempts: u32,
     /// Bytes the pending wave's actions wrote (see [`WriteLimits`]).
     wave_bytes: usize,
+    /// The space's rate for `console.*` lines (`console.rs`).
+    log_rate: console::LogRate,
     /// Pieces this activation could not load, with why: the space serves
     /// the others, and their events are dead-lettered.
     set_aside: BTreeMap<String, String>,
@@ -480,6 +483,7 @@ impl SpaceRuntime {
             run_map: sandbox.get(ns, "__runMap")?,
             run_handler: sandbox.get(ns, "__runHandler")?,
         };
+        let started_ms = clock.now_ms();
         let counters = space.counters().clone();
         let action_hash = space.action_states()?.into_iter().collect();
         let event_failures = space
@@ -531,6 +535,7 @@ impl SpaceRuntime {
             dead_lettering: Vec::new(),
             failed_wave_attempts: 0,
             wave_bytes: 0,
+            log_rate: console::LogRate::new(started_ms),
             set_aside: BTreeMap::new(),
             cache_estimate: 0,
             storage_left: None,

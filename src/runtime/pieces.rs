@@ -201,7 +201,10 @@ impl SpaceRuntime {
             self.entry.instantiate,
             &[json!(instance), json!(export), json!(piece)],
             &self.options_reactive(),
-        )?;
+        );
+        // What the program's modules and the pattern body logged.
+        self.drain_console(piece, "body");
+        let out = out?;
         let mut rec: Recorded = serde_json::from_value(out.value)
             .map_err(|e| RuntimeError::Invalid(format!("pattern graph: {e}")))?;
         if !declaration_was_validated(program, &rec.result) {

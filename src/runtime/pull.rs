@@ -136,6 +136,7 @@ impl SpaceRuntime {
             .map(|n| n.piece.clone())
             .unwrap_or_default();
         self.meter_action(id, &piece, "derivation", started.elapsed());
+        self.drain_console(&piece, id);
         let ran = ran.and_then(|out| {
             Frame::from_run(out.value).map_err(|e| SandboxError::Threw {
                 name: "TypeError".to_string(),

@@ -35,7 +35,7 @@ use super::state::{Capability, State};
 /// a script so its bytecode can be cached (see `bytecode.rs`): parsing it
 /// anew was a fifth of a sandbox's start-up.
 const LOCKDOWN_JS: &str = r#"
-export default (function (dateNow, nowFor, mathRandom, deny) {
+export default (function (dateNow, nowFor, mathRandom, deny, log) {
   "use strict";
   const g = globalThis;
   const OrigDate = g.Date;
@@ -66,6 +66,33 @@ export default (function (dateNow, nowFor, mathRandom, deny) {
   defineProperty(DateProto, "constructor", fixed(Date));
   defineProperty(g, "Date", fixed(Date));
   defineProperty(Math, "random", fixed(mathRandom));
+
+  // `console`: each call becomes one line for the host (its arguments as
+  // text, objects as JSON), which attributes, bounds and counts it. Frozen
+  // with everything else; never throws for what it is given.
+  const jsonText = g.JSON.stringify;
+  const toText = (v) => {
+    if (typeof v === "string") return v;
+    try {
+      const s = jsonText(v);
+      return s === undefined ? g.String(v) : s;
+    } catch (e) {
+      try { return g.String(v); } catch (e2) { return "[unprintable]"; }
+    }
+  };
+  const consoleObject = {};
+  const levels = [["debug", 0], ["trace", 0], ["log", 1], ["info", 1], ["warn", 2], ["error", 3]];
+  for (let i = 0; i < levels.length; i++) {
+    const level = levels[i][1];
+    const method = function (...args) {
+      let text = "";
+      for (let j = 0; j < args.length; j++) text += (j > 0 ? " " : "") + toText(args[j]);
+      log(level, text);
+    };
+    defineProperty(method, "name", { value: levels[i][0] });
+    defineProperty(consoleObject, levels[i][0], fixed(method));
+  }
+  defineProperty(g, "console", { value: consoleObject, writable: false, enumerable: false, configurable: false });
 
   const ctors = [
     [getPrototypeOf(function () {}), "Function", 4],
@@ -248,13 +275,18 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Resul
         },
     )?;
 
+    let st = state.clone();
+    let log = Function::new(ctx.clone(), move |code: i32, text: String| {
+        st.log(code, text);
+    })?;
+
     // The name resolves for nobody: pattern imports of it are refused.
     const NAME: &str = "spacewake:lockdown";
     let declared = super::bytecode::declare(ctx, NAME, LOCKDOWN_JS)?;
     let (module, done) = declared.eval()?;
     done.finish::<()>()?;
     let installer: Function = module.namespace()?.get("default")?;
-    let roots: rquickjs::Value = installer.call((date_now, now_for, math_random, deny))?;
+    let roots: rquickjs::Value = installer.call((date_now, now_for, math_random, deny, log))?;
     freeze_reachable(ctx, &roots)?;
     for proto in class_prototypes(ctx) {
         freeze_reachable(ctx, &proto)?;

@@ -51,7 +51,7 @@ use rquickjs::{
 pub use error::{HostError, PreemptCause, SandboxError};
 pub use modules::{Builtins, COMMONFABRIC, HOST_MODULE, INTERNAL_MODULE};
 pub use reuse::{TenureSandbox, DEFAULT_ENGINE_IMAGES};
-pub use state::Mode;
+pub use state::{LogLevel, LogLine, Mode};
 
 use crate::human::truncate_message;
 use convert::{js_to_json, json_to_js, ToJsonError};
@@ -404,6 +404,13 @@ impl Sandbox {
     }
 
     /// Bytes the engine currently has allocated (what the memory limit bounds).
+    /// What pattern code wrote with `console.*` since the last take, and
+    /// how many lines were dropped past the bound meanwhile.
+    pub fn take_logs(&self) -> (Vec<LogLine>, u64) {
+        let lines = std::mem::take(&mut *self.state.logs.borrow_mut());
+        (lines, self.state.logs_dropped.replace(0))
+    }
+
     pub fn memory_used_bytes(&self) -> u64 {
         self.state.live_bytes.get().max(0) as u64
     }

@@ -103,6 +103,8 @@ impl Sandbox {
         *self.handles.borrow_mut() = Handles::default();
         img.region.restore(&img.bytes);
         self.state.end();
+        self.state.logs.borrow_mut().clear();
+        self.state.logs_dropped.set(0);
         self.state.live_bytes.set(img.live_bytes);
         self.registry.modules.borrow_mut().clear();
         self.stats.set(SandboxStats::default());

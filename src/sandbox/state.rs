@@ -123,7 +123,53 @@ pub(crate) struct State {
     pub denied: RefCell<Option<(Capability, String)>>,
     /// First resolution failure of the current call: (specifier, importer, why).
     pub resolve_error: RefCell<Option<(String, String, String)>>,
+    /// What pattern code wrote with `console.*` since the embedder last
+    /// took it ([`State::log`]), and the lines dropped past the bound.
+    pub logs: RefCell<Vec<LogLine>>,
+    pub logs_dropped: Cell<u64>,
 }
+
+/// One `console.*` call of pattern code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: LogLevel,
+    pub text: String,
+}
+
+/// A console method's level (`log` and `info` are `Info`; `debug` and
+/// `trace` are `Debug`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    fn from_code(code: i32) -> LogLevel {
+        match code {
+            0 => LogLevel::Debug,
+            2 => LogLevel::Warn,
+            3 => LogLevel::Error,
+            _ => LogLevel::Info,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// Lines kept between two takes; more are counted as dropped.
+pub const MAX_LOG_LINES: usize = 64;
+/// A line's text is cut past this many characters (and says how many).
+pub const MAX_LOG_LINE_CHARS: usize = 1024;
 
 impl State {
     pub fn new() -> Self {
@@ -142,7 +188,22 @@ impl State {
             killing: Cell::new(false),
             denied: RefCell::new(None),
             resolve_error: RefCell::new(None),
+            logs: RefCell::new(Vec::new()),
+            logs_dropped: Cell::new(0),
         }
+    }
+
+    /// Keeps one `console.*` line, within the bounds.
+    pub fn log(&self, code: i32, text: String) {
+        let mut logs = self.logs.borrow_mut();
+        if logs.len() >= MAX_LOG_LINES || self.killing.get() {
+            self.logs_dropped.set(self.logs_dropped.get() + 1);
+            return;
+        }
+        logs.push(LogLine {
+            level: LogLevel::from_code(code),
+            text: crate::human::truncate_message(&text, MAX_LOG_LINE_CHARS),
+        });
     }
 
     pub fn begin(&self, mode: Mode, budget: u64, alloc_budget: u64, deadline: Option<Timeout>) {
