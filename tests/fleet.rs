@@ -326,6 +326,17 @@ fn the_next_claimable_time_weighs_who_holds_each_space() {
     c.batch_execute("UPDATE spaces SET undelivered = true WHERE id = 'free'")
         .unwrap();
     assert_eq!(me.next_claimable_ms(0, &[]).unwrap(), Some(0));
+    // A space this host deferred is left to the others: neither counted
+    // nor claimed here, while another host still claims it.
+    let free = vec!["free".to_string()];
+    assert_eq!(me.next_claimable_ms(0, &free).unwrap(), Some(7_000));
+    assert!(me.claim_due(0, 8, &free).unwrap().is_empty());
+    let claimed = other.claim_due(0, 8, &[]).unwrap();
+    assert_eq!(
+        claimed.iter().map(|c| c.space.as_str()).collect::<Vec<_>>(),
+        ["free"]
+    );
+    other.release_claim(&claimed[0]).unwrap();
     // Seen from a host whose clock reads later, the other host's lease ends
     // about a minute after that.
     c.batch_execute(
