@@ -565,18 +565,7 @@ impl Sandbox {
         args: &[serde_json::Value],
         opts: &CallOptions,
     ) -> Result<Called<serde_json::Value>, SandboxError> {
-        let realm = func.realm;
-        let func = self.lookup(func)?;
-        self.execute_json(
-            Op::Call {
-                func,
-                this: None,
-                method: None,
-                args,
-            },
-            realm,
-            opts,
-        )
+        self.call_json(func, args, opts, Want::Json)
     }
 
     /// [`Sandbox::call`] for the embedder's run entry points, whose result is
@@ -590,9 +579,19 @@ impl Sandbox {
         args: &[serde_json::Value],
         opts: &CallOptions,
     ) -> Result<Called<serde_json::Value>, SandboxError> {
+        self.call_json(func, args, opts, Want::Run)
+    }
+
+    fn call_json(
+        &self,
+        func: JsHandle,
+        args: &[serde_json::Value],
+        opts: &CallOptions,
+        want: Want,
+    ) -> Result<Called<serde_json::Value>, SandboxError> {
         let realm = func.realm;
         let func = self.lookup(func)?;
-        let c = self.execute(
+        self.execute_json(
             Op::Call {
                 func,
                 this: None,
@@ -601,16 +600,8 @@ impl Sandbox {
             },
             realm,
             opts,
-            Want::Run,
-        )?;
-        match c.value {
-            Out::Json(v) => Ok(Called {
-                value: v,
-                polls: c.polls,
-                allocated_bytes: c.allocated_bytes,
-            }),
-            Out::Handle(_) => Err(SandboxError::Internal("expected JSON output".into())),
-        }
+            want,
+        )
     }
 
     /// Call `func` with JSON arguments and keep the result as a handle (for
@@ -653,6 +644,7 @@ impl Sandbox {
             },
             obj.realm,
             opts,
+            Want::Json,
         )
     }
 
@@ -660,7 +652,12 @@ impl Sandbox {
     pub fn to_json(&self, value: JsHandle) -> Result<serde_json::Value, SandboxError> {
         let v = self.lookup(value)?;
         Ok(self
-            .execute_json(Op::Value(v), value.realm, &CallOptions::reactive())?
+            .execute_json(
+                Op::Value(v),
+                value.realm,
+                &CallOptions::reactive(),
+                Want::Json,
+            )?
             .value)
     }
 
@@ -671,7 +668,7 @@ impl Sandbox {
         source: &str,
         opts: &CallOptions,
     ) -> Result<Called<serde_json::Value>, SandboxError> {
-        self.execute_json(Op::Eval(source), 0, opts)
+        self.execute_json(Op::Eval(source), 0, opts, Want::Json)
     }
 
     /// Drop a handle. Releasing twice, or a foreign handle, is a no-op.
@@ -766,8 +763,9 @@ impl Sandbox {
         op: Op<'_>,
         realm: u32,
         opts: &CallOptions,
+        want: Want,
     ) -> Result<Called<serde_json::Value>, SandboxError> {
-        let c = self.execute(op, realm, opts, Want::Json)?;
+        let c = self.execute(op, realm, opts, want)?;
         match c.value {
             Out::Json(v) => Ok(Called {
                 value: v,
