@@ -808,14 +808,31 @@ function unsupported(name, why) {
 }
 export const wish = unsupported("wish", "a space reaches no other space or shell");
 export const navigateTo = unsupported("navigateTo", "there is no shell to navigate");
-export const generateText = unsupported("generateText", "a space has no model access");
-export const generateObject = unsupported("generateObject", "a space has no model access");
-export const llm = unsupported("llm", "a space has no model access");
-export const llmDialog = unsupported("llmDialog", "a space has no model access");
-export const fetchData = unsupported("fetchData", "a space has no network");
-export const fetchJson = unsupported("fetchJson", "a space has no network");
-export const fetchProgram = unsupported("fetchProgram", "a space has no network");
-export const streamData = unsupported("streamData", "a space has no network");
+// An effect builtin the host has no broker for yet: it answers the
+// reference's state shape, settled with the error, so an app that builds
+// one into its graph still loads and its read says why (in a pattern body
+// the state is a cell of the piece, elsewhere a plain value).
+function unavailableEffect(name, why) {
+  return function () {
+    const state = {
+      pending: false,
+      result: undefined,
+      error: "commonfabric: " + name + " is not available in spacewake (" + why + ")",
+    };
+    return builder !== null && !inHandler() ? cell(state) : state;
+  };
+}
+export const generateText = unavailableEffect("generateText", "a space has no model access");
+export const generateObject = unavailableEffect("generateObject", "a space has no model access");
+export const llm = unavailableEffect("llm", "a space has no model access");
+export const llmDialog = unavailableEffect("llmDialog", "a space has no model access");
+export const fetchData = unavailableEffect("fetchData", "a space has no network");
+export const fetchJson = unavailableEffect("fetchJson", "a space has no network");
+export const fetchJsonUnchecked = unavailableEffect("fetchJsonUnchecked", "a space has no network");
+export const fetchText = unavailableEffect("fetchText", "a space has no network");
+export const fetchBinary = unavailableEffect("fetchBinary", "a space has no network");
+export const fetchProgram = unavailableEffect("fetchProgram", "a space has no network");
+export const streamData = unavailableEffect("streamData", "a space has no network");
 export const compileAndRun = unsupported("compileAndRun", "patterns are compiled by the host");
 export const resultOf = unsupported("resultOf", "it reads results of network and model calls");
 export const SELF = "$SELF";
@@ -830,7 +847,7 @@ const api = {
   NAME, UI, SCHEDULE, TYPE, SELF, ID, ID_FIELD, lift, derive, computed, str, cell, handler, action,
   pattern, recipe, h, ifElse, when, unless, Cell: CellApi, Writable: CellApi, equals, toSchema,
   schema, wish, navigateTo, generateText, generateObject, llm, llmDialog, fetchData, fetchJson,
-  fetchProgram, streamData, compileAndRun, resultOf,
+  fetchJsonUnchecked, fetchText, fetchBinary, fetchProgram, streamData, compileAndRun, resultOf,
 };
 export default api;
 

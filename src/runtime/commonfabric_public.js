@@ -8,6 +8,6 @@ export {
   __asCell, __captures, lift, ifElse, when, unless, derive, computed, str, cell, handler, action,
   pattern, recipe, h, toSchema, schema, Cell, Writable, equals,
   wish, navigateTo, generateText, generateObject, llm, llmDialog, fetchData, fetchJson,
-  fetchProgram, streamData, compileAndRun, resultOf, Default, OpaqueRef, VNode,
+  fetchJsonUnchecked, fetchText, fetchBinary, fetchProgram, streamData, compileAndRun, resultOf, Default, OpaqueRef, VNode,
   default,
 } from "spacewake:internal";
