@@ -806,7 +806,14 @@ function unsupported(name, why) {
     throw new Error("commonfabric: " + name + " is not available in spacewake (" + why + ")");
   };
 }
-export const wish = unsupported("wish", "a space reaches no other space or shell");
+// `wish`: what a space cannot answer yet (none of the reference's queries,
+// `#now` included, is resolved here so far) answers the reference's
+// not-found state, so an app that wishes still loads and reads; a cell of
+// the piece in a pattern body, a plain value elsewhere.
+export function wish(_query, _schema) {
+  const state = { result: undefined, candidates: [] };
+  return builder !== null && !inHandler() ? cell(state) : state;
+}
 export const navigateTo = unsupported("navigateTo", "there is no shell to navigate");
 // An effect builtin the host has no broker for yet: it answers the
 // reference's state shape, settled with the error, so an app that builds
