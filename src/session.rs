@@ -547,7 +547,6 @@ async fn create_space(
             })));
         }
     }
-    let limit = cfg.max_spaces_per_identity;
     let created = if limit > 0 {
         host.store().create_space_within(space, did, limit)
     } else {
