@@ -534,6 +534,25 @@ async fn a_small_event_cannot_make_its_handler_write_past_the_storage_quota() {
     wait_for("the small run handled", || {
         server.space_counter("amp", "events", "processed") >= 2
     });
+    // Read through the space server, which answers after the wave's commit
+    // (the counter above moves while the wave runs, before it commits).
+    let id = c.fresh_id();
+    let read = spacewake::protocol::ClientMessage::Read(spacewake::protocol::messages::ReadValue {
+        id,
+        piece: Some(piece.clone()),
+        doc: None,
+        path: Some(common::wire::key("big")),
+    });
+    match c.request(read).await.unwrap() {
+        ServerMessage::Value(v) => {
+            assert_eq!(
+                v.value.as_str().map(str::len),
+                Some(100_000),
+                "the small blob"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(server.space_counter("amp", "actions", "refused"), 1);
     let log = server.log_text();
     assert!(
