@@ -100,6 +100,7 @@ pub(crate) fn pass(
         }
         Err(e) => tracing::error!(error = %e, "the waker cannot read its own due spaces"),
     }
+    // Again: the claims above may have deferred more.
     let excluding: Vec<String> = deferred.keys().cloned().collect();
     let claimable = pg.next_claimable_ms(now, &excluding).unwrap_or_else(|e| {
         tracing::error!(error = %e, "the waker cannot read the fleet's next wake");

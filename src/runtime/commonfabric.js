@@ -811,7 +811,13 @@ function unsupported(name, why) {
 // not-found state, so an app that wishes still loads and reads; a cell of
 // the piece in a pattern body, a plain value elsewhere.
 export function wish(_query, _schema) {
-  const state = { result: undefined, candidates: [] };
+  return settledState({ result: undefined, candidates: [] });
+}
+
+// A builtin's state that will not change: a cell of the piece when a
+// pattern body is being recorded, the plain value in a handler or a
+// derivation (which read it at once).
+function settledState(state) {
   return builder !== null && !inHandler() ? cell(state) : state;
 }
 export const navigateTo = unsupported("navigateTo", "there is no shell to navigate");
@@ -821,12 +827,11 @@ export const navigateTo = unsupported("navigateTo", "there is no shell to naviga
 // the state is a cell of the piece, elsewhere a plain value).
 function unavailableEffect(name, why) {
   return function () {
-    const state = {
+    return settledState({
       pending: false,
       result: undefined,
       error: "commonfabric: " + name + " is not available in spacewake (" + why + ")",
-    };
-    return builder !== null && !inHandler() ? cell(state) : state;
+    });
   };
 }
 export const generateText = unavailableEffect("generateText", "a space has no model access");

@@ -47,8 +47,7 @@ impl LogRate {
 impl SpaceRuntime {
     /// Writes what the last action logged, within the space's rate.
     pub(super) fn drain_console(&mut self, piece: &str, action: &str) {
-        let (lines, dropped) = self.sandbox.take_logs();
-        let mut dropped = dropped;
+        let (lines, mut dropped) = self.sandbox.take_logs();
         if lines.is_empty() && dropped == 0 {
             return;
         }

@@ -403,7 +403,6 @@ impl Sandbox {
         self.stats.get()
     }
 
-    /// Bytes the engine currently has allocated (what the memory limit bounds).
     /// What pattern code wrote with `console.*` since the last take, and
     /// how many lines were dropped past the bound meanwhile.
     pub fn take_logs(&self) -> (Vec<LogLine>, u64) {
@@ -411,6 +410,7 @@ impl Sandbox {
         (lines, self.state.logs_dropped.replace(0))
     }
 
+    /// Bytes the engine currently has allocated (what the memory limit bounds).
     pub fn memory_used_bytes(&self) -> u64 {
         self.state.live_bytes.get().max(0) as u64
     }

@@ -236,20 +236,33 @@ impl PgStore {
         if owned >= limit {
             return Ok(Some(owned));
         }
-        let n = tx
+        let inserted = self.insert_space(&mut tx, id, owner)?;
+        tx.commit().doing("creating a space")?;
+        self.created(id, inserted)?;
+        Ok(None)
+    }
+
+    /// The new space's row; false when the id was taken already.
+    fn insert_space(&self, c: &mut impl GenericClient, id: &str, owner: &str) -> StoreResult<bool> {
+        let n = c
             .execute(
                 "INSERT INTO spaces (id, owner, created_at_ms) VALUES ($1, $2, $3) \
                  ON CONFLICT (id) DO NOTHING",
                 &[&id, &owner, &(self.inner.clock.now_ms() as i64)],
             )
             .doing("creating a space")?;
-        tx.commit().doing("creating a space")?;
-        if n == 0 {
+        Ok(n > 0)
+    }
+
+    /// After a create committed: counted, and (as on SQLite) parked with no
+    /// counters kept; `SpaceExists` when nothing was inserted.
+    fn created(&self, id: &str, inserted: bool) -> StoreResult<()> {
+        if !inserted {
             return Err(StoreError::SpaceExists(id.to_string()));
         }
         self.inner.counters.space(id).inc(Counter::SpacesCreated);
         self.inner.counters.retire_space(id);
-        Ok(None)
+        Ok(())
     }
 
     pub fn open_space(&self, id: &str) -> StoreResult<PgSpace> {
@@ -326,21 +339,8 @@ impl SpaceBackend for PgStore {
     fn create(&self, id: &str, owner: &str) -> StoreResult<()> {
         super::validate_space_id(id)?;
         let mut c = self.inner.take()?;
-        let n = c
-            .db()
-            .execute(
-                "INSERT INTO spaces (id, owner, created_at_ms) VALUES ($1, $2, $3) \
-                 ON CONFLICT (id) DO NOTHING",
-                &[&id, &owner, &(self.inner.clock.now_ms() as i64)],
-            )
-            .doing("creating a space")?;
-        if n == 0 {
-            return Err(StoreError::SpaceExists(id.to_string()));
-        }
-        self.inner.counters.space(id).inc(Counter::SpacesCreated);
-        // As on SQLite: a created space is parked, and keeps no counters.
-        self.inner.counters.retire_space(id);
-        Ok(())
+        let inserted = self.insert_space(c.c(), id, owner)?;
+        self.created(id, inserted)
     }
 
     fn open(&self, id: &str) -> StoreResult<PgSpace> {
