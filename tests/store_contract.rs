@@ -35,7 +35,10 @@ struct Fleet<B> {
     _keep: Option<tempfile::TempDir>,
 }
 
-const PG_TTL_MS: u64 = 400;
+/// The PostgreSQL lease TTL: real time on the database's clock, so long
+/// enough that a test's own steps never outlast it on a loaded machine
+/// (400 ms did once, in a full CI run on two cores); `expire` sleeps past it.
+const PG_TTL_MS: u64 = 2_000;
 
 /// Commits of history both backends keep (`StoreConfig::history_commits`).
 const HISTORY: u64 = 100;
