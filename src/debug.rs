@@ -165,3 +165,21 @@ pub fn lease_racer(url: &str, space: &str, holder: &str) -> anyhow::Result<ExitC
     )?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// Prints each module of the compiled program: a `// module NAME` line,
+/// then its JavaScript.
+pub fn emit(file: &Path) -> anyhow::Result<ExitCode> {
+    match crate::check::compile_file(file) {
+        Ok(program) => {
+            let mut out = std::io::stdout().lock();
+            for m in &program.modules {
+                writeln!(out, "// module {}\n{}", m.name, m.js)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(diags) => {
+            print!("{}", crate::compiler::render(&diags));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

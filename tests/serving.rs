@@ -731,3 +731,51 @@ async fn read_value(c: &mut Client, piece: &str, path: &str) -> Value {
         other => panic!("{other:?}"),
     }
 }
+
+/// A program that attaches data files (`dataFile`): `spacewake deploy`
+/// sends them with the sources, and a restarted host activates the program
+/// again from what it stored, data included.
+#[test]
+fn data_files_travel_with_a_deployed_program_and_survive_a_restart() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns");
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    let cli = |server: &common::server::Server, args: &[&str]| {
+        let out = common::server::spacewake()
+            .args(args)
+            .args(["--server", &server.addr.to_string(), "--space", "data"])
+            .arg("--key")
+            .arg(&key)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let data = dir.path().join("host");
+    let piece = {
+        let server = common::server::Server::start(&data, &[]);
+        let file = root.join("data-file.tsx");
+        let piece = cli(&server, &["deploy", file.to_str().unwrap()])
+            .lines()
+            .last()
+            .unwrap()
+            .to_string();
+        let words = cli(&server, &["read", "--piece", &piece, "--path", "words"]);
+        assert_eq!(
+            serde_json::from_str::<Value>(&words).unwrap(),
+            serde_json::json!(["alpha", "bravo", "charlie"])
+        );
+        piece
+    };
+    let server = common::server::Server::start(&data, &[]);
+    let biggest = cli(&server, &["read", "--piece", &piece, "--path", "biggest"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&biggest).unwrap(),
+        serde_json::json!("Lagos")
+    );
+}

@@ -101,15 +101,18 @@ pub fn deploy(
             return Ok(ExitCode::FAILURE);
         }
     };
+    // The program's modules and the data files it attaches (`dataFile`).
     let files: BTreeMap<String, String> = program
         .modules
         .iter()
-        .map(|m| {
-            (
-                m.name.trim_start_matches("./").to_string(),
-                m.source.clone(),
-            )
-        })
+        .map(|m| (m.name.as_str(), m.source.as_str()))
+        .chain(
+            program
+                .data_files
+                .iter()
+                .map(|d| (d.name.as_str(), d.text.as_str())),
+        )
+        .map(|(name, text)| (name.trim_start_matches("./").to_string(), text.to_string()))
         .collect();
     let entry = program.entry().name.trim_start_matches("./").to_string();
     let reply = one_request(c, true, |id| {

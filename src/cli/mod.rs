@@ -226,6 +226,10 @@ pub enum DebugCommand {
         #[arg(long)]
         holder: String,
     },
+    /// Print the JavaScript the compiler emits for a pattern, module by
+    /// module (what the engine runs; its line numbers are the ones a
+    /// pattern's JS stack names).
+    Emit { file: PathBuf },
 }
 
 /// Where a command finds the host's data directory.
@@ -361,6 +365,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 space,
                 holder,
             } => crate::debug::lease_racer(&store, &space, &holder),
+            DebugCommand::Emit { file } => crate::debug::emit(&file),
         },
     }
 }

@@ -289,6 +289,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         runtime: crate::runtime::RuntimeConfig {
             ledger_window_ms: args.ledger_window_hours.max(1) * 3_600_000,
             engine_images: args.engine_images,
+            public_origin: args
+                .public_origin
+                .first()
+                .map(|o| o.trim_end_matches('/').to_string())
+                .unwrap_or_else(|| format!("http://{}", args.listen))
+                .into(),
             ..Default::default()
         },
         ..Default::default()

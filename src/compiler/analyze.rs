@@ -91,6 +91,19 @@ pub(crate) struct Analysis {
     pub h_binding: HBinding,
     /// Whether lowering planned edits (the module then imports its helpers).
     pub lowered: bool,
+    /// `dataFile("./x.json")` calls, for the driver to attach the files.
+    pub data_files: Vec<DataFileCall>,
+}
+
+/// A `dataFile("path")` call: the driver reads the file (relative to the module) and puts its
+/// text in place of the call, so the program carries its data and its hash covers it.
+#[derive(Debug, Clone)]
+pub(crate) struct DataFileCall {
+    /// The whole call, which the text replaces.
+    pub call: Span,
+    /// The path argument (where a diagnostic about the file goes).
+    pub arg: Span,
+    pub path: String,
 }
 
 pub(crate) fn source_type_for(path: &str) -> SourceType {
@@ -123,6 +136,7 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
         h_binding: HBinding::Missing,
         inner_calls: vec![],
         lowered: false,
+        data_files: vec![],
     };
     let alloc = Allocator::default();
     let parsed = Parser::new(&alloc, text, source_type_for(path)).parse();
@@ -158,6 +172,8 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
 
     let imp = imports::collect(&program);
     out.diags.extend(imp.diags);
+    out.diags.extend(unknown_api_imports(&imp.api, scoping));
+    out.data_files = data_file_calls(&program, scoping, &imp.cf_symbols, &mut out.diags);
     out.requests = imp.requests;
     out.named_imports = imp.named;
     out.cf_locals = imp.cf_locals;
@@ -215,6 +231,97 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
                 HBinding::Other(scoping.symbol_span(s))
             })
     };
+    out
+}
+
+/// The `dataFile(...)` calls of a module (commonfabric's `dataFile`, under any local name).
+fn data_file_calls(
+    program: &Program,
+    scoping: &Scoping,
+    cf: &HashMap<SymbolId, String>,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<DataFileCall> {
+    struct Calls<'s> {
+        scoping: &'s Scoping,
+        cf: &'s HashMap<SymbolId, String>,
+        found: Vec<DataFileCall>,
+        diags: Vec<RawDiag>,
+    }
+    impl<'a> Visit<'a> for Calls<'_> {
+        fn visit_call_expression(&mut self, c: &oxc_ast::ast::CallExpression<'a>) {
+            let is_data_file = matches!(c.callee.get_inner_expression(), Expression::Identifier(id)
+                if id.reference_id.get()
+                    .and_then(|r| self.scoping.get_reference(r).symbol_id())
+                    .and_then(|s| self.cf.get(&s))
+                    .is_some_and(|api| api == "dataFile"));
+            if is_data_file {
+                let path = match c.arguments.first().and_then(|a| a.as_expression()) {
+                    Some(Expression::StringLiteral(s)) => Some((s.value.to_string(), s.span)),
+                    Some(Expression::TemplateLiteral(t)) if t.expressions.is_empty() => t
+                        .quasis
+                        .first()
+                        .and_then(|q| q.value.cooked.as_ref())
+                        .map(|v| (v.to_string(), t.span)),
+                    _ => None,
+                };
+                match path {
+                    Some((path, arg)) => self.found.push(DataFileCall {
+                        call: c.span,
+                        arg,
+                        path,
+                    }),
+                    None => self.diags.push(RawDiag::new(
+                        codes::DATA_FILE_NOT_LITERAL,
+                        c.span,
+                        "dataFile takes one string literal naming a file of the program \
+                         (relative to this module), so the program carries the file",
+                    )),
+                }
+            }
+            walk::walk_call_expression(self, c);
+        }
+    }
+    let mut v = Calls {
+        scoping,
+        cf,
+        found: vec![],
+        diags: vec![],
+    };
+    v.visit_program(program);
+    diags.append(&mut v.diags);
+    v.found
+}
+
+/// Names imported from the API and used as values that the runtime module does not export
+/// (an import used only as a type is erased, as TypeScript erases it).
+fn unknown_api_imports(imports: &[imports::ApiImport], scoping: &Scoping) -> Vec<RawDiag> {
+    let mut out = Vec::new();
+    for i in imports {
+        let Some(exports) = imports::api_exports(&i.spec) else {
+            continue;
+        };
+        if exports.contains(&i.imported) {
+            continue;
+        }
+        let used_as_value = i
+            .symbol
+            .is_some_and(|s| scoping.get_resolved_references(s).any(|r| r.is_value()));
+        if !used_as_value {
+            continue;
+        }
+        let hint = match imports::did_you_mean(&i.imported, exports.iter()) {
+            Some(n) => format!("; did you mean `{n}`?"),
+            None => String::new(),
+        };
+        out.push(RawDiag::new(
+            codes::IMPORT_UNKNOWN_EXPORT,
+            i.span,
+            format!(
+                "\"{}\" does not export `{}` in spacewake{hint}",
+                i.spec, i.imported
+            ),
+        ));
+    }
     out
 }
 

@@ -28,6 +28,15 @@ pub mod codes {
     pub const IMPORT_EXTENSION: &str = "IMPORT_EXTENSION";
     /// `import(...)` at run time.
     pub const IMPORT_DYNAMIC: &str = "IMPORT_DYNAMIC";
+    /// A name imported from `"commonfabric"` (or a subpath of it) and used as a value, which
+    /// that module does not export.
+    pub const IMPORT_UNKNOWN_EXPORT: &str = "IMPORT_UNKNOWN_EXPORT";
+    /// `dataFile(...)` whose argument is not a string literal.
+    pub const DATA_FILE_NOT_LITERAL: &str = "DATA_FILE_NOT_LITERAL";
+    /// `dataFile("...")` names a file that cannot be read as text.
+    pub const DATA_FILE_NOT_FOUND: &str = "DATA_FILE_NOT_FOUND";
+    /// `dataFile("...")` names a file larger than the compiler's bound.
+    pub const DATA_FILE_TOO_LARGE: &str = "DATA_FILE_TOO_LARGE";
     /// JSX is used while `h` is bound to something other than commonfabric's `h`.
     pub const JSX_H_CONFLICT: &str = "JSX_H_CONFLICT";
     /// `Default<T, V>` whose `V` is not a literal type.
@@ -82,6 +91,10 @@ pub mod codes {
         TOO_MANY_MODULES,
         IMPORT_EXTENSION,
         IMPORT_DYNAMIC,
+        IMPORT_UNKNOWN_EXPORT,
+        DATA_FILE_NOT_LITERAL,
+        DATA_FILE_NOT_FOUND,
+        DATA_FILE_TOO_LARGE,
         JSX_H_CONFLICT,
         DEFAULT_NOT_LITERAL,
         NONDETERMINISTIC_CALL,

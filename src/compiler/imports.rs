@@ -14,28 +14,43 @@
 //!   directory), so a loader that registers each module at its canonical name under one root
 //!   resolves a specifier by joining it to the importer's path, as `check` resolved it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
 
-use oxc_ast::ast::{ImportDeclarationSpecifier, ModuleExportName, Program, Statement};
+use oxc_allocator::Allocator;
+use oxc_ast::ast::{Declaration, ImportDeclarationSpecifier, ModuleExportName, Program, Statement};
+use oxc_parser::Parser;
 use oxc_semantic::SymbolId;
-use oxc_span::Span;
+use oxc_span::{GetSpan, SourceType, Span};
 
 use super::diagnostics::{codes, RawDiag};
 
-/// The one non-relative module a pattern may import.
+/// The one non-relative module a pattern may import (with its subpaths, [`is_api_subpath`]).
 pub const COMMONFABRIC: &str = "commonfabric";
 
 /// How an import specifier is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SpecKind {
     Commonfabric,
+    /// `"commonfabric/cfc"` and the API's other subpath modules.
+    ApiSubpath,
     Relative,
     Forbidden,
+}
+
+/// Whether `spec` names one of the API's subpath modules the runtime provides.
+pub(crate) fn is_api_subpath(spec: &str) -> bool {
+    crate::runtime::COMMONFABRIC_JS
+        .subpaths
+        .iter()
+        .any(|(name, _)| *name == spec)
 }
 
 pub(crate) fn classify(spec: &str) -> SpecKind {
     if spec == COMMONFABRIC {
         SpecKind::Commonfabric
+    } else if is_api_subpath(spec) {
+        SpecKind::ApiSubpath
     } else if spec.starts_with("./") || spec.starts_with("../") {
         SpecKind::Relative
     } else {
@@ -161,7 +176,20 @@ pub(crate) struct ModuleImports {
     /// after type-only imports are considered).
     pub cf_locals: HashMap<String, String>,
     pub named: Vec<NamedImport>,
+    /// Every named import from the API or a subpath of it, to check against what the module
+    /// exports.
+    pub api: Vec<ApiImport>,
     pub diags: Vec<RawDiag>,
+}
+
+/// A name imported from `"commonfabric"` or one of its subpaths.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiImport {
+    pub symbol: Option<SymbolId>,
+    pub spec: String,
+    pub imported: String,
+    /// The imported name as written (`x` of `import { x as y }`).
+    pub span: Span,
 }
 
 fn export_name(n: &ModuleExportName) -> String {
@@ -175,7 +203,7 @@ fn export_name(n: &ModuleExportName) -> String {
 /// Check a module specifier; relative ones become requests.
 fn check_spec(out: &mut ModuleImports, spec: &str, span: Span) {
     match classify(spec) {
-        SpecKind::Commonfabric => {}
+        SpecKind::Commonfabric | SpecKind::ApiSubpath => {}
         SpecKind::Relative => out.requests.push(ImportRequest {
             spec: spec.to_string(),
             span,
@@ -184,8 +212,9 @@ fn check_spec(out: &mut ModuleImports, spec: &str, span: Span) {
             codes::IMPORT_FORBIDDEN,
             span,
             format!(
-                "cannot import \"{spec}\": a pattern may only import \"commonfabric\" and its own \
-                 files by relative path (./ or ../)"
+                "cannot import \"{spec}\": a pattern may only import \"commonfabric\" (and {}) and \
+                 its own files by relative path (./ or ../)",
+                api_subpaths_text()
             ),
         )),
     }
@@ -200,9 +229,18 @@ pub(crate) fn collect(program: &Program) -> ModuleImports {
                 let spec = decl.source.value.as_str();
                 check_spec(&mut out, spec, decl.source.span);
                 let is_cf = spec == COMMONFABRIC;
+                let is_api = is_cf || is_api_subpath(spec);
                 for s in decl.specifiers.iter().flatten() {
                     let (local, imported) = match s {
                         ImportDeclarationSpecifier::ImportSpecifier(s) => {
+                            if is_api && !s.import_kind.is_type() && !decl.import_kind.is_type() {
+                                out.api.push(ApiImport {
+                                    symbol: s.local.symbol_id.get(),
+                                    spec: spec.to_string(),
+                                    imported: export_name(&s.imported),
+                                    span: s.imported.span(),
+                                });
+                            }
                             (&s.local, export_name(&s.imported))
                         }
                         ImportDeclarationSpecifier::ImportDefaultSpecifier(s) => {
@@ -217,7 +255,7 @@ pub(crate) fn collect(program: &Program) -> ModuleImports {
                             out.cf_symbols.insert(sym, imported.clone());
                         }
                         out.cf_locals.insert(local.name.to_string(), imported);
-                    } else {
+                    } else if !is_api {
                         out.named.push(NamedImport {
                             local: local.name.to_string(),
                             spec: spec.to_string(),
@@ -236,6 +274,135 @@ pub(crate) fn collect(program: &Program) -> ModuleImports {
         }
     }
     out
+}
+
+fn api_subpaths_text() -> String {
+    crate::runtime::COMMONFABRIC_JS
+        .subpaths
+        .iter()
+        .map(|(n, _)| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The names `spec` (`"commonfabric"` or a subpath) exports at run time, read from the runtime
+/// module's own source by the parser, so `check` and the engine cannot disagree.
+pub(crate) fn api_exports(spec: &str) -> Option<&'static BTreeSet<String>> {
+    static ALL: OnceLock<HashMap<&'static str, BTreeSet<String>>> = OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        let js = &crate::runtime::COMMONFABRIC_JS;
+        let mut sources: Vec<(&'static str, &'static str)> = vec![
+            (COMMONFABRIC, js.api),
+            (crate::sandbox::INTERNAL_MODULE, js.internal),
+        ];
+        sources.extend(js.subpaths.iter().copied());
+        sources
+            .iter()
+            .map(|(name, _)| (*name, module_exports(name, &sources, 0)))
+            .collect()
+    });
+    all.get(spec)
+}
+
+/// The export names of module `name` among `sources`, following `export *` and
+/// `export {..} from` between them.
+fn module_exports(
+    name: &str,
+    sources: &[(&'static str, &'static str)],
+    depth: usize,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let Some((_, src)) = sources.iter().find(|(n, _)| *n == name) else {
+        return out;
+    };
+    if depth > 4 {
+        return out;
+    }
+    let alloc = Allocator::default();
+    let parsed = Parser::new(&alloc, src, SourceType::mjs()).parse();
+    for stmt in &parsed.program.body {
+        match stmt {
+            Statement::ExportDeclaration(d) => match &d.declaration {
+                Declaration::VariableDeclaration(v) => {
+                    for dec in &v.declarations {
+                        for id in dec.id.get_binding_identifiers() {
+                            out.insert(id.name.to_string());
+                        }
+                    }
+                }
+                decl => {
+                    if let Some(id) = decl.id() {
+                        out.insert(id.name.to_string());
+                    }
+                }
+            },
+            Statement::ExportNamedDeclaration(d) => {
+                for s in &d.specifiers {
+                    out.insert(export_name(&s.exported));
+                }
+            }
+            Statement::ExportFromDeclaration(d) => {
+                for s in &d.specifiers {
+                    out.insert(export_name(&s.exported));
+                }
+            }
+            Statement::ExportDefaultDeclaration(_) => {
+                out.insert("default".to_string());
+            }
+            Statement::ExportAllDeclaration(d) => match &d.exported {
+                Some(n) => {
+                    out.insert(export_name(n));
+                }
+                None => {
+                    let mut inner = module_exports(d.source.value.as_str(), sources, depth + 1);
+                    inner.remove("default");
+                    out.extend(inner);
+                }
+            },
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The closest of `names` to `name`, when it is close enough to be a likely misspelling.
+pub(crate) fn did_you_mean<'a>(
+    name: &str,
+    names: impl Iterator<Item = &'a String>,
+) -> Option<&'a String> {
+    let lower = name.to_lowercase();
+    names
+        .map(|n| (edit_distance(&lower, &n.to_lowercase()), n))
+        .filter(|(d, n)| *d <= (n.chars().count() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Edit distance over Unicode scalar values, a swap of two neighbours counting as one edit
+/// (optimal string alignment): `lfit` is one edit from `lift`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// `import(...)` is refused wherever it appears: the module graph must be static.

@@ -138,6 +138,39 @@ impl Lower<'_, '_> {
         }
     }
 
+    /// A function literal run in the body with plain arguments: its value sites are lowered,
+    /// its parameters are not reactive. Anything else is left alone.
+    fn plain_function(&mut self, f: &Expression) {
+        match f.get_inner_expression() {
+            Expression::ArrowFunctionExpression(a) => {
+                if let Some(e) = a.body.as_expression() {
+                    self.site(e);
+                }
+                for s in a
+                    .body
+                    .as_function_body()
+                    .map(|b| &b.statements)
+                    .into_iter()
+                    .flatten()
+                {
+                    self.statement(s);
+                }
+            }
+            Expression::FunctionExpression(fe) => {
+                for s in fe
+                    .body
+                    .as_deref()
+                    .map(|b| &b.statements)
+                    .into_iter()
+                    .flatten()
+                {
+                    self.statement(s);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn statement(&mut self, s: &Statement) {
         match s {
             Statement::VariableDeclaration(v) => {
@@ -189,6 +222,21 @@ impl Lower<'_, '_> {
     fn reactive_init(&self, e: &Expression) -> bool {
         match e.get_inner_expression() {
             Expression::ArrowFunctionExpression(_) | Expression::FunctionExpression(_) => false,
+            // `new Writable(v)`, `new Cell(v)`: the reference's constructor spelling of a cell.
+            Expression::NewExpression(n) => {
+                let api = |e: &Expression| {
+                    matches!(e.get_inner_expression(), Expression::Identifier(id)
+                        if self.symbol_of(id).is_some_and(|s| self.m.cf.contains_key(&s)))
+                };
+                // `new Writable(v)`, and `new Writable.perSession(v)`.
+                api(&n.callee)
+                    || matches!(n.callee.get_inner_expression(),
+                        Expression::StaticMemberExpression(m) if api(&m.object))
+                    || n.arguments.iter().any(|a| {
+                        a.as_expression()
+                            .is_some_and(|x| self.mentions(x) || contains_call(x))
+                    })
+            }
             inner => self.mentions(inner) || contains_call(inner),
         }
     }
@@ -220,7 +268,7 @@ impl Lower<'_, '_> {
                     self.m.cf.contains_key(&s)
                         || self.m.builders.contains(&s)
                         || self.local_builders.contains(&s)
-                }) || id.name.starts_with(|c: char| c.is_ascii_uppercase())
+                }) || (sym.is_some() && id.name.starts_with(|c: char| c.is_ascii_uppercase()))
             }
             Expression::CallExpression(c) => self.builder_callee(&c.callee),
             Expression::StaticMemberExpression(s) => {
@@ -380,8 +428,17 @@ impl Lower<'_, '_> {
                 }
             }
             Expression::CallExpression(c) if builds => {
+                // `(() => { ...; return <div/>; })()`: an IIFE in the body runs once, there.
+                self.plain_function(&c.callee);
                 for a in &c.arguments {
-                    if let Some(x) = a.as_expression() {
+                    if self.callback_builds(a) {
+                        // `[1, 2, 3].map((v) => <li>{count.get() + v}</li>)`: a callback over
+                        // plain values that renders runs once, in the body; its value sites
+                        // are lowered like the body's (its parameters stay plain).
+                        if let Some(f) = a.as_expression() {
+                            self.plain_function(f);
+                        }
+                    } else if let Some(x) = a.as_expression() {
                         self.site(x);
                     }
                 }

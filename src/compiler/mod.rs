@@ -94,12 +94,19 @@ pub const COMPILER_VERSION: &str = "spacewake-compiler/1";
 /// one more is a `TOO_MANY_MODULES` diagnostic.
 pub const MAX_MODULES: usize = 512;
 
+/// Bytes of one file a program attaches with `dataFile` (its text is inlined into the emitted
+/// module, and stored with the program).
+pub const MAX_DATA_FILE_BYTES: usize = 1 << 20;
+
 /// A whole compiled pattern program.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompiledProgram {
     /// Modules, entry first, then in discovery order.
     pub modules: Vec<CompiledModule>,
-    /// blake3 of [`COMPILER_VERSION`] and every module's name and source, in order.
+    /// Files the program reads with `dataFile`, by canonical name, in discovery order.
+    pub data_files: Vec<DataFile>,
+    /// blake3 of [`COMPILER_VERSION`] and every module's name and source, in order, then every
+    /// data file's name and text.
     #[serde(serialize_with = "hex32")]
     pub hash: [u8; 32],
 }
@@ -126,6 +133,14 @@ impl CompiledProgram {
     pub fn hash_hex(&self) -> String {
         to_hex(&self.hash)
     }
+}
+
+/// A file a program attaches with `dataFile("...")`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DataFile {
+    /// Canonical name, relative to the entry's directory like a module's (`./data/x.json`).
+    pub name: String,
+    pub text: String,
 }
 
 /// One compiled module.
@@ -244,6 +259,8 @@ struct Unit {
     resolved: HashMap<String, usize>,
     imports: Vec<String>,
     schemas: Vec<CallSchema>,
+    /// (path, canonical name, text) of each data file the module reads.
+    data: Vec<(String, String, String)>,
 }
 
 /// The sources a compile read, by normalised path, with their canonical names, in module order.
@@ -262,7 +279,28 @@ pub(crate) fn compile_with_sources(
     let mut units = load(entry, src)?;
     check_nested_schedules(&units)?;
     plan_late_edits(&mut units)?;
-    let hash = hash_sources(units.iter().map(|u| (u.name.as_str(), u.text.as_str())));
+    // Modules, then the data files not already listed (by path), in discovery order: what the
+    // hash covers and what the compile cache re-reads.
+    let mut sources: SourceSet = units
+        .iter()
+        .map(|u| (u.path.clone(), u.name.clone(), u.text.clone()))
+        .collect();
+    let module_count = sources.len();
+    for u in &units {
+        for (path, name, text) in &u.data {
+            if !sources[module_count..].iter().any(|(p, _, _)| p == path) {
+                sources.push((path.clone(), name.clone(), text.clone()));
+            }
+        }
+    }
+    let hash = hash_sources(sources.iter().map(|(_, n, t)| (n.as_str(), t.as_str())));
+    let data_files = sources[module_count..]
+        .iter()
+        .map(|(_, name, text)| DataFile {
+            name: name.clone(),
+            text: text.clone(),
+        })
+        .collect();
     let mut modules = Vec::with_capacity(units.len());
     let mut diags = vec![];
     for u in &units {
@@ -274,11 +312,14 @@ pub(crate) fn compile_with_sources(
     if !diags.is_empty() {
         return Err(diags);
     }
-    let sources = units
-        .into_iter()
-        .map(|u| (u.path, u.name, u.text))
-        .collect();
-    Ok((CompiledProgram { modules, hash }, sources))
+    Ok((
+        CompiledProgram {
+            modules,
+            data_files,
+            hash,
+        },
+        sources,
+    ))
 }
 
 /// Read and analyse the entry and everything it imports relatively, breadth first.
@@ -381,6 +422,7 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
                 }
             }
         }
+        let data = attach_data_files(&mut analysis, &dir, &root_dir, src);
         let mut raw = std::mem::take(&mut analysis.diags);
         raw.sort_by_key(|d| (d.start, d.end));
         diags.extend(
@@ -396,6 +438,7 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
             resolved,
             imports: deps,
             schemas: vec![],
+            data,
         });
     }
     if diags.is_empty() {
@@ -403,6 +446,56 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
     } else {
         Err(diags)
     }
+}
+
+/// Reads the files a module's `dataFile` calls name (relative to the module's directory `dir`)
+/// and puts each text in place of its call; returns (path, canonical name, text) of each.
+fn attach_data_files(
+    analysis: &mut Analysis,
+    dir: &str,
+    root_dir: &str,
+    src: &dyn ModuleSource,
+) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = vec![];
+    for call in std::mem::take(&mut analysis.data_files) {
+        let path = imports::join(dir, &call.path);
+        let text = match src.read(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                analysis.diags.push(RawDiag::new(
+                    codes::DATA_FILE_NOT_FOUND,
+                    call.arg,
+                    format!(
+                        "cannot attach data file \"{}\" ({}): {e}",
+                        call.path,
+                        imports::module_name(dir, &path)
+                    ),
+                ));
+                continue;
+            }
+        };
+        if text.len() > MAX_DATA_FILE_BYTES {
+            analysis.diags.push(RawDiag::new(
+                codes::DATA_FILE_TOO_LARGE,
+                call.arg,
+                format!(
+                    "data file \"{}\" has {} bytes; a program may attach files of at most {} \
+                     bytes",
+                    call.path,
+                    text.len(),
+                    MAX_DATA_FILE_BYTES
+                ),
+            ));
+            continue;
+        }
+        let literal = serde_json::to_string(&text).expect("string serialises");
+        analysis.edits.push(Edit::replace(call.call, literal));
+        if !out.iter().any(|(p, _, _)| *p == path) {
+            let name = imports::module_name(root_dir, &path);
+            out.push((path, name, text));
+        }
+    }
+    out
 }
 
 /// A pattern that declares `[SCHEDULE]`, called inside another pattern's

@@ -704,3 +704,185 @@ fn typeof_defaults_that_cannot_be_evaluated_are_located() {
         assert!(d[0].message.contains(why), "{decl}: {}", d[0].message);
     }
 }
+
+/// Every value the reference's `packages/api/index.ts` exports (its runtime builder's object and
+/// the module's own constants, at reference head 0c0261df3a), and every value of its
+/// `commonfabric/cfc` module: each exists in the runtime module, and `check` knows each.
+#[test]
+fn every_value_export_of_the_reference_api_exists() {
+    const REFERENCE: &[&str] = &[
+        "pattern",
+        "patternTool",
+        "lift",
+        "handler",
+        "action",
+        "computed",
+        "assert",
+        "str",
+        "ifElse",
+        "when",
+        "unless",
+        "uiVariant",
+        "llm",
+        "llmDialog",
+        "generateObject",
+        "generateText",
+        "fetchBinary",
+        "cellFromUrl",
+        "fetchText",
+        "fetchJson",
+        "fetchJsonUnchecked",
+        "fetchProgram",
+        "streamData",
+        "compileAndRun",
+        "dataFile",
+        "sqliteDatabase",
+        "sqliteQuery",
+        "table",
+        "cfLink",
+        "cfSqlite",
+        "navigateTo",
+        "inspectConfLabel",
+        "wish",
+        "multiUserTest",
+        "cell",
+        "equals",
+        "Cell",
+        "Writable",
+        "OpaqueCell",
+        "Stream",
+        "ComparableCell",
+        "ReadonlyCell",
+        "WriteonlyCell",
+        "byRef",
+        "getPatternEnvironment",
+        "getEntityId",
+        "entityRefToString",
+        "SELF",
+        "TYPE",
+        "NAME",
+        "UI",
+        "TILE_UI",
+        "CHIP_UI",
+        "FS",
+        "TESTS",
+        "schema",
+        "toSchema",
+        "__cf_data",
+        "AuthSchema",
+        "WebhookConfigSchema",
+        "h",
+        "UiAction",
+        "UiPromptSlot",
+        "UiDisclosure",
+        "FabricSpecialObject",
+        "FabricInstance",
+        "FabricPrimitive",
+        "FabricEpochNsec",
+        "FabricEpochDay",
+        "FabricHash",
+        "FabricLink",
+        "FabricBytes",
+        "FabricRegExp",
+        "FabricKeyPair",
+        "FabricError",
+        "toCompactDebugString",
+        "toIndentedDebugString",
+        "valueEqual",
+        "__cfHelpers",
+        "createNodeFactory",
+        "FABRIC_SPECIAL_OBJECT_BRAND",
+        "MERGEABLE_OP_METHODS",
+        "FABRIC_PRIMITIVE_SCHEMA_TYPES",
+        "isFabricPrimitiveSchemaType",
+        "CFC_CANONICAL_ALIAS_NAMES",
+    ];
+    const REFERENCE_CFC: &[&str] = &[
+        "CFC_ATOM_TYPE",
+        "CFC_RUNTIME_SUBJECT",
+        "CFC_COMPILED_BY_ATOM_PREFIX",
+        "CFC_COMPILED_BY_ATOM",
+        "CFC_CONCEPT_KIND",
+        "CFC_FUSE_ATOM_CLASS",
+        "v",
+        "THIS_POLICY",
+        "cfcPattern",
+        "exchangeRule",
+        "exchangeRules",
+        "cfcAtom",
+        "CFC_CANONICAL_ALIAS_NAMES",
+    ];
+    // What the engine's module namespaces really hold.
+    let sb = crate::sandbox::Sandbox::new(
+        crate::sandbox::SandboxConfig::default(),
+        &crate::runtime::COMMONFABRIC_JS,
+    )
+    .unwrap();
+    let boot = "import * as cf from 'commonfabric'; import * as cfc from 'commonfabric/cfc'; \
+                import * as authoring from 'commonfabric/cfc-authoring'; \
+                import * as schema from 'commonfabric/schema'; \
+                export const names = [cf, cfc, authoring, schema].map((ns) => Object.keys(ns).sort());";
+    let ns = sb.load(&[("boot.js", boot)], "boot.js").unwrap();
+    let names = sb.get(ns, "names").unwrap();
+    let got: Vec<Vec<String>> = serde_json::from_value(sb.to_json(names).unwrap()).unwrap();
+    for (spec, engine, reference) in [
+        ("commonfabric", &got[0], REFERENCE),
+        ("commonfabric/cfc", &got[1], REFERENCE_CFC),
+        ("commonfabric/cfc-authoring", &got[2], REFERENCE_CFC),
+    ] {
+        let missing: Vec<&&str> = reference
+            .iter()
+            .filter(|n| !engine.iter().any(|e| e == *n))
+            .collect();
+        assert!(missing.is_empty(), "{spec} lacks {missing:?}");
+        // `check` reads the same list from the module's source.
+        let known: Vec<String> = imports::api_exports(spec)
+            .unwrap()
+            .iter()
+            .cloned()
+            .collect();
+        assert_eq!(&known, engine, "{spec}: check and the engine disagree");
+    }
+    assert!(got[3].is_empty(), "commonfabric/schema is types only");
+}
+
+#[test]
+fn api_subpaths_import_and_unknown_api_names_are_located() {
+    // Subpath modules and type-only names pass.
+    compile_one(
+        r#"import { pattern, JSONSchema } from "commonfabric";
+import { cfcAtom } from "commonfabric/cfc";
+import type { Schema } from "commonfabric/schema";
+const s: JSONSchema = {};
+type P = Schema<{ type: "number" }>;
+export default pattern<{ n: number }>(({ n }) => ({ n, s, atom: cfcAtom.user("u") }));
+"#,
+    );
+    let d = compile_err(
+        r#"import { pattern, lfit, Writeable } from "commonfabric";
+const f = lfit((n: number) => n);
+export default pattern<{ n: number }>(({ n }) => ({ n: f(n), w: new Writeable(0) }));
+"#,
+    );
+    let got: Vec<(&str, u32, u32, &str)> = d
+        .iter()
+        .map(|d| (d.code, d.line, d.col, d.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                codes::IMPORT_UNKNOWN_EXPORT,
+                1,
+                19,
+                "\"commonfabric\" does not export `lfit` in spacewake; did you mean `lift`?"
+            ),
+            (
+                codes::IMPORT_UNKNOWN_EXPORT,
+                1,
+                25,
+                "\"commonfabric\" does not export `Writeable` in spacewake; did you mean `Writable`?"
+            ),
+        ]
+    );
+}

@@ -107,6 +107,10 @@ function makeRef(doc, path) {
       if (typeof prop === "symbol") return undefined;
       if (prop === "key") return (k) => makeRef(doc, path.concat([String(k)]));
       if (prop === "map") return (fn) => mapNode(self, fn);
+      // `.for(cause)` names a cell for id stability in the reference (here
+      // ids come from the graph's order); `.asSchema(s)` and
+      // `.resolveAsCell()` view the same cell.
+      if (prop === "for" || prop === "asSchema" || prop === "resolveAsCell") return () => self;
       if (prop === "toJSON") return () => ({ $link: { doc, path } });
       if (prop === "then") return undefined;
       return makeRef(doc, path.concat([prop]));
@@ -436,7 +440,8 @@ function flatten(children) {
 
 // ---- host entry points (called by the Rust runtime) ------------------------------
 
-export function __beginProgram() {
+export function __beginProgram(origin) {
+  if (typeof origin === "string") patternOrigin = origin;
   loading = true;
   pendingPatterns = [];
   pendingHandlers = [];
@@ -704,6 +709,9 @@ class Cell {
     return other instanceof Cell && other.#doc === this.#doc &&
       JSON.stringify(other.#path) === JSON.stringify(this.#path);
   }
+  for() { return this; }
+  asSchema() { return this; }
+  resolveAsCell() { return this; }
   static linkOf(c) { return { doc: c.#doc, path: c.#path }; }
 }
 
@@ -733,6 +741,9 @@ class ReadCell {
     const l = this.#link && { doc: this.#link.doc, path: this.#link.path.concat([String(k)]) };
     return new ReadCell(MINT, getAt(this.#value, [String(k)]), l);
   }
+  for() { return this; }
+  asSchema() { return this; }
+  resolveAsCell() { return this; }
   // Handed to a handler bound in the derivation's frame: the cell itself.
   static linkOf(c) { return c.#link; }
   // Writes from a derivation apply when its run ends (as the reference
@@ -789,8 +800,22 @@ function CellApi(initial, schema) {
   return cell(initial, schema);
 }
 CellApi.of = (initial, schema) => cell(initial, schema);
+// The reference's scoped cells (per session, per user, per space): a space
+// here is one scope, so each is a cell of the piece. Plain functions, since
+// the reference also spells them `new Writable.perSession(v)` and
+// `Writable.perSession.of(v)`.
+for (const scope of ["perSession", "perUser", "perSpace"]) {
+  const scoped = { [scope]: function (initial, schema) { return cell(initial, schema); } }[scope];
+  scoped.of = (initial, schema) => cell(initial, schema);
+  CellApi[scope] = scoped;
+}
 CellApi.equals = (a, b) => equals(a, b);
-export { CellApi as Cell, CellApi as Writable };
+// The reference's other cell constructors (what they add is in the types):
+// the same constructor here.
+export {
+  CellApi as Cell, CellApi as Writable, CellApi as OpaqueCell, CellApi as Stream,
+  CellApi as ComparableCell, CellApi as ReadonlyCell, CellApi as WriteonlyCell,
+};
 
 // Structural equality of values (cells compare by what they hold, or by
 // target when both are cells).
@@ -845,7 +870,16 @@ export const fetchText = unavailableEffect("fetchText", "a space has no network"
 export const fetchBinary = unavailableEffect("fetchBinary", "a space has no network");
 export const fetchProgram = unavailableEffect("fetchProgram", "a space has no network");
 export const streamData = unavailableEffect("streamData", "a space has no network");
-export const compileAndRun = unsupported("compileAndRun", "patterns are compiled by the host");
+// `compileAndRun`: a pattern cannot compile code at run time here (the host
+// compiles at deploy); its state answers that, settled.
+export function compileAndRun() {
+  return settledState({
+    pending: false,
+    result: undefined,
+    error: "commonfabric: compileAndRun is not available in spacewake (patterns are compiled by the host at deploy)",
+    errors: [],
+  });
+}
 export const resultOf = unsupported("resultOf", "it reads results of network and model calls");
 export const SELF = "$SELF";
 export const ID = "$ID";
@@ -854,13 +888,410 @@ export const Default = undefined;
 export const OpaqueRef = undefined;
 export const VNode = undefined;
 
+// ---- the rest of the reference's value exports --------------------------------
+// Each exists so an app that imports it loads; each behaves as the reference
+// does wherever a space can, and otherwise answers the reference's error or
+// empty state when called.
+
+// `patternTool(pattern, extraParams?)`: a tool description a model call
+// would use (the pattern itself is not data: a stored result keeps only its
+// parameters).
+export function patternTool(p, extraParams) {
+  return { pattern: p, extraParams: extraParams === undefined ? {} : extraParams };
+}
+
+// `cellFromUrl({url})`: a cell of another space, which a space cannot reach.
+export function cellFromUrl() {
+  return settledState({
+    pending: false,
+    cell: undefined,
+    error: "commonfabric: cellFromUrl is not available in spacewake (a space cannot read cells of other spaces)",
+  });
+}
+
+// `dataFile("./x.json")`: the compiler replaces a call with a literal path
+// by the file's text; a call it could not see (a computed path) lands here.
+export function dataFile(path) {
+  throw new Error("commonfabric: no attached data file " + JSON.stringify(String(path)) +
+    " (dataFile takes a string literal naming a file of the program)");
+}
+
+// SQLite builtins: a space has no per-piece SQL database. `table` and
+// `cfLink` are pure (they describe a table as a schema), the rest answer
+// the settled error state.
+const SQLITE_UNAVAILABLE = "commonfabric: sqlite is not available in spacewake (a piece has no SQL database)";
+function sqlTypeToJson(sqlType) {
+  const head = String(sqlType).trim().toLowerCase().split(/\s+/)[0] || "";
+  if (head === "integer" || head === "int") return "integer";
+  if (["real", "float", "double", "numeric", "decimal"].includes(head)) return "number";
+  return "string";
+}
+export function cfLink() {
+  return { type: "string", cfLink: true, sqlType: "text" };
+}
+export function table(columns, rule, opts) {
+  const properties = {};
+  const required = [];
+  for (const name of Object.keys(columns || {})) {
+    if (!/^[A-Za-z_][A-Za-z0-9_$]*$/.test(name)) throw new TypeError('invalid column name "' + name + '"');
+    const spec = columns[name];
+    const col = typeof spec === "string"
+      ? { type: sqlTypeToJson(spec), sqlType: spec }
+      : Object.assign({}, spec, { sqlType: spec && spec.sqlType !== undefined ? spec.sqlType : "text" });
+    if (name.endsWith("_cf_link")) col.cfLink = true;
+    else if (col.cfLink === true) throw new TypeError('cfLink column "' + name + '" must end in "_cf_link"');
+    properties[name] = col;
+    required.push(name);
+  }
+  const out = { type: "object", properties, required };
+  if (typeof rule === "function") {
+    const fields = {};
+    for (const name of required) fields[name] = { field: name };
+    out.rowLabel = rule(fields);
+  }
+  if (opts && opts.allowReadClearance) {
+    if (typeof rule !== "function") {
+      throw new Error("table(): allowReadClearance needs a rowLabel rule");
+    }
+    out.rowLabelReadClearance = true;
+  }
+  return out;
+}
+const rowLabel = (kind) => (...terms) => ({ kind, terms });
+export const cfSqlite = {
+  table, cfLink,
+  match: (field, re, opts) => ({ kind: "match", field, pattern: re instanceof RegExp ? re.source : String(re), opts: opts || {} }),
+  principal: (protocol, of) => ({ kind: "principal", protocol, of }),
+  all: rowLabel("all"),
+  any: rowLabel("any"),
+  intersect: rowLabel("intersect"),
+  whenMatches: (field, re, then) => ({ kind: "whenMatches", field, pattern: re instanceof RegExp ? re.source : String(re), then }),
+  dbOwner: () => ({ kind: "dbOwner" }),
+  endorsedBy: (p) => ({ kind: "endorsedBy", principal: p }),
+  authoredBy: (p) => ({ kind: "authoredBy", principal: p }),
+  constant: (atom) => ({ kind: "constant", atom }),
+};
+function sqliteUnavailableQuery() {
+  return settledState({ pending: false, result: undefined, error: SQLITE_UNAVAILABLE });
+}
+function sqliteDatabaseImpl() {
+  return {
+    query: sqliteUnavailableQuery,
+    exec() { throw new Error(SQLITE_UNAVAILABLE); },
+    toJSON() { return { error: SQLITE_UNAVAILABLE }; },
+  };
+}
+sqliteDatabaseImpl.asScope = () => sqliteDatabaseImpl;
+export const sqliteDatabase = sqliteDatabaseImpl;
+export const sqliteQuery = sqliteUnavailableQuery;
+
+// `inspectConfLabel`: this server keeps no confidentiality labels.
+export function inspectConfLabel() {
+  return settledState({ status: "notAvailable" });
+}
+
+// `uiVariant(piece, kind)`: a piece rendered in one of its variants.
+export function uiVariant(piece, kind) {
+  return h("cf-render", { variant: kind === undefined ? "full" : kind, $cell: piece });
+}
+
+// UI helpers of the reference: an element with `data-ui-*` attributes.
+function uiHelper(defaultTag, dataAttrs, helperOnly) {
+  return (props) => {
+    const p = props || {};
+    const attrs = {};
+    for (const k of Object.keys(p)) {
+      if (k !== "children" && !helperOnly.includes(k)) attrs[k] = p[k];
+    }
+    for (const [prop, attr] of dataAttrs) if (p[prop] !== undefined) attrs[attr] = p[prop];
+    const kids = p.children === undefined || p.children === null ? []
+      : Array.isArray(p.children) ? p.children : [p.children];
+    return h(p.as === undefined ? defaultTag : p.as, attrs, ...kids);
+  };
+}
+export const UiAction = uiHelper("ct-button", [["action", "data-ui-action"]], ["as", "action"]);
+export const UiPromptSlot = uiHelper("ct-textarea",
+  [["surface", "data-ui-surface"], ["role", "data-ui-role"]], ["as", "surface", "role"]);
+export const UiDisclosure = uiHelper("ct-card", [["kind", "data-ui-disclosure-kind"]], ["as", "kind"]);
+
+// `multiUserTest(descriptor)`: a tag for the reference's test runner.
+export function multiUserTest(descriptor) {
+  return descriptor;
+}
+
+// `createNodeFactory({type, implementation})`: a JavaScript module is a
+// lift; a reference names a builtin.
+const BUILTIN_NODES = () => ({
+  ifElse: (a) => ifElse(a.condition, a.ifTrue, a.ifFalse),
+  when: (a) => when(a.condition, a.value),
+  unless: (a) => unless(a.condition, a.fallback),
+  str: (a) => str(a.strings, ...(a.values || [])),
+  wish: (a) => wish(a),
+  fetchJson, fetchJsonUnchecked, fetchText, fetchBinary, fetchData, fetchProgram, streamData,
+  generateText, generateObject, llm, llmDialog, cellFromUrl, sqliteQuery, inspectConfLabel,
+});
+export function createNodeFactory(spec) {
+  const s = spec || {};
+  if (s.type === "javascript" && typeof s.implementation === "function") return lift(s.implementation);
+  if (s.type === "ref" && typeof s.implementation === "string") {
+    const f = BUILTIN_NODES()[s.implementation];
+    if (f !== undefined) return f;
+    throw new Error("commonfabric: no builtin node named " + JSON.stringify(s.implementation));
+  }
+  throw new Error("commonfabric: createNodeFactory expects {type: \"javascript\", implementation: fn} " +
+    "or {type: \"ref\", implementation: name}");
+}
+export function byRef(ref) {
+  return createNodeFactory({ type: "ref", implementation: ref });
+}
+
+// Entity ids: a cell's document, as the reference's `{"/": id}` form.
+export function getEntityId(value) {
+  if (value === null || (typeof value !== "object" && typeof value !== "function")) return undefined;
+  if (value instanceof Cell) return { "/": Cell.linkOf(value).doc };
+  if (value instanceof ReadCell) {
+    const l = ReadCell.linkOf(value);
+    return l ? { "/": l.doc } : undefined;
+  }
+  if (isRef(value)) return { "/": value[REF].doc };
+  const id = value["/"];
+  return typeof id === "string" ? { "/": id } : undefined;
+}
+export function entityRefToString(ref) {
+  if (ref !== null && typeof ref === "object" && typeof ref["/"] === "string") return ref["/"];
+  if (typeof ref === "string") return ref;
+  throw new TypeError("commonfabric: entityRefToString expects {\"/\": id}");
+}
+
+// `getPatternEnvironment()`: where the serving host answers (its first
+// `--public-origin`, or its listen address), which the host hands in when
+// it loads a program.
+let patternOrigin = "http://localhost:8000";
+export function getPatternEnvironment() {
+  return Object.freeze({ apiUrl: new URL(patternOrigin) });
+}
+
+// Structural equality of data, as the reference's `valueEqual`: numbers by
+// `Object.is` apart from 0 and -0, objects by their own enumerable keys.
+export function valueEqual(a, b) {
+  return deepEqual(a, b, 0);
+}
+function deepEqual(a, b, depth) {
+  if (a === b) return true;
+  if (typeof a === "number" && typeof b === "number") return Number.isNaN(a) && Number.isNaN(b);
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  if (depth > 256) throw new RangeError("commonfabric: valueEqual over a value nested too deeply");
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  const ka = Object.keys(a), kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  for (const k of ka) {
+    if (!Object.prototype.hasOwnProperty.call(b, k) || !deepEqual(a[k], b[k], depth + 1)) return false;
+  }
+  return true;
+}
+
+// Debug strings of values, as the reference renders them: JSON where the
+// value is JSON, bare tokens (`undefined`, `42n`, `NaN`, `-0`,
+// `function f(...) {...}`, `Symbol("d")`, `new Map(...)`) where it is not,
+// `<circle>` for a repeated ancestor.
+function debugString(value, indent) {
+  const stack = [];
+  const pad = (n) => indent === undefined ? "" : "\n" + " ".repeat(indent * n);
+  const sep = indent === undefined ? "," : ",";
+  const colon = indent === undefined ? ":" : ": ";
+  const render = (v, level) => {
+    if (v !== null && typeof v === "object" && typeof v.toJSON === "function" && !(v instanceof Date)) {
+      v = v.toJSON();
+    }
+    switch (typeof v) {
+      case "bigint": return v + "n";
+      case "function": return v.name === "" ? "(...) => {...}" : "function " + v.name + "(...) {...}";
+      case "number":
+        if (Object.is(v, -0)) return "-0";
+        if (Number.isNaN(v)) return "NaN";
+        if (v === Infinity) return "Infinity";
+        if (v === -Infinity) return "-Infinity";
+        return JSON.stringify(v);
+      case "undefined": return "undefined";
+      case "symbol": {
+        const key = Symbol.keyFor(v);
+        if (key !== undefined) return "Symbol.for(" + JSON.stringify(key) + ")";
+        return v.description === undefined ? "Symbol()" : "Symbol(" + JSON.stringify(v.description) + ")";
+      }
+      case "string": case "boolean": return JSON.stringify(v);
+    }
+    if (v === null) return "null";
+    if (v instanceof Date) return JSON.stringify(v.toJSON());
+    if (stack.includes(v)) return "<circle>";
+    const proto = Object.getPrototypeOf(v);
+    if (!Array.isArray(v) && proto !== Object.prototype && proto !== null) {
+      const name = v.constructor && v.constructor.name ? v.constructor.name : "<anonymous>";
+      return "new " + name + "(...)";
+    }
+    stack.push(v);
+    try {
+      if (Array.isArray(v)) {
+        if (v.length === 0) return "[]";
+        const items = v.map((x) => pad(level + 1) + render(x, level + 1));
+        return "[" + items.join(sep) + pad(level) + "]";
+      }
+      const keys = Object.keys(v);
+      if (keys.length === 0) return "{}";
+      const items = keys.map((k) => pad(level + 1) + JSON.stringify(k) + colon + render(v[k], level + 1));
+      return "{" + items.join(sep) + pad(level) + "}";
+    } finally {
+      stack.pop();
+    }
+  };
+  try {
+    return render(value, 0);
+  } catch (e) {
+    return "<unrenderable debug string>";
+  }
+}
+export function toCompactDebugString(value, maxLength) {
+  const s = debugString(value, undefined);
+  if (typeof maxLength === "number") {
+    const max = Math.max(Math.floor(maxLength), 3);
+    if (s.length > max) return s.slice(0, max - 3) + "...";
+  }
+  return s;
+}
+export function toIndentedDebugString(value) {
+  return debugString(value, 2);
+}
+
+// `__cf_data(v)`: plain data, frozen deeply.
+export function __cf_data(v) {
+  harden(v);
+  return v;
+}
+
+// The reference's schemas of an OAuth token and of a webhook's settings.
+export const AuthSchema = {
+  type: "object",
+  properties: {
+    token: { type: "string", default: "" },
+    tokenType: { type: "string", default: "" },
+    scope: { type: "array", items: { type: "string" }, default: [] },
+    expiresIn: { type: "number", default: 0 },
+    expiresAt: { type: "number", default: 0 },
+    refreshToken: { type: "string", default: "" },
+    user: {
+      type: "object",
+      properties: {
+        email: { type: "string", default: "" },
+        name: { type: "string", default: "" },
+        picture: { type: "string", default: "" },
+      },
+    },
+  },
+};
+export const WebhookConfigSchema = {
+  type: "object",
+  properties: {
+    url: { type: "string", default: "" },
+    secret: { type: "string", default: "" },
+  },
+  required: ["url", "secret"],
+};
+
+// Special values of the reference's data model. This server stores JSON
+// only, so these exist for `instanceof` and construction; a stored one is
+// kept as its JSON form.
+export class FabricSpecialObject {
+  constructor() {
+    if (new.target === FabricSpecialObject) throw new TypeError("FabricSpecialObject is abstract");
+  }
+}
+export class FabricInstance extends FabricSpecialObject {}
+export class FabricPrimitive extends FabricSpecialObject {}
+const fabricValue = (name, field) => {
+  const C = {
+    [name]: class extends FabricPrimitive {
+      constructor(value) {
+        super();
+        this[field] = value;
+        Object.freeze(this);
+      }
+      toJSON() { return this[field]; }
+    },
+  }[name];
+  return C;
+};
+export const FabricEpochNsec = fabricValue("FabricEpochNsec", "value");
+export const FabricEpochDay = fabricValue("FabricEpochDay", "value");
+export const FabricHash = fabricValue("FabricHash", "hash");
+export const FabricBytes = fabricValue("FabricBytes", "bytes");
+export const FabricRegExp = fabricValue("FabricRegExp", "source");
+export const FabricKeyPair = fabricValue("FabricKeyPair", "publicKey");
+export class FabricLink extends FabricInstance {
+  constructor(link) {
+    super();
+    this.link = link;
+    Object.freeze(this);
+  }
+  toJSON() { return this.link; }
+}
+export class FabricError extends FabricInstance {
+  constructor(error) {
+    super();
+    this.name = error && error.name !== undefined ? String(error.name) : "Error";
+    this.message = error && error.message !== undefined ? String(error.message) : String(error);
+    Object.freeze(this);
+  }
+  toJSON() { return { name: this.name, message: this.message }; }
+}
+
+// `assert(() => boolean)`: one step of a pattern test (`[TESTS]`), run by
+// `spacewake test`; elsewhere it is inert data.
+export function assert(check) {
+  if (typeof check !== "function") throw new TypeError("commonfabric: assert expects a function");
+  return { assertion: check };
+}
+
+// Constants of the reference's API module (frozen, deeply, with the rest of
+// the API below).
+export const FABRIC_SPECIAL_OBJECT_BRAND = "@commonfabric/FabricSpecialObject";
+export const MERGEABLE_OP_METHODS = [
+  { method: "push", wireOp: "append", kind: "array-identity-writer" },
+  { method: "addUnique", wireOp: "add-unique", kind: "array-identity-writer" },
+  { method: "removeByValue", wireOp: "remove-by-value", kind: "array-identity-writer" },
+  { method: "increment", wireOp: "increment", kind: "scalar-writer" },
+];
+export const FABRIC_PRIMITIVE_SCHEMA_TYPES = [
+  "FabricBytes", "FabricEpochDay", "FabricEpochNsec", "FabricHash", "FabricKeyPair", "FabricRegExp",
+];
+export function isFabricPrimitiveSchemaType(t) {
+  return FABRIC_PRIMITIVE_SCHEMA_TYPES.includes(t);
+}
+export const CFC_CANONICAL_ALIAS_NAMES = [
+  "Cfc", "Confidential", "Integrity", "AddIntegrity", "RepresentsCurrentUser",
+  "AuthoredByCurrentUser", "RequiresIntegrity", "MaxConfidentiality", "AnyOf", "PolicyOf",
+  "WriteAuthorizedBy", "TrustedActionWriteWithIntegrity", "TrustedActionWrite",
+  "TrustedActionUiContract", "ExactCopy", "ProjectionPath", "ProjectionOf", "Projection",
+];
+
 // `import cf from "commonfabric"`: the same API as one object.
 const api = {
   NAME, UI, SCHEDULE, TYPE, SELF, ID, ID_FIELD, lift, derive, computed, str, cell, handler, action,
   pattern, recipe, h, ifElse, when, unless, Cell: CellApi, Writable: CellApi, equals, toSchema,
   schema, wish, navigateTo, generateText, generateObject, llm, llmDialog, fetchData, fetchJson,
   fetchJsonUnchecked, fetchText, fetchBinary, fetchProgram, streamData, compileAndRun, resultOf,
+  TILE_UI, CHIP_UI, FS, TESTS, OpaqueCell: CellApi, Stream: CellApi, ComparableCell: CellApi,
+  ReadonlyCell: CellApi, WriteonlyCell: CellApi, patternTool, cellFromUrl, dataFile, cfLink, table, cfSqlite, sqliteDatabase, sqliteQuery,
+  inspectConfLabel, uiVariant, UiAction, UiPromptSlot, UiDisclosure, multiUserTest, createNodeFactory,
+  byRef, getEntityId, entityRefToString, getPatternEnvironment, valueEqual, toCompactDebugString,
+  toIndentedDebugString, __cf_data, AuthSchema, WebhookConfigSchema, FabricSpecialObject,
+  FabricInstance, FabricPrimitive, FabricEpochNsec, FabricEpochDay, FabricHash, FabricLink,
+  FabricBytes, FabricRegExp, FabricKeyPair, FabricError, assert, FABRIC_SPECIAL_OBJECT_BRAND,
+  MERGEABLE_OP_METHODS, FABRIC_PRIMITIVE_SCHEMA_TYPES, isFabricPrimitiveSchemaType,
+  CFC_CANONICAL_ALIAS_NAMES,
 };
+// The reference's `__cfHelpers` is the API itself.
+api.__cfHelpers = api;
+export const __cfHelpers = api;
 export default api;
 
 // The authoring API is frozen, deeply, before any pattern code runs (the

@@ -76,7 +76,20 @@ use std::sync::{Arc, OnceLock};
 pub static COMMONFABRIC_JS: Builtins = Builtins {
     api: include_str!("commonfabric_public.js"),
     internal: include_str!("commonfabric.js"),
+    subpaths: &[
+        ("commonfabric/cfc", include_str!("commonfabric_cfc.js")),
+        (
+            "commonfabric/cfc-authoring",
+            "export * from \"commonfabric/cfc\";\n",
+        ),
+        // Types only (`Schema<S>`): nothing at run time.
+        ("commonfabric/schema", "export {};\n"),
+    ],
 };
+
+/// `getPatternEnvironment().apiUrl` of a runtime whose host has no address
+/// (the reference's own fallback).
+pub const DEFAULT_PUBLIC_ORIGIN: &str = "http://localhost:8000";
 
 /// Document listing the space's pieces: `{pieceId: {program, export}}`.
 pub const PIECES_DOC: &str = "space/pieces";
@@ -151,6 +164,9 @@ pub struct RuntimeConfig {
     /// choose an event id for the outcome it wants (the host derives it
     /// from its secret; the all-zero default is for runtimes without one).
     pub entropy_key: EntropyKey,
+    /// Where clients reach this host (its first `--public-origin`, else its
+    /// listen address): what `getPatternEnvironment().apiUrl` answers.
+    pub public_origin: Arc<str>,
 }
 
 /// What the pattern code of one space may write. A run past one of them is
@@ -239,6 +255,7 @@ impl Default for RuntimeConfig {
             entropy_key: EntropyKey::default(),
             limits: WriteLimits::default(),
             doc_cache_bytes: DEFAULT_DOC_CACHE_BYTES,
+            public_origin: Arc::from(DEFAULT_PUBLIC_ORIGIN),
         }
     }
 }

@@ -55,11 +55,15 @@ impl SpaceRuntime {
                 .iter()
                 .map(|m| json!({"name": m.name, "source": m.source}))
                 .collect();
-            self.write(
-                &program_doc,
-                &[],
-                json!({"entry": program.entry().name, "modules": modules}),
-            )?;
+            let mut doc = json!({"entry": program.entry().name, "modules": modules});
+            if !program.data_files.is_empty() {
+                doc["data"] = program
+                    .data_files
+                    .iter()
+                    .map(|d| json!({"name": d.name, "text": d.text}))
+                    .collect();
+            }
+            self.write(&program_doc, &[], doc)?;
         }
         // When it was created, for operators (the listing's only use).
         let created_ms = self.clock.now_ms();
@@ -85,6 +89,12 @@ impl SpaceRuntime {
             src.insert(
                 m["name"].as_str().unwrap_or_default(),
                 m["source"].as_str().unwrap_or_default(),
+            );
+        }
+        for d in doc["data"].as_array().into_iter().flatten() {
+            src.insert(
+                d["name"].as_str().unwrap_or_default(),
+                d["text"].as_str().unwrap_or_default(),
             );
         }
         compile_cache()
@@ -161,8 +171,11 @@ impl SpaceRuntime {
         // The patterns and handlers this evaluation creates are the
         // program's (their ordinals name the ones a handler spawns); any
         // other time, creating one outside a run throws.
-        self.sandbox
-            .call(self.entry.begin_program, &[], &self.options_reactive())?;
+        self.sandbox.call(
+            self.entry.begin_program,
+            &[Value::String(self.cfg.public_origin.to_string())],
+            &self.options_reactive(),
+        )?;
         let ns = self
             .sandbox
             .import(&format!("{prefix}__boot.js"), &self.options_reactive())?

@@ -34,7 +34,9 @@ use super::state::{Capability, State};
 /// A module whose default export installs the lockdown. A module rather than
 /// a script so its bytecode can be cached (see `bytecode.rs`): parsing it
 /// anew was a fifth of a sandbox's start-up.
-const LOCKDOWN_JS: &str = r#"
+const LOCKDOWN_JS: &str = concat!(
+    include_str!("url.js"),
+    r#"
 export default (function (dateNow, nowFor, mathRandom, deny, log) {
   "use strict";
   const g = globalThis;
@@ -108,6 +110,9 @@ export default (function (dateNow, nowFor, mathRandom, deny, log) {
     defineProperty(proto, "constructor", fixed(stub));
     if (name === "Function") defineProperty(g, "Function", fixed(stub));
   }
+
+  // `URL` and `URLSearchParams` (`url.js`): pure string work.
+  installUrl(g, defineProperty);
 
   // The web's deep copy, for JSON-shaped data (what patterns hold): the
   // engine has none of its own.
@@ -217,7 +222,8 @@ export default (function (dateNow, nowFor, mathRandom, deny, log) {
     getPrototypeOf(g.Int8Array),
   ];
 })
-"#;
+"#
+);
 
 /// Throw a JS error named `CapabilityError` carrying the capability's name.
 pub(crate) fn throw_capability<'js>(

@@ -364,6 +364,7 @@ impl Sandbox {
             modules: RefCell::new(Default::default()),
             commonfabric: Rc::from(builtins.api),
             internal: Rc::from(builtins.internal),
+            subpaths: builtins.subpaths,
         });
         runtime.set_memory_limit(config.memory_limit_bytes);
         runtime.set_max_stack_size(config.max_stack_bytes);

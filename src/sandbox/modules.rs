@@ -2,9 +2,10 @@
 //!
 //! Invariants:
 //! - Only four kinds of module exist: the embedder's registered modules
-//!   (`(name, source)` pairs), the built-in `"commonfabric"` module and the
-//!   private module behind it ([`INTERNAL_MODULE`]), whose JS sources the
-//!   embedder supplies at construction ([`Builtins`]), and the native
+//!   (`(name, source)` pairs), the built-in `"commonfabric"` module, its
+//!   subpath modules and the private module behind it
+//!   ([`INTERNAL_MODULE`]), whose JS sources the embedder supplies at
+//!   construction ([`Builtins`]), and the native
 //!   `"spacewake:host"` module that exposes the registered host functions as
 //!   its default export. Anything else fails to resolve, and the failure is
 //!   recorded host-side so the call reports `SandboxError::Module`.
@@ -52,6 +53,10 @@ pub struct Builtins {
     pub api: &'static str,
     /// [`INTERNAL_MODULE`].
     pub internal: &'static str,
+    /// The API's subpath modules (`"commonfabric/cfc"`, ...): name and
+    /// source. Importable by any module, like `"commonfabric"`; each may
+    /// import only `"commonfabric"` and other subpaths.
+    pub subpaths: &'static [(&'static str, &'static str)],
 }
 
 /// Module sources shared by the resolver, the loader and the `Sandbox`.
@@ -60,6 +65,16 @@ pub(crate) struct Registry {
     pub modules: RefCell<BTreeMap<String, Registered>>,
     pub commonfabric: Rc<str>,
     pub internal: Rc<str>,
+    pub subpaths: &'static [(&'static str, &'static str)],
+}
+
+impl Registry {
+    fn subpath(&self, name: &str) -> Option<&'static str> {
+        self.subpaths
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| *s)
+    }
 }
 
 /// One registered module.
@@ -109,7 +124,7 @@ impl Resolver for SandboxResolver {
             }
             Err(Error::new_resolving_message(base, name, why))
         };
-        if name == COMMONFABRIC {
+        if name == COMMONFABRIC || self.registry.subpath(name).is_some() {
             return Ok(name.to_string());
         }
         if name == HOST_MODULE {
@@ -179,6 +194,9 @@ impl Loader for SandboxLoader {
         if name == INTERNAL_MODULE {
             let source = self.registry.internal.clone();
             return super::bytecode::declare(ctx, name, &source);
+        }
+        if let Some(source) = self.registry.subpath(name) {
+            return super::bytecode::declare(ctx, name, source);
         }
         let registered = match self.registry.modules.borrow().get(name) {
             Some(r) => r.clone(),

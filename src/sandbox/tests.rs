@@ -21,6 +21,7 @@ export const VERSION = "stub";
 static CF: Builtins = Builtins {
     api: CF_STUB,
     internal: "export const PRIVATE = 1;",
+    subpaths: &[],
 };
 
 fn sandbox() -> Sandbox {
@@ -518,6 +519,9 @@ fn no_ambient_capabilities() {
         "structuredClone",
         // Lines for the embedder, bounded (`console_lines_reach_the_embedder…`).
         "console",
+        // Pure string work (`url.js`; `url_parses_resolves_and_edits_queries`).
+        "URL",
+        "URLSearchParams",
     ];
     let unexpected: Vec<&String> = names
         .iter()
@@ -1261,4 +1265,66 @@ fn module_instances_share_code_but_no_state() {
     );
     assert_eq!(sb.call(b2, &[], &opts).unwrap().value, json!(1));
     assert_eq!(sb.call(b1, &[], &opts).unwrap().value, json!(2));
+}
+
+#[test]
+fn url_parses_resolves_and_edits_queries() {
+    let sb = sandbox();
+    let v = eval(
+        &sb,
+        r#"(() => {
+          const u = new URL("HTTPS://User:pw@Example.COM:443/a/./b/../c?x=1&y=two#frag");
+          const r = new URL("../d/e?q", "http://h.test/a/b/c");
+          const api = new URL("/api/integrations/refresh", new URL("http://localhost:8000"));
+          const s = new URL("https://api.test/search");
+          s.searchParams.set("q", "a b&c");
+          s.searchParams.append("n", "1");
+          s.searchParams.set("q", "second");
+          const f = new URL("file:///etc/hosts");
+          const o = new URL("mailto:someone@example.com");
+          let bad = null;
+          try { new URL("not a url"); } catch (e) { bad = e.name; }
+          const p = new URLSearchParams("a=1&b=x+y&a=3");
+          return [u.href, u.origin, u.host, u.pathname, u.search, u.hash, u.username,
+            u.searchParams.get("y"), r.href, api.href, s.href, f.pathname, f.host, o.pathname,
+            o.origin, bad, p.getAll("a"), p.get("b"), String(p), URL.canParse("/x"),
+            URL.canParse("/x", "http://a"), JSON.stringify({ u: new URL("http://a/b") })];
+        })()"#,
+    )
+    .unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!([
+            "https://User:pw@example.com/a/c?x=1&y=two#frag",
+            "https://example.com",
+            "example.com",
+            "/a/c",
+            "?x=1&y=two",
+            "#frag",
+            "User",
+            "two",
+            "http://h.test/a/d/e?q",
+            "http://localhost:8000/api/integrations/refresh",
+            "https://api.test/search?q=second&n=1",
+            "/etc/hosts",
+            "",
+            "someone@example.com",
+            "null",
+            "TypeError",
+            ["1", "3"],
+            "x y",
+            "a=1&b=x+y&a=3",
+            false,
+            true,
+            "{\"u\":\"http://a/b\"}"
+        ])
+    );
+    // Frozen like every other global.
+    let frozen = eval(
+        &sb,
+        "(() => { 'use strict'; try { URL.prototype.toString = () => 'x'; return false; } \
+         catch (e) { return Object.isFrozen(URL) && Object.isFrozen(URLSearchParams.prototype); } })()",
+    )
+    .unwrap();
+    assert_eq!(frozen, serde_json::json!(true));
 }
