@@ -7,8 +7,10 @@
 # tests and baselines left out, is checked, deployed with an empty argument
 # into a fresh space of a real `serve`, and its result read back whole.
 # Prints `N/M reference apps deploy and answer a read`, then the failures
-# grouped by their first error, most common first. Loopback only; the
-# server and its data are removed at the end.
+# grouped by their first error, most common first. Then it runs every
+# `*.test.tsx` there with `spacewake test` and prints `N/M reference pattern
+# tests pass under spacewake test` with each failing file's first failure.
+# Loopback only; the server and its data are removed at the end.
 set -uo pipefail
 ref=${1:?usage: bench/reference-apps.sh REF_CHECKOUT [BINARY]}
 bin=$(realpath "${2:-target/release/spacewake}")
@@ -69,4 +71,30 @@ if [ -s "$work/failures" ]; then
   echo
   echo "every failure:"
   sort "$work/failures"
+fi
+
+# The reference's own pattern tests (`*.test.tsx`), each run by `spacewake
+# test`: a file passes when every one of its steps passed.
+mapfile -t tests < <(cd "$patterns" && find . -name '*.test.tsx' -not -path '*/baselines/*' | sort)
+tests_total=${#tests[@]}
+tests_ok=0
+: >"$work/test-failures"
+i=0
+for rel in "${tests[@]}"; do
+  i=$((i + 1))
+  printf '\r%d/%d %s\033[K' "$i" "$tests_total" "$rel" >&2
+  if out=$(cd "$patterns" && timeout 120 "$bin" test "$rel" 2>&1); then
+    tests_ok=$((tests_ok + 1))
+  else
+    first=$(echo "$out" | grep -m1 -A1 '✗' | tr '\n' ' ' | sed -E 's/  +/ /g')
+    echo "${rel#./}	${first:-$(echo "$out" | tail -1)}" >>"$work/test-failures"
+  fi
+done
+printf '\r\033[K' >&2
+echo
+echo "$tests_ok/$tests_total reference pattern tests pass under spacewake test"
+if [ -s "$work/test-failures" ]; then
+  echo
+  echo "failing tests, with their first failure:"
+  sort "$work/test-failures" | cut -c1-220
 fi

@@ -19,6 +19,7 @@ pub mod http_client;
 pub mod human;
 pub mod metrics;
 pub mod operator;
+pub mod pattern_test;
 pub mod pg_cluster;
 pub mod protocol;
 pub mod runtime;

@@ -63,6 +63,12 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Run pattern tests in the reference's format (`*.test.tsx` files whose
+    /// result holds `[TESTS]`); ends with `N passed, N failed`.
+    Test {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Run a benchmark and print side-by-side figures.
     Bench {
         #[command(subcommand)]
@@ -301,6 +307,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Check { files } => Ok(crate::check::run(&files)),
         Command::Scenario { files } => Ok(crate::scenario::run_files(&files)),
+        Command::Test { files } => Ok(crate::pattern_test::run_files(&files)),
         Command::Bench { which } => bench::run(which),
         Command::Spaces(args) => spaces::run(args),
         Command::Pieces { op, space } => pieces::run(&op, &space),

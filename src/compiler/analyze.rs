@@ -712,6 +712,71 @@ impl Analyzer<'_> {
     }
 }
 
+impl Analyzer<'_> {
+    /// `assert(() => a === b)`: the call is given its source (`a === b`) and the operands of its
+    /// comparison are recorded as it runs (`__cf.__part(i, a)`), so a failed assertion can say
+    /// what each side was, as the reference's transformer arranges.
+    fn instrument_assert(&mut self, call: &CallExpression) {
+        let Some(Argument::ArrowFunctionExpression(f)) = call.arguments.first() else {
+            return;
+        };
+        let body = match (f.body.as_expression(), f.body.as_function_body()) {
+            (Some(e), _) => e,
+            (None, Some(b)) => match b.statements.as_slice() {
+                [Statement::ReturnStatement(r)] => match &r.argument {
+                    Some(e) => e,
+                    None => return,
+                },
+                _ => return,
+            },
+            _ => return,
+        };
+        let src = |s: Span| self.text[s.start as usize..s.end as usize].to_string();
+        let mut part_sources: Vec<String> = vec![];
+        if let Expression::BinaryExpression(b) = body.get_inner_expression() {
+            if b.operator.is_equality() || b.operator.is_compare() {
+                for operand in [&b.left, &b.right] {
+                    if is_literal(operand) {
+                        continue;
+                    }
+                    let s = operand.span();
+                    self.out.edits.push(Edit::insert(
+                        s.start,
+                        format!("{}.__part({}, ", lower::NS, part_sources.len()),
+                    ));
+                    self.out.edits.push(Edit::insert(s.end, ")".to_string()));
+                    part_sources.push(src(s));
+                }
+            }
+        }
+        self.out.edits.push(Edit::replace(
+            call.callee.span(),
+            format!(
+                "{}.__assertWith({}, {})",
+                lower::NS,
+                serde_json::Value::from(src(body.span())),
+                serde_json::Value::from(part_sources)
+            ),
+        ));
+        self.out.lowered = true;
+    }
+}
+
+/// A literal operand (`1`, `"a"`, `true`, `null`, `undefined`): nothing to report about it.
+fn is_literal(e: &Expression) -> bool {
+    match e.get_inner_expression() {
+        Expression::NumericLiteral(_)
+        | Expression::StringLiteral(_)
+        | Expression::BooleanLiteral(_)
+        | Expression::NullLiteral(_)
+        | Expression::BigIntLiteral(_) => true,
+        Expression::Identifier(id) => id.name == "undefined",
+        Expression::UnaryExpression(u) => is_literal(&u.argument),
+        Expression::TemplateLiteral(t) => t.expressions.is_empty(),
+        _ => false,
+    }
+}
+
 impl<'a> Visit<'a> for Analyzer<'_> {
     fn visit_call_expression(&mut self, it: &CallExpression<'a>) {
         let api = self.cf_name(&it.callee).map(str::to_string);
@@ -738,6 +803,9 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                 }
             }
             Some(other) => {
+                if other == "assert" {
+                    self.instrument_assert(it);
+                }
                 if other == "lift" {
                     self.plan_meta(
                         "lift",

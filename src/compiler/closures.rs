@@ -46,7 +46,8 @@ pub(crate) enum ClosureKind {
 impl ClosureKind {
     pub(crate) fn from_api(name: &str) -> Option<Self> {
         match name {
-            "computed" => Some(Self::Computed),
+            // `assert(() => ...)` is a derivation of its record, like `computed`.
+            "computed" | "assert" => Some(Self::Computed),
             "derive" => Some(Self::Derive),
             "action" => Some(Self::Action),
             "lift" => Some(Self::Lift),

@@ -411,7 +411,27 @@ impl<'m> SchemaGen<'m> {
                 return json!({"type": t, "enum": lits});
             }
         }
-        let any_of: Vec<Value> = members.iter().map(|t| self.schema(t)).collect();
+        let mut any_of: Vec<Value> = members.iter().map(|t| self.schema(t)).collect();
+        // `number | Default<0>`: the union's default is its `Default` member's, and that member's
+        // type joins the others (once).
+        let default = any_of
+            .iter_mut()
+            .find_map(|s| s.as_object_mut()?.remove("default"));
+        if let Some(d) = default {
+            let mut distinct: Vec<Value> = vec![];
+            for s in any_of {
+                if !distinct.contains(&s) {
+                    distinct.push(s);
+                }
+            }
+            let mut s = if distinct.len() == 1 {
+                distinct.pop().unwrap_or_default()
+            } else {
+                json!({ "anyOf": distinct })
+            };
+            set(&mut s, "default", d);
+            return s;
+        }
         json!({ "anyOf": any_of })
     }
 
@@ -469,6 +489,24 @@ impl<'m> SchemaGen<'m> {
                 s
             }
             Resolved::Builtin(name) => match name.as_str() {
+                // `Default<V>`: the newer one-argument spelling, whose type is the literal's,
+                // widened (`Default<0>` is a number defaulting to 0).
+                "Default" if r.args.len() == 1 => {
+                    self.why_not_literal = None;
+                    match self.literal_value(&r.args[0], 0) {
+                        Some(value) => {
+                            let mut s = match json_type(&value) {
+                                "array" | "object" => self.arg(r, 0),
+                                t => json!({ "type": t }),
+                            };
+                            set(&mut s, "default", value);
+                            s
+                        }
+                        // Not a literal the compiler can evaluate (`typeof SOME_CONST` of a
+                        // computed const): the type alone, as before this spelling was read.
+                        None => self.arg(r, 0),
+                    }
+                }
                 "Default" => {
                     let mut s = self.arg(r, 0);
                     if let Some(v) = r.args.get(1) {

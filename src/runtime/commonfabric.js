@@ -280,7 +280,7 @@ export function cell(initial, _schema) {
     const v = initial === undefined ? null : clone(serializeValue(initial));
     builder.cells.push({ id, initial: v });
     builder.docs[id] = clone(v);
-    return new Cell(MINT, id, [], builder.docs, builder.writes, builder.sends);
+    return cellView(new Cell(MINT, id, [], builder.docs, builder.writes, builder.sends));
   }
   const id = nextId("c");
   builder.cells.push({ id, initial: initial === undefined ? null : serialize(initial) });
@@ -623,7 +623,7 @@ function buildContext(ctx, docs, writes, sends, shape) {
   const out = {};
   for (const k of Object.keys(ctx || {})) {
     const f = ctx[k];
-    if (f.cell) out[k] = new Cell(MINT, f.cell.doc, f.cell.path, docs, writes, sends);
+    if (f.cell) out[k] = cellView(new Cell(MINT, f.cell.doc, f.cell.path, docs, writes, sends));
     else if (f.stream) out[k] = new Stream(MINT, f.stream, sends);
     else out[k] = f.value;
   }
@@ -700,19 +700,84 @@ class Cell {
     this.set(cur.filter((x) => JSON.stringify(x) !== s));
   }
   key(k) {
-    return new Cell(MINT, this.#doc, this.#path.concat([String(k)]), this.#docs, this.#writes, this.#sends);
+    return cellView(new Cell(MINT, this.#doc, this.#path.concat([String(k)]), this.#docs, this.#writes, this.#sends));
   }
   send(event) {
     this.#sends.push({ cell: { doc: this.#doc, path: this.#path }, payload: serializeValue(event) });
   }
   equals(other) {
-    return other instanceof Cell && other.#doc === this.#doc &&
-      JSON.stringify(other.#path) === JSON.stringify(this.#path);
+    if (!(other instanceof Cell)) return false;
+    const o = Cell.linkOf(other);
+    return o.doc === this.#doc && JSON.stringify(o.path) === JSON.stringify(this.#path);
+  }
+  // The reference's mergeable writes, as plain read-modify-writes of this
+  // run (a handler's writes apply together).
+  increment(by) {
+    const cur = this.get();
+    this.set((typeof cur === "number" ? cur : 0) + (by === undefined ? 1 : by));
+  }
+  addUnique(...items) {
+    const cur = this.get();
+    const list = Array.isArray(cur) ? cur : [];
+    const have = new Set(list.map((x) => JSON.stringify(x)));
+    for (const item of items) {
+      const s = JSON.stringify(serializeValue(item));
+      if (!have.has(s)) {
+        have.add(s);
+        this.push(item);
+      }
+    }
+  }
+  removeByValue(item) {
+    this.remove(item);
+  }
+  // The value here, uncopied (for the view's property reads).
+  static peek(c) {
+    const t = CELL_VIEWS.get(c) || c;
+    return getAt(t.#docs[t.#doc], t.#path);
   }
   for() { return this; }
   asSchema() { return this; }
   resolveAsCell() { return this; }
-  static linkOf(c) { return { doc: c.#doc, path: c.#path }; }
+  static linkOf(c) {
+    const t = CELL_VIEWS.get(c) || c;
+    return { doc: t.#doc, path: t.#path };
+  }
+}
+
+// What pattern code holds of a handler's cell: the cell, whose other
+// properties read into it as in the reference (`counter.increment.send()`,
+// `state.count + 1`): a field holding a plain value reads as the value, any
+// other field as the cell at that path. The cell's own methods win, except
+// that a field of the value named like one of the newer ones (a piece's
+// `increment` stream) is the field.
+const CELL_VIEWS = new WeakMap(); // view -> cell
+const CORE_METHODS = new Set(["get", "set", "update", "key", "send", "equals", "sample"]);
+const CELL_VIEW_HANDLER = {
+  get(t, prop) {
+    if (typeof prop === "symbol") return Reflect.get(t, prop);
+    if (prop === "then") return undefined;
+    const own = Cell.peek(t);
+    const isField = own !== null && typeof own === "object" && !Array.isArray(own) &&
+      Object.prototype.hasOwnProperty.call(own, prop);
+    if (prop in t && (CORE_METHODS.has(prop) || !isField)) {
+      const v = Reflect.get(t, prop);
+      return typeof v === "function" ? v.bind(t) : v;
+    }
+    const sub = t.key(prop);
+    const v = Cell.peek(sub);
+    return v !== undefined && (v === null || typeof v !== "object") ? v : sub;
+  },
+  set() {
+    throw new Error("commonfabric: a cell's fields are written with .set() or .key(k).set()");
+  },
+  defineProperty() { return false; },
+  deleteProperty() { return false; },
+};
+function cellView(c) {
+  const view = new Proxy(c, CELL_VIEW_HANDLER);
+  CELL_VIEWS.set(view, c);
+  return view;
 }
 
 class Stream {
@@ -845,7 +910,11 @@ export function wish(_query, _schema) {
 function settledState(state) {
   return builder !== null && !inHandler() ? cell(state) : state;
 }
-export const navigateTo = unsupported("navigateTo", "there is no shell to navigate");
+// `navigateTo(piece)`: there is no shell here to navigate; like the
+// reference's builtin before a shell acts on it, it answers `false`.
+export function navigateTo() {
+  return settledState(false);
+}
 // An effect builtin the host has no broker for yet: it answers the
 // reference's state shape, settled with the error, so an app that builds
 // one into its graph still loads and its read says why (in a pattern body
@@ -1244,11 +1313,41 @@ export class FabricError extends FabricInstance {
   toJSON() { return { name: this.name, message: this.message }; }
 }
 
-// `assert(() => boolean)`: one step of a pattern test (`[TESTS]`), run by
-// `spacewake test`; elsewhere it is inert data.
-export function assert(check) {
+// `assert(() => boolean)`: an assertion of a pattern test (`[TESTS]`, run
+// by `spacewake test`): a derivation of the record the runner reads,
+// `{ok, source, parts}`. The compiler names the call's source and wraps the
+// operands of its comparison (`__assertWith`, `__part`), so a failure can
+// show what each side was.
+export function assert(check, captures) {
+  return assertWith("", [], check, captures);
+}
+let assertParts = null;
+function assertWith(source, partSources, check, captures) {
   if (typeof check !== "function") throw new TypeError("commonfabric: assert expects a function");
-  return { assertion: check };
+  const record = (caps) => {
+    const saved = assertParts;
+    assertParts = [];
+    let ok, seen;
+    try {
+      ok = check(caps);
+    } finally {
+      seen = assertParts;
+      assertParts = saved;
+    }
+    const parts = [];
+    partSources.forEach((src, i) => {
+      if (i in seen) parts.push({ src, rendered: toCompactDebugString(seen[i], 200) });
+    });
+    return { ok: ok === true, source, parts };
+  };
+  return computed(record, captures);
+}
+export function __assertWith(source, partSources) {
+  return (check, captures) => assertWith(source, partSources, check, captures);
+}
+export function __part(i, value) {
+  if (assertParts !== null) assertParts[i] = value;
+  return value;
 }
 
 // Constants of the reference's API module (frozen, deeply, with the rest of

@@ -1,0 +1,368 @@
+//! `spacewake test FILE...`: runs pattern tests in the reference's format,
+//! in-process, against a real store in a temporary directory, on a manual
+//! clock.
+//!
+//! A test is itself a pattern (`*.test.tsx`) whose result holds `[TESTS]`: a
+//! list of steps run in order. `{ action }` sends the step's `event` (or `{}`)
+//! to the stream there and settles (runs waves until no event is left);
+//! `{ assertion }` reads the record `assert(() => ...)` made, after the steps
+//! before it, and passes when it holds. `{ render }` demands the value,
+//! `{ settle: true }`, `{ label }` and `{ await }` are markers, and a step
+//! with `skip: true` is counted as skipped. A failed assertion prints its
+//! source and the operands the compiler recorded while it ran. A handler or
+//! derivation that fails during a test is a failure of its own. The run ends
+//! with `N passed, N failed`; the exit status is 0 only when none failed.
+
+use crate::clock::ManualClock;
+use crate::metrics::Counters;
+use crate::runtime::{RuntimeConfig, SpaceRuntime};
+use crate::schedule::{Jitter, ScheduleIndexHook};
+use crate::store::{Author, PathSeg, Store, StoreConfig};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// The outcome of one reported result of a test file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestResult {
+    /// `assertion_N`, `action_N`, or what failed outside a step.
+    pub name: String,
+    pub status: Status,
+    /// `action_N` when the result came after an action.
+    pub after_action: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+/// Everything one test file reported.
+#[derive(Debug, Clone)]
+pub struct FileReport {
+    pub file: PathBuf,
+    /// A failure before any step ran (does not compile, not a test, ...).
+    pub error: Option<String>,
+    pub results: Vec<TestResult>,
+}
+
+impl FileReport {
+    pub fn count(&self, status: Status) -> usize {
+        self.results.iter().filter(|r| r.status == status).count()
+            + usize::from(status == Status::Failed && self.error.is_some())
+    }
+}
+
+/// Runs every file, prints each file's results and the totals.
+pub fn run_files(files: &[PathBuf]) -> ExitCode {
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for f in files {
+        let report = run_file(f);
+        println!("\n{}", f.display());
+        if let Some(e) = &report.error {
+            println!("  ✗ Error: {}", indent_rest(e));
+        }
+        for r in &report.results {
+            let mark = match r.status {
+                Status::Passed => "✓",
+                Status::Failed => "✗",
+                Status::Skipped => "⊘",
+            };
+            let after = r
+                .after_action
+                .as_ref()
+                .map(|a| format!(" (after {a})"))
+                .unwrap_or_default();
+            let skip = if r.status == Status::Skipped {
+                " (skipped)"
+            } else {
+                ""
+            };
+            println!("  {mark} {}{after}{skip}", r.name);
+            if let (Status::Failed, Some(e)) = (r.status, &r.error) {
+                for line in e.lines() {
+                    println!("      {line}");
+                }
+            }
+        }
+        passed += report.count(Status::Passed);
+        failed += report.count(Status::Failed);
+        skipped += report.count(Status::Skipped);
+    }
+    let skipped = if skipped > 0 {
+        format!(", {skipped} skipped")
+    } else {
+        String::new()
+    };
+    println!("\n{passed} passed, {failed} failed{skipped}");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn indent_rest(s: &str) -> String {
+    s.replace('\n', "\n      ")
+}
+
+/// Runs one test file.
+pub fn run_file(file: &Path) -> FileReport {
+    let mut report = FileReport {
+        file: file.to_path_buf(),
+        error: None,
+        results: vec![],
+    };
+    if let Err(e) = run(file, &mut report.results) {
+        report.error = Some(e);
+    }
+    report
+}
+
+/// At most this many waves settle one action (a test that keeps sending
+/// events to itself fails instead of running forever).
+const MAX_WAVES_PER_STEP: usize = 1_000;
+
+fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
+    let program = crate::check::compile_file(file).map_err(|d| {
+        format!(
+            "{} does not compile:\n{}",
+            file.display(),
+            crate::compiler::render(&d)
+        )
+    })?;
+    let dir = std::env::temp_dir().join(format!(
+        "spacewake-test-{}-{}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let out = (|| {
+        let clock = Arc::new(ManualClock::default());
+        let store = Store::open(StoreConfig::new(&dir), clock.clone(), Counters::new())
+            .map_err(|e| e.to_string())?;
+        store.add_hook(Arc::new(ScheduleIndexHook::new(Jitter::none())));
+        store
+            .create_space("test", "did:key:test")
+            .map_err(|e| e.to_string())?;
+        let space = store.open_space("test").map_err(|e| e.to_string())?;
+        let ttl = store.config().lease_ttl_ms;
+        let mut rt = SpaceRuntime::start(space, clock, ttl, RuntimeConfig::default())
+            .map_err(|e| e.to_string())?;
+        let piece = rt
+            .create_piece(&program, None, &json!({}))
+            .map_err(|e| e.to_string())?;
+        rt.flush().map_err(|e| e.to_string())?;
+        let steps = rt
+            .read(&piece, &[PathSeg::Key("$TESTS".into())])
+            .map_err(|e| e.to_string())?;
+        let Value::Array(steps) = steps else {
+            return Err(format!(
+                "the default export's result has no [TESTS] list (found {})",
+                short(&steps)
+            ));
+        };
+        run_steps(&mut rt, &piece, &steps, results)?;
+        rt.stop().map_err(|e| e.to_string())?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+fn run_steps(
+    rt: &mut SpaceRuntime,
+    piece: &str,
+    steps: &[Value],
+    results: &mut Vec<TestResult>,
+) -> Result<(), String> {
+    let author = Author::principal("did:key:test");
+    let (mut actions, mut assertions) = (0usize, 0usize);
+    let mut failures_seen = rt.failures().len();
+    for (i, step) in steps.iter().enumerate() {
+        let at = |key: &str| {
+            vec![
+                PathSeg::Key("$TESTS".into()),
+                PathSeg::Index(i),
+                PathSeg::Key(key.into()),
+            ]
+        };
+        let has = |key: &str| step.get(key).is_some();
+        let skip = step.get("skip") == Some(&Value::Bool(true));
+        let after = (actions > 0).then(|| format!("action_{actions}"));
+        if has("label") || has("await") || has("settle") {
+            continue;
+        }
+        if has("render") {
+            if !skip {
+                rt.read(piece, &at("render"))
+                    .map_err(|e| format!("step {i} (render): {e}"))?;
+            }
+            continue;
+        }
+        if has("action") {
+            actions += 1;
+            let name = format!("action_{actions}");
+            if skip {
+                continue;
+            }
+            let event = step.get("event").cloned().unwrap_or_else(|| json!({}));
+            let sent = rt
+                .send(
+                    piece,
+                    &at("action"),
+                    &format!("test/step{i}"),
+                    event,
+                    &author,
+                )
+                .map_err(|e| e.to_string())
+                .and_then(|_| rt.settle(MAX_WAVES_PER_STEP).map_err(|e| e.to_string()));
+            let failed: Vec<String> = rt.failures()[failures_seen..]
+                .iter()
+                .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error))
+                .collect();
+            failures_seen = rt.failures().len();
+            if let Err(e) = sent {
+                results.push(failed_result(name, None, e));
+            } else if !failed.is_empty() {
+                results.push(failed_result(name, None, failed.join("\n")));
+            }
+            continue;
+        }
+        if has("assertion") {
+            assertions += 1;
+            let name = format!("assertion_{assertions}");
+            if skip {
+                results.push(TestResult {
+                    name,
+                    status: Status::Skipped,
+                    after_action: after,
+                    error: None,
+                });
+                continue;
+            }
+            let outcome = rt
+                .read(piece, &at("assertion"))
+                .map_err(|e| format!("Error reading assertion: {e}"))
+                .and_then(|v| assertion_outcome(&v));
+            results.push(match outcome {
+                Ok(()) => TestResult {
+                    name,
+                    status: Status::Passed,
+                    after_action: after,
+                    error: None,
+                },
+                Err(e) => failed_result(name, after, e),
+            });
+            continue;
+        }
+        return Err(format!(
+            "test step at index {i} must have an 'action', 'assertion', 'render', 'settle', \
+             'label' or 'await' key; got {}",
+            short(step)
+        ));
+    }
+    // A derivation that failed while the last assertions were read.
+    let failed: Vec<String> = rt.failures()[failures_seen..]
+        .iter()
+        .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error))
+        .collect();
+    if !failed.is_empty() {
+        results.push(failed_result(
+            format!("{} runtime error(s) during the test", failed.len()),
+            None,
+            failed.join("\n"),
+        ));
+    }
+    Ok(())
+}
+
+fn failed_result(name: String, after_action: Option<String>, error: String) -> TestResult {
+    TestResult {
+        name,
+        status: Status::Failed,
+        after_action,
+        error: Some(error),
+    }
+}
+
+/// Passes when `value` is an assert record whose `ok` holds (or, for a
+/// `computed` assertion, is `true`); the error says why not, with the
+/// operands the record carries.
+pub fn assertion_outcome(value: &Value) -> Result<(), String> {
+    let record = (|| {
+        let ok = value.get("ok")?.as_bool()?;
+        let source = value.get("source")?.as_str()?;
+        let parts: Vec<(&str, &str)> = value
+            .get("parts")?
+            .as_array()?
+            .iter()
+            .filter_map(|p| Some((p.get("src")?.as_str()?, p.get("rendered")?.as_str()?)))
+            .collect();
+        Some((ok, source, parts))
+    })();
+    match record {
+        Some((true, _, _)) => Ok(()),
+        Some((false, source, parts)) if parts.is_empty() => Err(if source.is_empty() {
+            "Expected true, got false".to_string()
+        } else {
+            format!("Expected true, got false: {source}")
+        }),
+        Some((false, source, parts)) => {
+            let width = parts
+                .iter()
+                .map(|(s, _)| s.chars().count())
+                .max()
+                .unwrap_or(0);
+            let mut out = source.to_string();
+            for (src, rendered) in parts {
+                out.push_str(&format!("\n  {src:<width$} = {rendered}"));
+            }
+            Err(out)
+        }
+        None if *value == Value::Bool(true) => Ok(()),
+        None => Err(format!("Expected true, got {}", short(value))),
+    }
+}
+
+/// A value as compact text, at most 200 characters.
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 200 {
+        format!("{}...", s.chars().take(197).collect::<String>())
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assertion_outcomes_read_records_and_booleans() {
+        assert_eq!(
+            assertion_outcome(&json!({"ok": true, "source": "a", "parts": []})),
+            Ok(())
+        );
+        assert_eq!(assertion_outcome(&json!(true)), Ok(()));
+        assert_eq!(
+            assertion_outcome(&json!({"ok": false, "source": "n === 2", "parts": []})),
+            Err("Expected true, got false: n === 2".into())
+        );
+        assert_eq!(
+            assertion_outcome(&json!({"ok": false, "source": "a + b <= c", "parts": [
+                {"src": "a + b", "rendered": "3"}, {"src": "c", "rendered": "2"}]})),
+            Err("a + b <= c\n  a + b = 3\n  c     = 2".into())
+        );
+        assert_eq!(
+            assertion_outcome(&json!(null)),
+            Err("Expected true, got null".into())
+        );
+    }
+}

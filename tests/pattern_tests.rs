@@ -1,0 +1,74 @@
+//! `spacewake test`: pattern tests in the reference's format, run through the
+//! real binary on the fixtures of `fixtures/tests/`.
+
+mod common;
+
+use std::path::Path;
+
+fn run(files: &[&str]) -> (bool, String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tests");
+    let out = common::server::spacewake()
+        .arg("test")
+        .args(files.iter().map(|f| root.join(f)))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn passing_tests_report_each_assertion_in_order_and_exit_zero() {
+    let (ok, out) = run(&["list-push.test.tsx", "counter-child.test.tsx"]);
+    assert!(ok, "{out}");
+    let lines: Vec<&str> = out
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        &lines[1..7],
+        [
+            "✓ assertion_1",
+            "✓ assertion_2",
+            "✓ assertion_3 (after action_1)",
+            "✓ assertion_4 (after action_2)",
+            "⊘ assertion_5 (after action_2) (skipped)",
+            lines[6],
+        ]
+    );
+    assert!(lines[6].ends_with("counter-child.test.tsx"), "{out}");
+    assert_eq!(lines.last(), Some(&"7 passed, 0 failed, 1 skipped"));
+}
+
+#[test]
+fn a_failed_assertion_shows_its_source_and_operands_and_exits_one() {
+    let (ok, out) = run(&["failing.test.tsx"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(
+            "  ✗ assertion_2 (after action_1)\n      c.value + 1 === 2\n        c.value + 1 = 3\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("  ✓ assertion_3 (after action_1)"), "{out}");
+    assert_eq!(out.lines().last(), Some("2 passed, 1 failed"));
+}
+
+#[test]
+fn a_file_that_is_not_a_test_is_one_failure() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patterns/list-push.tsx");
+    let out = common::server::spacewake()
+        .arg("test")
+        .arg(&root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("✗ Error: the default export's result has no [TESTS] list"),
+        "{text}"
+    );
+    assert_eq!(text.lines().last(), Some("0 passed, 1 failed"));
+}
