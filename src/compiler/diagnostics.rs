@@ -37,6 +37,9 @@ pub mod codes {
     pub const DATA_FILE_NOT_FOUND: &str = "DATA_FILE_NOT_FOUND";
     /// `dataFile("...")` names a file larger than the compiler's bound.
     pub const DATA_FILE_TOO_LARGE: &str = "DATA_FILE_TOO_LARGE";
+    /// `dataFile("...")` names a file outside the entry's folder, by an absolute path, or a
+    /// hidden one.
+    pub const DATA_FILE_FORBIDDEN: &str = "DATA_FILE_FORBIDDEN";
     /// JSX is used while `h` is bound to something other than commonfabric's `h`.
     pub const JSX_H_CONFLICT: &str = "JSX_H_CONFLICT";
     /// `Default<T, V>` whose `V` is not a literal type.
@@ -95,6 +98,7 @@ pub mod codes {
         DATA_FILE_NOT_LITERAL,
         DATA_FILE_NOT_FOUND,
         DATA_FILE_TOO_LARGE,
+        DATA_FILE_FORBIDDEN,
         JSX_H_CONFLICT,
         DEFAULT_NOT_LITERAL,
         NONDETERMINISTIC_CALL,

@@ -459,6 +459,24 @@ fn attach_data_files(
     let mut out: Vec<(String, String, String)> = vec![];
     for call in std::mem::take(&mut analysis.data_files) {
         let path = imports::join(dir, &call.path);
+        let name = imports::module_name(root_dir, &path);
+        // `deploy` uploads what a program attaches: a pattern from elsewhere must not be able to
+        // attach the deployer's other files (`../../.ssh/id_ed25519`, `/etc/passwd`, `.env`).
+        if call.path.starts_with('/')
+            || name.starts_with("../")
+            || name.split('/').any(|s| s.starts_with('.') && s != ".")
+        {
+            analysis.diags.push(RawDiag::new(
+                codes::DATA_FILE_FORBIDDEN,
+                call.arg,
+                format!(
+                    "cannot attach data file \"{}\": a program attaches only files inside its \
+                     entry's folder, by relative path, and no hidden ones",
+                    call.path
+                ),
+            ));
+            continue;
+        }
         let text = match src.read(&path) {
             Ok(t) => t,
             Err(e) => {
@@ -491,7 +509,6 @@ fn attach_data_files(
         let literal = serde_json::to_string(&text).expect("string serialises");
         analysis.edits.push(Edit::replace(call.call, literal));
         if !out.iter().any(|(p, _, _)| *p == path) {
-            let name = imports::module_name(root_dir, &path);
             out.push((path, name, text));
         }
     }

@@ -1412,7 +1412,7 @@ function harden(root) {
 }
 harden(api);
 for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
-  ReadCell, CellApi, equals, toSchema, schema, __captures, ifElse, when, unless, __asCell, __beginProgram, __registerProgram, __instantiate, __runNode, __runMap,
+  ReadCell, CellApi, equals, toSchema, schema, __captures, __assertWith, __part, ifElse, when, unless, __asCell, __beginProgram, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);
 }
