@@ -53,13 +53,21 @@ impl SpaceRuntime {
         }
         let now = self.clock.now_ms();
         let space = self.space.id().to_string();
-        let mut written: i64 = 0;
+        let mut admitted = Vec::with_capacity(lines.len());
         for line in lines {
-            if !self.log_rate.admit(now) {
+            if self.log_rate.admit(now) {
+                admitted.push(line);
+            } else {
                 dropped += 1;
-                continue;
             }
-            written += 1;
+        }
+        // Counted before written, so a reader who sees a line in the log
+        // sees it counted too.
+        self.counters
+            .add(Counter::PatternLogLines, admitted.len() as i64);
+        self.counters
+            .add(Counter::PatternLogDropped, dropped as i64);
+        for line in admitted {
             let text = line.text.as_str();
             match line.level {
                 LogLevel::Debug => {
@@ -76,9 +84,6 @@ impl SpaceRuntime {
                 }
             }
         }
-        self.counters.add(Counter::PatternLogLines, written);
-        self.counters
-            .add(Counter::PatternLogDropped, dropped as i64);
     }
 }
 
