@@ -93,6 +93,9 @@ pub(crate) struct Analysis {
     pub lowered: bool,
     /// `dataFile("./x.json")` calls, for the driver to attach the files.
     pub data_files: Vec<DataFileCall>,
+    /// Names this module exports that are bound to an API result (a handler, a lift, a
+    /// pattern, ...): factories an importer calls to build graph, not helpers.
+    pub builder_exports: HashSet<String>,
 }
 
 /// A `dataFile("path")` call: the driver reads the file (relative to the module) and puts its
@@ -121,6 +124,17 @@ fn oxc_span_of(labels: &[oxc_span::LabeledSpan]) -> Span {
 
 /// Run pass 1 over one module.
 pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
+    analyze_knowing(module, path, text, &HashSet::new())
+}
+
+/// [`analyze`], knowing which of the names the module imports from its program's other modules
+/// are factories there (`imported_builders`, local names): calls of them build graph.
+pub(crate) fn analyze_knowing(
+    module: usize,
+    path: &str,
+    text: &str,
+    imported_builders: &HashSet<String>,
+) -> Analysis {
     let mut out = Analysis {
         diags: vec![],
         edits: vec![],
@@ -137,6 +151,7 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
         inner_calls: vec![],
         lowered: false,
         data_files: vec![],
+        builder_exports: HashSet::new(),
     };
     let alloc = Allocator::default();
     let parsed = Parser::new(&alloc, text, source_type_for(path)).parse();
@@ -182,7 +197,26 @@ pub(crate) fn analyze(module: usize, path: &str, text: &str) -> Analysis {
     collect_decls(&program, &conv, &mut out);
     let bindings = pattern_bindings(&program);
 
-    let builders = builder_bindings(&program, scoping, &imp.cf_symbols);
+    let mut builders = builder_bindings(&program, scoping, &imp.cf_symbols);
+    out.builder_exports = {
+        let names: HashSet<&str> = builders.iter().map(|&s| scoping.symbol_name(s)).collect();
+        out.exports
+            .iter()
+            .filter(|(_, local)| names.contains(local.as_str()))
+            .map(|(exported, _)| exported.clone())
+            .collect()
+    };
+    if !imported_builders.is_empty() {
+        let root = scoping.root_scope_id();
+        builders.extend(scoping.symbol_ids().filter(|&s| {
+            scoping.symbol_scope_id(s) == root
+                && imported_builders.contains(scoping.symbol_name(s))
+                && out
+                    .named_imports
+                    .iter()
+                    .any(|n| n.local == scoping.symbol_name(s))
+        }));
+    }
     let mut an = Analyzer {
         text,
         scoping,

@@ -72,7 +72,7 @@ mod analyze;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -441,8 +441,59 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
             data,
         });
     }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    reanalyze_importers_of_factories(&mut units, &pending, src)?;
+    Ok(units)
+}
+
+/// A module is analysed before the modules it imports, so a handler or lift it imports from one
+/// of them looks like a plain function call, which lowering would wrap in a derivation. Once
+/// every module is known, each module that imports such a factory is analysed again, knowing.
+fn reanalyze_importers_of_factories(
+    units: &mut [Unit],
+    pending: &[(String, String)],
+    src: &dyn ModuleSource,
+) -> Result<(), Vec<Diagnostic>> {
+    let root_dir = imports::dir_of(&units[0].path);
+    let mut diags = vec![];
+    for i in 0..units.len() {
+        let imported: HashSet<String> = units[i]
+            .analysis
+            .named_imports
+            .iter()
+            .filter(|n| {
+                units[i]
+                    .resolved
+                    .get(&n.spec)
+                    .is_some_and(|&j| units[j].analysis.builder_exports.contains(&n.imported))
+            })
+            .map(|n| n.local.clone())
+            .collect();
+        if imported.is_empty() {
+            continue;
+        }
+        let u = &units[i];
+        let mut analysis = analyze::analyze_knowing(i, &u.path, &u.text, &imported);
+        let dir = imports::dir_of(&u.path);
+        for req in std::mem::take(&mut analysis.requests) {
+            if let Some(&j) = u.resolved.get(&req.spec) {
+                let spec = imports::module_name(&dir, &pending[j].0);
+                let literal = serde_json::to_string(&spec).expect("string serialises");
+                analysis.edits.push(Edit::replace(req.span, literal));
+            }
+        }
+        attach_data_files(&mut analysis, &dir, &root_dir, src);
+        let raw = std::mem::take(&mut analysis.diags);
+        diags.extend(
+            raw.into_iter()
+                .map(|d| Diagnostic::from_raw(d, &u.path, &u.text)),
+        );
+        units[i].analysis = analysis;
+    }
     if diags.is_empty() {
-        Ok(units)
+        Ok(())
     } else {
         Err(diags)
     }

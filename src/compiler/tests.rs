@@ -886,3 +886,32 @@ export default pattern<{ n: number }>(({ n }) => ({ n: f(n), w: new Writeable(0)
         ]
     );
 }
+
+/// A handler imported from another module of the program is a factory there: binding it in a
+/// body is not wrapped in a derivation (the importer is analysed again once its imports are
+/// known), while a plain helper imported beside it still is.
+#[test]
+fn a_handler_imported_from_a_sibling_module_binds_in_the_body() {
+    let lib = r#"import { handler, Cell } from "commonfabric";
+export const bump = handler<unknown, { count: Cell<number> }>((_e, { count }) => {
+  count.set(count.get() + 1);
+});
+export function label(n: number): string { return `n=${n}`; }
+"#;
+    let main = r#"import { pattern, Default } from "commonfabric";
+import { bump, label } from "./lib.ts";
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
+  count,
+  bump: bump({ count }),
+  shown: label(count),
+}));
+"#;
+    let p = compile("main.tsx", &mem(&[("main.tsx", main), ("lib.ts", lib)]))
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    let js = &p.entry().js;
+    assert!(js.contains("bump: bump({ count })"), "{js}");
+    assert!(
+        js.contains("__cf.computed(({ count }) => label(count)"),
+        "{js}"
+    );
+}
