@@ -13,15 +13,11 @@
 //! derivation that fails during a test is a failure of its own. The run ends
 //! with `N passed, N failed`; the exit status is 0 only when none failed.
 
-use crate::clock::ManualClock;
-use crate::metrics::Counters;
-use crate::runtime::{RuntimeConfig, SpaceRuntime};
-use crate::schedule::{Jitter, ScheduleIndexHook};
-use crate::store::{Author, PathSeg, Store, StoreConfig};
+use crate::runtime::SpaceRuntime;
+use crate::store::{Author, PathSeg};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// The outcome of one reported result of a test file.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,24 +132,7 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
             crate::compiler::render(&d)
         )
     })?;
-    let dir = std::env::temp_dir().join(format!(
-        "spacewake-test-{}-{}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let out = (|| {
-        let clock = Arc::new(ManualClock::default());
-        let store = Store::open(StoreConfig::new(&dir), clock.clone(), Counters::new())
-            .map_err(|e| e.to_string())?;
-        store.add_hook(Arc::new(ScheduleIndexHook::new(Jitter::none())));
-        store
-            .create_space("test", "did:key:test")
-            .map_err(|e| e.to_string())?;
-        let space = store.open_space("test").map_err(|e| e.to_string())?;
-        let ttl = store.config().lease_ttl_ms;
-        let mut rt = SpaceRuntime::start(space, clock, ttl, RuntimeConfig::default())
-            .map_err(|e| e.to_string())?;
+    crate::scenario::with_scratch_runtime("test", |rt, _, _| {
         let piece = rt
             .create_piece(&program, None, &json!({}))
             .map_err(|e| e.to_string())?;
@@ -167,11 +146,18 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
                 short(&steps)
             ));
         };
-        run_steps(&mut rt, &piece, &steps, results)?;
-        rt.stop().map_err(|e| e.to_string())?;
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
+        run_steps(rt, &piece, &steps, results)
+    })
+}
+
+/// The handler and derivation failures since the `seen`-th, as lines; moves `seen` past them.
+fn failures_since(rt: &SpaceRuntime, seen: &mut usize) -> Vec<String> {
+    let all = rt.failures();
+    let out = all[*seen..]
+        .iter()
+        .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error))
+        .collect();
+    *seen = all.len();
     out
 }
 
@@ -222,11 +208,7 @@ fn run_steps(
                 )
                 .map_err(|e| e.to_string())
                 .and_then(|_| rt.settle(MAX_WAVES_PER_STEP).map_err(|e| e.to_string()));
-            let failed: Vec<String> = rt.failures()[failures_seen..]
-                .iter()
-                .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error))
-                .collect();
-            failures_seen = rt.failures().len();
+            let failed = failures_since(rt, &mut failures_seen);
             if let Err(e) = sent {
                 results.push(failed_result(name, None, e));
             } else if !failed.is_empty() {
@@ -268,10 +250,7 @@ fn run_steps(
         ));
     }
     // A derivation that failed while the last assertions were read.
-    let failed: Vec<String> = rt.failures()[failures_seen..]
-        .iter()
-        .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error))
-        .collect();
+    let failed = failures_since(rt, &mut failures_seen);
     if !failed.is_empty() {
         results.push(failed_result(
             format!("{} runtime error(s) during the test", failed.len()),

@@ -163,22 +163,7 @@ fn run(
         )
     })?;
 
-    let dir = tempfile_dir()?;
-    let clock = Arc::new(ManualClock::default());
-    let store = Store::open(StoreConfig::new(&dir), clock.clone(), Counters::new())
-        .map_err(|e| e.to_string())?;
-    // Scenarios run on the nominal grid (no jitter), so a 120-minute cadence
-    // fires at exactly 120, 240, ... minutes and expectations are exact.
-    let jitter = Jitter::none();
-    store.add_hook(Arc::new(ScheduleIndexHook::new(jitter.clone())));
-    let result = (|| {
-        store
-            .create_space("scenario", "did:key:scenario")
-            .map_err(|e| e.to_string())?;
-        let space = store.open_space("scenario").map_err(|e| e.to_string())?;
-        let ttl = store.config().lease_ttl_ms;
-        let mut rt = SpaceRuntime::start(space, clock.clone(), ttl, RuntimeConfig::default())
-            .map_err(|e| e.to_string())?;
+    with_scratch_runtime("scenario", |rt, clock, jitter| {
         let piece = rt
             .create_piece(&program, sc.export_name.as_deref(), &sc.argument)
             .map_err(|e| e.to_string())?;
@@ -205,13 +190,8 @@ fn run(
                         "step {n}: advanceMinutes must be a non-negative number (got {minutes})"
                     ));
                 }
-                advance(
-                    &mut rt,
-                    &clock,
-                    &jitter,
-                    (minutes * 60_000.0).round() as u64,
-                )
-                .map_err(|e| format!("step {n}: advancing {minutes} minutes: {e}"))?;
+                advance(rt, clock, jitter, (minutes * 60_000.0).round() as u64)
+                    .map_err(|e| format!("step {n}: advancing {minutes} minutes: {e}"))?;
             }
             for (i, ev) in step.events.iter().enumerate() {
                 let path = parse_dotted(&ev.stream);
@@ -254,8 +234,36 @@ fn run(
                 .iter()
                 .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error)),
         );
-        rt.stop().map_err(|e| e.to_string())?;
         Ok(())
+    })
+}
+
+/// Runs `f` on a fresh space named `space` of a real store in a temporary
+/// directory, on a manual clock, with schedules on the nominal grid (no
+/// jitter, so a 120-minute cadence fires at exactly 120, 240, ... minutes):
+/// what `scenario` and `test` run patterns in. The runtime is stopped and
+/// the directory removed after.
+pub(crate) fn with_scratch_runtime<T>(
+    space: &str,
+    f: impl FnOnce(&mut SpaceRuntime, &Arc<ManualClock>, &Jitter) -> Result<T, String>,
+) -> Result<T, String> {
+    let dir = tempfile_dir()?;
+    let result = (|| {
+        let clock = Arc::new(ManualClock::default());
+        let store = Store::open(StoreConfig::new(&dir), clock.clone(), Counters::new())
+            .map_err(|e| e.to_string())?;
+        let jitter = Jitter::none();
+        store.add_hook(Arc::new(ScheduleIndexHook::new(jitter.clone())));
+        store
+            .create_space(space, &format!("did:key:{space}"))
+            .map_err(|e| e.to_string())?;
+        let opened = store.open_space(space).map_err(|e| e.to_string())?;
+        let ttl = store.config().lease_ttl_ms;
+        let mut rt = SpaceRuntime::start(opened, clock.clone(), ttl, RuntimeConfig::default())
+            .map_err(|e| e.to_string())?;
+        let out = f(&mut rt, &clock, &jitter)?;
+        rt.stop().map_err(|e| e.to_string())?;
+        Ok(out)
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
@@ -317,7 +325,7 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 
 fn tempfile_dir() -> Result<PathBuf, String> {
     let d = std::env::temp_dir().join(format!(
-        "spacewake-scenario-{}-{}",
+        "spacewake-scratch-{}-{}",
         std::process::id(),
         rand::random::<u64>()
     ));

@@ -209,12 +209,7 @@ pub(crate) fn analyze_knowing(
     if !imported_builders.is_empty() {
         let root = scoping.root_scope_id();
         builders.extend(scoping.symbol_ids().filter(|&s| {
-            scoping.symbol_scope_id(s) == root
-                && imported_builders.contains(scoping.symbol_name(s))
-                && out
-                    .named_imports
-                    .iter()
-                    .any(|n| n.local == scoping.symbol_name(s))
+            scoping.symbol_scope_id(s) == root && imported_builders.contains(scoping.symbol_name(s))
         }));
     }
     let mut an = Analyzer {

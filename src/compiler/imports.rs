@@ -291,10 +291,9 @@ pub(crate) fn api_exports(spec: &str) -> Option<&'static BTreeSet<String>> {
     static ALL: OnceLock<HashMap<&'static str, BTreeSet<String>>> = OnceLock::new();
     let all = ALL.get_or_init(|| {
         let js = &crate::runtime::COMMONFABRIC_JS;
-        let mut sources: Vec<(&'static str, &'static str)> = vec![
-            (COMMONFABRIC, js.api),
-            (crate::sandbox::INTERNAL_MODULE, js.internal),
-        ];
+        // The public module re-exports the internal one by name (`export { .. } from`), so
+        // its own text lists what it exports.
+        let mut sources: Vec<(&'static str, &'static str)> = vec![(COMMONFABRIC, js.api)];
         sources.extend(js.subpaths.iter().copied());
         sources
             .iter()
@@ -372,37 +371,11 @@ pub(crate) fn did_you_mean<'a>(
 ) -> Option<&'a String> {
     let lower = name.to_lowercase();
     names
-        .map(|n| (edit_distance(&lower, &n.to_lowercase()), n))
+        // A swap of two neighbours is one edit (optimal string alignment): `lfit` → `lift`.
+        .map(|n| (strsim::osa_distance(&lower, &n.to_lowercase()), n))
         .filter(|(d, n)| *d <= (n.chars().count() / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, n)| n)
-}
-
-/// Edit distance over Unicode scalar values, a swap of two neighbours counting as one edit
-/// (optimal string alignment): `lfit` is one edit from `lift`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = v;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// `import(...)` is refused wherever it appears: the module graph must be static.

@@ -141,33 +141,18 @@ impl Lower<'_, '_> {
     /// A function literal run in the body with plain arguments: its value sites are lowered,
     /// its parameters are not reactive. Anything else is left alone.
     fn plain_function(&mut self, f: &Expression) {
-        match f.get_inner_expression() {
+        let (expression, body) = match f.get_inner_expression() {
             Expression::ArrowFunctionExpression(a) => {
-                if let Some(e) = a.body.as_expression() {
-                    self.site(e);
-                }
-                for s in a
-                    .body
-                    .as_function_body()
-                    .map(|b| &b.statements)
-                    .into_iter()
-                    .flatten()
-                {
-                    self.statement(s);
-                }
+                (a.body.as_expression(), a.body.as_function_body())
             }
-            Expression::FunctionExpression(fe) => {
-                for s in fe
-                    .body
-                    .as_deref()
-                    .map(|b| &b.statements)
-                    .into_iter()
-                    .flatten()
-                {
-                    self.statement(s);
-                }
-            }
-            _ => {}
+            Expression::FunctionExpression(fe) => (None, fe.body.as_deref()),
+            _ => return,
+        };
+        if let Some(e) = expression {
+            self.site(e);
+        }
+        for s in body.map(|b| &b.statements).into_iter().flatten() {
+            self.statement(s);
         }
     }
 
@@ -222,26 +207,25 @@ impl Lower<'_, '_> {
     fn reactive_init(&self, e: &Expression) -> bool {
         match e.get_inner_expression() {
             Expression::ArrowFunctionExpression(_) | Expression::FunctionExpression(_) => false,
-            // `new Writable(v)`, `new Cell(v)`: the reference's constructor spelling of a cell.
-            Expression::NewExpression(n) => {
-                let api = |e: &Expression| {
-                    matches!(e.get_inner_expression(), Expression::Identifier(id)
-                        if self.symbol_of(id).is_some_and(|s| self.m.cf.contains_key(&s)))
-                };
-                // `new Writable(v)`, and `new Writable.perSession(v)`.
-                api(&n.callee)
-                    || matches!(n.callee.get_inner_expression(),
-                        Expression::StaticMemberExpression(m) if api(&m.object))
-                    || n.arguments.iter().any(|a| {
-                        a.as_expression()
-                            .is_some_and(|x| self.mentions(x) || contains_call(x))
-                    })
-            }
+            // `new Writable(v)`, `new Writable.perSession(v)`: the reference's constructor
+            // spellings of a cell.
+            Expression::NewExpression(n) if self.api_constructor(&n.callee) => true,
             inner => self.mentions(inner) || contains_call(inner),
         }
     }
 
     // ----- classification ------------------------------------------------------------------
+
+    /// `Writable` or `Writable.perSession` (and the like), imported from the API.
+    fn api_constructor(&self, callee: &Expression) -> bool {
+        let api = |e: &Expression| {
+            matches!(e.get_inner_expression(), Expression::Identifier(id)
+                if self.symbol_of(id).is_some_and(|s| self.m.cf.contains_key(&s)))
+        };
+        api(callee)
+            || matches!(callee.get_inner_expression(),
+                Expression::StaticMemberExpression(m) if api(&m.object))
+    }
 
     fn symbol_of(&self, id: &IdentifierReference) -> Option<SymbolId> {
         self.m

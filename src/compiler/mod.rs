@@ -392,14 +392,9 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
             match found {
                 Ok(j) => {
                     let name = imports::module_name(&root_dir, &pending[j].0);
-                    // The emitted specifier is the target's path relative
-                    // to the importer's own folder: what any loader that
-                    // resolves relative imports by path (the engine's, at
-                    // the module's registered path) finds, wherever in the
-                    // program's tree the importer sits.
-                    let spec = imports::module_name(&dir, &pending[j].0);
-                    let literal = serde_json::to_string(&spec).expect("string serialises");
-                    analysis.edits.push(Edit::replace(req.span, literal));
+                    analysis
+                        .edits
+                        .push(specifier_edit(&dir, &pending[j].0, req.span));
                     resolved.insert(req.spec.clone(), j);
                     if !deps.contains(&name) {
                         deps.push(name);
@@ -444,7 +439,7 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
     if !diags.is_empty() {
         return Err(diags);
     }
-    reanalyze_importers_of_factories(&mut units, &pending, src)?;
+    reanalyze_importers_of_factories(&mut units, &pending)?;
     Ok(units)
 }
 
@@ -454,7 +449,6 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
 fn reanalyze_importers_of_factories(
     units: &mut [Unit],
     pending: &[(String, String)],
-    src: &dyn ModuleSource,
 ) -> Result<(), Vec<Diagnostic>> {
     let root_dir = imports::dir_of(&units[0].path);
     let mut diags = vec![];
@@ -479,12 +473,17 @@ fn reanalyze_importers_of_factories(
         let dir = imports::dir_of(&u.path);
         for req in std::mem::take(&mut analysis.requests) {
             if let Some(&j) = u.resolved.get(&req.spec) {
-                let spec = imports::module_name(&dir, &pending[j].0);
-                let literal = serde_json::to_string(&spec).expect("string serialises");
-                analysis.edits.push(Edit::replace(req.span, literal));
+                analysis
+                    .edits
+                    .push(specifier_edit(&dir, &pending[j].0, req.span));
             }
         }
-        attach_data_files(&mut analysis, &dir, &root_dir, src);
+        // The data files were read in the first pass: attach the same texts.
+        let read = u
+            .data
+            .iter()
+            .fold(MemorySource::new(), |s, (path, _, text)| s.with(path, text));
+        attach_data_files(&mut analysis, &dir, &root_dir, &read);
         let raw = std::mem::take(&mut analysis.diags);
         diags.extend(
             raw.into_iter()
@@ -497,6 +496,18 @@ fn reanalyze_importers_of_factories(
     } else {
         Err(diags)
     }
+}
+
+/// The edit that makes an import of `target` from a module in `dir` name it by its path relative
+/// to the importer's own folder: what any loader that resolves relative imports by path (the
+/// engine's, at the module's registered path) finds, wherever in the program's tree the importer
+/// sits.
+fn specifier_edit(dir: &str, target: &str, span: oxc_span::Span) -> Edit {
+    let spec = imports::module_name(dir, target);
+    Edit::replace(
+        span,
+        serde_json::to_string(&spec).expect("string serialises"),
+    )
 }
 
 /// Reads the files a module's `dataFile` calls name (relative to the module's directory `dir`)

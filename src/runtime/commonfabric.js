@@ -1090,7 +1090,7 @@ export function multiUserTest(descriptor) {
 
 // `createNodeFactory({type, implementation})`: a JavaScript module is a
 // lift; a reference names a builtin.
-const BUILTIN_NODES = () => ({
+const BUILTIN_NODES = {
   ifElse: (a) => ifElse(a.condition, a.ifTrue, a.ifFalse),
   when: (a) => when(a.condition, a.value),
   unless: (a) => unless(a.condition, a.fallback),
@@ -1098,13 +1098,14 @@ const BUILTIN_NODES = () => ({
   wish: (a) => wish(a),
   fetchJson, fetchJsonUnchecked, fetchText, fetchBinary, fetchData, fetchProgram, streamData,
   generateText, generateObject, llm, llmDialog, cellFromUrl, sqliteQuery, inspectConfLabel,
-});
+};
 export function createNodeFactory(spec) {
   const s = spec || {};
   if (s.type === "javascript" && typeof s.implementation === "function") return lift(s.implementation);
   if (s.type === "ref" && typeof s.implementation === "string") {
-    const f = BUILTIN_NODES()[s.implementation];
-    if (f !== undefined) return f;
+    if (Object.prototype.hasOwnProperty.call(BUILTIN_NODES, s.implementation)) {
+      return BUILTIN_NODES[s.implementation];
+    }
     throw new Error("commonfabric: no builtin node named " + JSON.stringify(s.implementation));
   }
   throw new Error("commonfabric: createNodeFactory expects {type: \"javascript\", implementation: fn} " +
@@ -1167,7 +1168,6 @@ function deepEqual(a, b, depth) {
 function debugString(value, indent) {
   const stack = [];
   const pad = (n) => indent === undefined ? "" : "\n" + " ".repeat(indent * n);
-  const sep = indent === undefined ? "," : ",";
   const colon = indent === undefined ? ":" : ": ";
   const render = (v, level) => {
     if (v !== null && typeof v === "object" && typeof v.toJSON === "function" && !(v instanceof Date)) {
@@ -1203,12 +1203,12 @@ function debugString(value, indent) {
       if (Array.isArray(v)) {
         if (v.length === 0) return "[]";
         const items = v.map((x) => pad(level + 1) + render(x, level + 1));
-        return "[" + items.join(sep) + pad(level) + "]";
+        return "[" + items.join(",") + pad(level) + "]";
       }
       const keys = Object.keys(v);
       if (keys.length === 0) return "{}";
       const items = keys.map((k) => pad(level + 1) + JSON.stringify(k) + colon + render(v[k], level + 1));
-      return "{" + items.join(sep) + pad(level) + "}";
+      return "{" + items.join(",") + pad(level) + "}";
     } finally {
       stack.pop();
     }
@@ -1276,19 +1276,17 @@ export class FabricSpecialObject {
 }
 export class FabricInstance extends FabricSpecialObject {}
 export class FabricPrimitive extends FabricSpecialObject {}
-const fabricValue = (name, field) => {
-  const C = {
-    [name]: class extends FabricPrimitive {
-      constructor(value) {
-        super();
-        this[field] = value;
-        Object.freeze(this);
-      }
-      toJSON() { return this[field]; }
-    },
-  }[name];
-  return C;
-};
+// A class named `name` holding its value at `field`.
+const fabricValue = (name, field) => ({
+  [name]: class extends FabricPrimitive {
+    constructor(value) {
+      super();
+      this[field] = value;
+      Object.freeze(this);
+    }
+    toJSON() { return this[field]; }
+  },
+})[name];
 export const FabricEpochNsec = fabricValue("FabricEpochNsec", "value");
 export const FabricEpochDay = fabricValue("FabricEpochDay", "value");
 export const FabricHash = fabricValue("FabricHash", "hash");
