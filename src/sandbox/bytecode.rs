@@ -68,6 +68,56 @@ pub(crate) fn declare_as<'js>(
     Ok(module)
 }
 
+/// Declares one of the host's own modules (the authoring API, the private
+/// module, the lockdown) from bytecode without its functions' source text.
+///
+/// Why: the engine keeps every function's source beside its bytecode (for
+/// `Function.prototype.toString`), nested functions again inside their
+/// outer one's, and these modules live in the engine image that every
+/// tenure copies back: their source was a fifth of the image. A pattern's
+/// own modules keep their source (an author may print a function).
+/// The module is compiled once per process in a scratch runtime, so the
+/// sandbox only ever loads the stripped bytecode; a compile error (never
+/// expected of the host's own code) is reported by compiling in `ctx`.
+pub(crate) fn declare_builtin<'js>(
+    ctx: &Ctx<'js>,
+    name: &str,
+    source: &str,
+) -> rquickjs::Result<Module<'js, Declared>> {
+    let key = key(&format!("{name}\0stripped"), source);
+    let code = match get(&key) {
+        Some(code) => Some(code),
+        None => compile_stripped(name, source).map(|code| {
+            put(key, code.clone());
+            Arc::from(code)
+        }),
+    };
+    if let Some(code) = code {
+        // SAFETY: written by `Module::write` in this process from this
+        // source under this name (the key hashes both).
+        if let Ok(m) = unsafe { Module::load(ctx.clone(), &code) } {
+            return Ok(m);
+        }
+    }
+    Module::declare(ctx.clone(), name, source.as_bytes())
+}
+
+/// `source` compiled as module `name` in a runtime of its own, written
+/// without function source; `None` when it does not compile.
+fn compile_stripped(name: &str, source: &str) -> Option<Vec<u8>> {
+    let rt = rquickjs::Runtime::new().ok()?;
+    let ctx = rquickjs::Context::full(&rt).ok()?;
+    ctx.with(|ctx| {
+        Module::declare(ctx, name, source.as_bytes())
+            .ok()?
+            .write(WriteOptions {
+                strip_source: true,
+                ..WriteOptions::default()
+            })
+            .ok()
+    })
+}
+
 /// `code` with every atom of its atom table that reads exactly `from`
 /// rewritten as `to` (a module's name is one atom, shared by its functions'
 /// debug file names). The table leads the bytecode: a version byte, a
@@ -228,6 +278,39 @@ mod tests {
         assert!(rename(&code, template, a).is_some());
         assert!(rename(&code, a, template).is_none());
         assert!(rename(&code, template, "short").is_none());
+    }
+
+    #[test]
+    fn a_builtin_module_loads_without_its_source_and_keeps_its_line_numbers() {
+        let name = "builtin-test.js";
+        let src = "export function where() {\n  // secret comment\n  return new Error('x').stack;\n}";
+        let rt = rquickjs::Runtime::new().unwrap();
+        let ctx = rquickjs::Context::full(&rt).unwrap();
+        ctx.with(|ctx| {
+            let (m, done) = declare_builtin(&ctx, name, src).unwrap().eval().unwrap();
+            done.finish::<()>().unwrap();
+            let f: rquickjs::Function = m.namespace().unwrap().get("where").unwrap();
+            let text: String = ctx
+                .eval::<rquickjs::Function, _>("(f) => Function.prototype.toString.call(f)")
+                .unwrap()
+                .call((f.clone(),))
+                .unwrap();
+            assert!(!text.contains("secret"), "no source: {text}");
+            let stack: String = f.call(()).unwrap();
+            assert!(stack.contains("builtin-test.js:3"), "debug info kept: {stack}");
+        });
+        // A pattern's module keeps its source.
+        ctx.with(|ctx| {
+            let (m, done) = declare(&ctx, "pattern-test.js", src).unwrap().eval().unwrap();
+            done.finish::<()>().unwrap();
+            let f: rquickjs::Function = m.namespace().unwrap().get("where").unwrap();
+            let text: String = ctx
+                .eval::<rquickjs::Function, _>("(f) => Function.prototype.toString.call(f)")
+                .unwrap()
+                .call((f,))
+                .unwrap();
+            assert!(text.contains("secret"), "{text}");
+        });
     }
 
     #[test]

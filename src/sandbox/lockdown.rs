@@ -288,7 +288,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Resul
 
     // The name resolves for nobody: pattern imports of it are refused.
     const NAME: &str = "spacewake:lockdown";
-    let declared = super::bytecode::declare(ctx, NAME, LOCKDOWN_JS)?;
+    let declared = super::bytecode::declare_builtin(ctx, NAME, LOCKDOWN_JS)?;
     let (module, done) = declared.eval()?;
     done.finish::<()>()?;
     let installer: Function = module.namespace()?.get("default")?;

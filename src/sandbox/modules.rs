@@ -189,14 +189,14 @@ impl Loader for SandboxLoader {
         }
         if name == COMMONFABRIC {
             let source = self.registry.commonfabric.clone();
-            return super::bytecode::declare(ctx, name, &source);
+            return super::bytecode::declare_builtin(ctx, name, &source);
         }
         if name == INTERNAL_MODULE {
             let source = self.registry.internal.clone();
-            return super::bytecode::declare(ctx, name, &source);
+            return super::bytecode::declare_builtin(ctx, name, &source);
         }
         if let Some(source) = self.registry.subpath(name) {
-            return super::bytecode::declare(ctx, name, source);
+            return super::bytecode::declare_builtin(ctx, name, source);
         }
         let registered = match self.registry.modules.borrow().get(name) {
             Some(r) => r.clone(),
