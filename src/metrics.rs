@@ -114,6 +114,7 @@ counters! {
     PiecesSetAside => ("actions", "piecesSetAside", Counter, "Pieces an activation could not load, set aside (their events dead-lettered) while the space serves its other pieces"),
     HandlerRuns => ("actions", "handlerRuns", Counter, "Handler and action runs"),
     DerivationRuns => ("actions", "derivationRuns", Counter, "Derivation (lift/derive/computed/str) runs"),
+    ClockTicks => ("actions", "clockTicks", Counter, "Times a #now or #now/N wish took a new time (its first run, or a grid boundary passed while something demanded it)"),
     DerivationsSkippedFresh => ("actions", "derivationsSkippedFresh", Counter, "Pulled derivations not re-run because their inputs were unchanged"),
     ActionsFailed => ("actions", "failed", Counter, "Actions that threw; their writes were discarded"),
     ActionsPreempted => ("actions", "preempted", Counter, "Actions stopped by their interrupt budget; their writes were discarded"),

@@ -499,3 +499,97 @@ fn on_a_manual_clock_a_space_parks_when_the_clock_reaches_its_idle_time() {
     parked(&host, "s", 1);
     assert!(host.active_spaces().is_empty());
 }
+
+/// `wish("#now/60")` on the host clock: a session tracking it gets the new
+/// minute when the clock passes a boundary; once nobody demands it, the
+/// boundaries it passes run nothing and the space parks at its idle time,
+/// exactly as without it.
+#[test]
+fn a_now_clock_ticks_for_a_tracking_session_and_never_keeps_its_space_awake() {
+    use spacewake::clock::Clock;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(spacewake::clock::ManualClock::default());
+    let host = common::manual_host(dir.path(), clock.clone(), |c| c.idle_park_ms = 90_000);
+    host.store().create_space("s", "did:key:owner").unwrap();
+    let piece = host
+        .deploy_file_blocking(
+            "s",
+            "wish-now.tsx",
+            include_str!("../fixtures/patterns/wish-now.tsx"),
+            json!({}),
+        )
+        .unwrap();
+    let c = host.counters().clone();
+    let start = clock.now_ms() / 60_000 * 60_000;
+    let mut rx = common::attach(&host, "s", 1);
+    track(&host, "s", 1, &piece, "minute");
+    assert_eq!(recv(&mut rx).value, json!(start));
+    track(&host, "s", 1, &piece, "minutesSinceLoad");
+    assert_eq!(recv(&mut rx).value, json!(0));
+
+    // A boundary passes: both tracked values move, with no event sent.
+    clock.set_ms(start + 60_000);
+    let (mut minute, mut since) = (None, None);
+    while minute.is_none() || since.is_none() {
+        let u = recv(&mut rx);
+        match u.path.first() {
+            Some(spacewake::store::path::PathSeg::Key(k)) if k == "minute" => {
+                minute = Some(u.value)
+            }
+            _ => since = Some(u.value),
+        }
+    }
+    assert_eq!(minute, Some(json!(start + 60_000)));
+    assert_eq!(since, Some(json!(1)));
+    assert!(c.space_value("s", Counter::ClockTicks) >= 2);
+
+    // Nobody demands it now: a boundary wakes the server, runs nothing,
+    // and the park still comes at the idle time after the detach.
+    host.ask_blocking("s", Trigger::Session, Request::Detach { session: 1 })
+        .unwrap();
+    let ticks = c.space_value("s", Counter::ClockTicks);
+    let wakeups = c.space_value("s", Counter::ServerWakeups);
+    clock.set_ms(start + 125_000);
+    wait_until("the server looked at its timers", || {
+        c.space_value("s", Counter::ServerWakeups) > wakeups
+    });
+    assert_eq!(host.active_spaces(), vec!["s".to_string()]);
+    clock.set_ms(start + 149_000);
+    wait_until("the server looked at its timers", || {
+        c.space_value("s", Counter::ServerWakeups) > wakeups + 1
+    });
+    assert_eq!(
+        host.active_spaces(),
+        vec!["s".to_string()],
+        "not parked early"
+    );
+    clock.set_ms(start + 150_000);
+    parked(&host, "s", 1);
+    assert_eq!(
+        c.space_value("s", Counter::ClockTicks),
+        ticks,
+        "no tick undemanded"
+    );
+    assert!(host.active_spaces().is_empty());
+
+    // An hour on, a read activates it again: `#now/60` is the new minute,
+    // `#now` still the time the piece first loaded (kept with the piece).
+    clock.set_ms(start + 3_600_000 + 1_000);
+    let read = |path: &str| {
+        host.ask_blocking(
+            "s",
+            Trigger::Session,
+            spacewake::host::Read {
+                piece: Some(piece.clone()),
+                doc: None,
+                path: parse_dotted(path),
+            },
+        )
+        .unwrap()
+        .value
+    };
+    assert_eq!(read("minute"), json!(start + 3_600_000));
+    assert_eq!(read("loadedAt"), json!(start));
+    assert_eq!(read("minutesSinceLoad"), json!(60));
+    host.shutdown();
+}

@@ -229,7 +229,12 @@ pub(crate) fn run(
             now,
             s.work,
             s.next_renew_ms,
-            [park, s.life.fire_at(), s.checkpoint_at()],
+            [
+                park,
+                s.life.fire_at(),
+                s.checkpoint_at(),
+                s.rt.next_clock_tick(),
+            ],
         );
         counters.inc(Counter::ServerWakeups);
         // On a manual clock no deadline comes by itself: its jumps arrive
@@ -254,6 +259,14 @@ pub(crate) fn run(
             break Ended::Failed(e);
         }
         s.fire_if_prepared();
+        // A `#now/N` something pulled has reached its next boundary: a wave
+        // moves it (and what reads it). Not activity.
+        if s.rt
+            .next_clock_tick()
+            .is_some_and(|at| inner.clock.now_ms() >= at)
+        {
+            s.work = true;
+        }
         if let Err(e) = s.turn() {
             break Ended::Failed(e);
         }
@@ -386,11 +399,11 @@ pub(crate) fn run(
 /// Until when (on the host clock) the loop may wait for its next command
 /// (pure): `now` while there is work, else the earliest of the lease
 /// renewal and the `timers` that are set (the park, a prepared wake's own
-/// firing, the idle checkpoint). The park is passed only when no session
+/// firing, the idle checkpoint, the next `#now/N` boundary). The park is passed only when no session
 /// holds the space: with one attached, a park time in the past made this a
 /// busy loop (until session 6, a session idle for the park time pinned a
 /// core).
-fn next_deadline(now_ms: u64, work: bool, renew_ms: u64, timers: [Option<u64>; 3]) -> u64 {
+fn next_deadline(now_ms: u64, work: bool, renew_ms: u64, timers: [Option<u64>; 4]) -> u64 {
     if work {
         return now_ms;
     }
@@ -1117,21 +1130,29 @@ mod tests {
         let now = 10_000;
         let renew = now + 1_000;
         assert_eq!(
-            next_deadline(now, true, renew, [Some(now + 5), None, None]),
+            next_deadline(now, true, renew, [Some(now + 5), None, None, None]),
             now
         );
-        assert_eq!(next_deadline(now, false, renew, [None, None, None]), renew);
+        assert_eq!(
+            next_deadline(now, false, renew, [None, None, None, None]),
+            renew
+        );
         assert_eq!(
             next_deadline(
                 now,
                 false,
                 renew,
-                [Some(now + 300), Some(now + 40), Some(now + 50)]
+                [
+                    Some(now + 300),
+                    Some(now + 40),
+                    Some(now + 50),
+                    Some(now + 60)
+                ]
             ),
             now + 40
         );
         assert_eq!(
-            next_deadline(now, false, renew, [Some(now - 10), None, None]),
+            next_deadline(now, false, renew, [Some(now - 10), None, None, None]),
             now - 10,
             "a timer in the past: at once"
         );

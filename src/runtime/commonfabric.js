@@ -896,12 +896,45 @@ function unsupported(name, why) {
     throw new Error("commonfabric: " + name + " is not available in spacewake (" + why + ")");
   };
 }
-// `wish`: what a space cannot answer yet (none of the reference's queries,
-// `#now` included, is resolved here so far) answers the reference's
-// not-found state, so an app that wishes still loads and reads; a cell of
-// the piece in a pattern body, a plain value elsewhere.
-export function wish(_query, _schema) {
+// `wish(query)` / `wish({ query })`. `#now` is the time the piece first
+// loaded and `#now/N` the host clock on an N-second grid (N a whole number,
+// 1 to 86400): in a pattern body each is a host node (kind "clock", the
+// grid in ms, 0 for the one-shot) whose result the runtime computes from its
+// clock and moves on at each grid boundary while something demands it
+// (`runtime/clock.rs`). Every other query is one a space cannot answer
+// here, and gets the reference's not-found state; a malformed `#now` gets
+// its error state. A wish never throws.
+export function wish(target, _schema) {
+  const query = typeof target === "string" ? target : target && typeof target === "object" && !isRef(target) ? target.query : undefined;
+  const interval = typeof query === "string" ? nowInterval(query.trim()) : null;
+  if (typeof interval === "string") {
+    return settledState({ result: undefined, candidates: [], error: interval });
+  }
+  if (typeof interval === "number") {
+    if (builder !== null && !inHandler()) return addNode("clock", null, [interval], query.trim());
+    if (inHandler()) {
+      const ms = Math.floor(Date.now() / (interval || 1000)) * (interval || 1000);
+      return { result: ms, candidates: [ms] };
+    }
+  }
   return settledState({ result: undefined, candidates: [] });
+}
+
+// The grid of a `#now` query in ms (0: the one-shot `#now`), the reference's
+// error text for a malformed one, or null for any other query.
+function nowInterval(query) {
+  const parts = query.split("/").filter((p) => p.length > 0);
+  if (parts[0] !== "#now") return null;
+  if (parts.length === 1) return 0;
+  if (parts.length > 2) return 'Wish now target "' + query + '" is not recognized.';
+  if (!/^[0-9]+$/.test(parts[1])) {
+    return 'Wish now interval "' + parts[1] + '" must be a whole number of seconds in base ten.';
+  }
+  const seconds = Number.parseInt(parts[1], 10);
+  if (seconds < 1 || seconds > 86400) {
+    return 'Wish now interval "' + parts[1] + '" must be between 1 and 86400 seconds.';
+  }
+  return seconds * 1000;
 }
 
 // A builtin's state that will not change: a cell of the piece when a

@@ -199,6 +199,7 @@ impl SpaceRuntime {
         if !self.pieces.contains_key(piece) {
             return Err(RuntimeError::UnknownPiece(piece.to_string()));
         }
+        self.advance_clocks();
         self.value_at(piece, path, 0)
     }
 

@@ -47,6 +47,7 @@ mod documents;
 pub mod graph;
 mod handlers;
 mod metering;
+mod now;
 mod pieces;
 mod pull;
 mod waves;
@@ -418,6 +419,8 @@ pub struct SpaceRuntime {
     /// What the space's storage quota has left for the pending wave's
     /// actions to write (set by the host before each wave); `None`: no quota.
     storage_left: Option<u64>,
+    /// `#now/N` clocks pulled this tenure: node -> (grid ms, tick it holds).
+    ticking: BTreeMap<String, (u64, u64)>,
 }
 
 /// Suffix of a stored inputs hash whose run built a frame.
@@ -556,6 +559,7 @@ impl SpaceRuntime {
             set_aside: BTreeMap::new(),
             cache_estimate: 0,
             storage_left: None,
+            ticking: BTreeMap::new(),
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {

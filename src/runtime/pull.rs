@@ -58,6 +58,9 @@ impl SpaceRuntime {
         // Mark first: a cycle through this node then reads its old value
         // instead of recursing forever.
         self.fresh.insert(id.to_string());
+        if self.nodes[id].def.kind == "clock" {
+            return self.refresh_clock(id);
+        }
         let (template, fn_index, is_map) = {
             let n = &self.nodes[id];
             (n.def.args.clone(), n.def.fn_index, n.def.kind == "map")

@@ -90,6 +90,7 @@ impl SpaceRuntime {
             self.counters.inc(Counter::EventsProcessed);
         }
         self.report.events += events.len();
+        self.advance_clocks();
         let demanded: Vec<_> = self.demand.iter().cloned().collect();
         for (piece, path) in demanded {
             if self.pieces.contains_key(&piece) {

@@ -283,7 +283,8 @@ mod tests {
     #[test]
     fn a_builtin_module_loads_without_its_source_and_keeps_its_line_numbers() {
         let name = "builtin-test.js";
-        let src = "export function where() {\n  // secret comment\n  return new Error('x').stack;\n}";
+        let src =
+            "export function where() {\n  // secret comment\n  return new Error('x').stack;\n}";
         let rt = rquickjs::Runtime::new().unwrap();
         let ctx = rquickjs::Context::full(&rt).unwrap();
         ctx.with(|ctx| {
@@ -297,11 +298,17 @@ mod tests {
                 .unwrap();
             assert!(!text.contains("secret"), "no source: {text}");
             let stack: String = f.call(()).unwrap();
-            assert!(stack.contains("builtin-test.js:3"), "debug info kept: {stack}");
+            assert!(
+                stack.contains("builtin-test.js:3"),
+                "debug info kept: {stack}"
+            );
         });
         // A pattern's module keeps its source.
         ctx.with(|ctx| {
-            let (m, done) = declare(&ctx, "pattern-test.js", src).unwrap().eval().unwrap();
+            let (m, done) = declare(&ctx, "pattern-test.js", src)
+                .unwrap()
+                .eval()
+                .unwrap();
             done.finish::<()>().unwrap();
             let f: rquickjs::Function = m.namespace().unwrap().get("where").unwrap();
             let text: String = ctx
