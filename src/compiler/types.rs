@@ -553,7 +553,9 @@ impl<'m> SchemaGen<'m> {
                     set(&mut s, "asStream", Value::Bool(true));
                     s
                 }
-                "OpaqueRef" | "Opaque" | "Readonly" => self.arg(r, 0),
+                // A scope is where a cell lives, not what it holds.
+                "OpaqueRef" | "Opaque" | "Readonly" | "PerSpace" | "PerUser" | "PerSession"
+                | "PerAny" | "Scoped" => self.arg(r, 0),
                 "Array" | "ReadonlyArray" => json!({"type": "array", "items": self.arg(r, 0)}),
                 "Record" => json!({"type": "object", "additionalProperties": self.arg(r, 1)}),
                 "Partial" => {

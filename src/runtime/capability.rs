@@ -90,11 +90,27 @@ impl Reach {
         owned_by(doc, &self.piece)
     }
 
-    /// Whether `doc` at `path` is at or under a cell it was given.
+    /// Whether `doc` at `path` is at or under a cell it was given, or is a
+    /// keyed element (anywhere in it) of an array at or under one.
     fn under_a_cell(&self, doc: &str, path: &[PathSeg]) -> bool {
         self.cells
             .iter()
             .any(|c| c.doc == doc && path.starts_with(&c.path))
+            || self.an_element_given(doc, |c| &c.cells)
+    }
+
+    /// Whether `doc` is a keyed element of an array at or under one of the
+    /// links `of` picks.
+    fn an_element_given(&self, doc: &str, of: impl Fn(&Self) -> &Vec<Link>) -> bool {
+        let Some((parent, path)) = element_parent(doc) else {
+            return false;
+        };
+        let given = of(self).iter().any(|c| {
+            c.doc == parent
+                && c.path.len() <= path.len()
+                && c.path.iter().zip(&path).all(|(a, b)| seg_text(a) == *b)
+        });
+        given || self.an_element_given(&parent, of)
     }
 
     /// A write of `doc` at `path`: under a cell it was given, and never a
@@ -139,7 +155,8 @@ impl Reach {
             let given = self
                 .links
                 .iter()
-                .any(|g| g.doc == l.doc && l.path.starts_with(&g.path));
+                .any(|g| g.doc == l.doc && l.path.starts_with(&g.path))
+                || self.an_element_given(&l.doc, |r| &r.links);
             if given || self.owns(&l.doc) {
                 return Ok(());
             }
@@ -159,6 +176,59 @@ impl Reach {
             Value::Object(m) => m.values().try_for_each(|x| self.check_value(x)),
             _ => Ok(()),
         }
+    }
+}
+
+/// Between an array's document and its keyed elements' documents
+/// (`Cell.elementById` in the authoring API, which makes the same ids).
+pub const ELEMENT_MARK: &str = "/#el/";
+
+/// The array a keyed element's document belongs to, named in its id:
+/// `DOC/#el/SEG/…/~KEY` (segments and key percent-encoded), so that an
+/// action given a cell of the array may write and link its elements.
+pub fn element_parent(doc: &str) -> Option<(String, Vec<String>)> {
+    let at = doc.rfind(ELEMENT_MARK)?;
+    let (parent, rest) = (&doc[..at], &doc[at + ELEMENT_MARK.len()..]);
+    let (segs, key) = match rest.rsplit_once('/') {
+        Some((segs, key)) => (segs.split('/').collect::<Vec<_>>(), key),
+        None => (Vec::new(), rest),
+    };
+    let key = key.strip_prefix('~')?;
+    if parent.is_empty()
+        || key.contains('~')
+        || segs.iter().any(|s| s.is_empty() || s.contains('~'))
+    {
+        return None;
+    }
+    let path = segs
+        .iter()
+        .map(|s| percent_decode(s))
+        .collect::<Option<Vec<_>>>()?;
+    Some((parent.to_string(), path))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A path's segments as text (an index and its digits compare equal).
+fn seg_text(s: &PathSeg) -> String {
+    match s {
+        PathSeg::Index(i) => i.to_string(),
+        PathSeg::Key(k) => k.clone(),
     }
 }
 
@@ -307,5 +377,54 @@ mod tests {
         // A piece id that merely starts with ours is not ours.
         assert!(!owned_by("pc-ab/c0", "pc-a"));
         assert!(owned_by("pc-a/p3/c0", "pc-a"));
+    }
+
+    #[test]
+    fn a_keyed_element_belongs_to_the_array_its_id_names() {
+        assert_eq!(
+            element_parent("pc-a/c0/#el/items/~k%2F1"),
+            Some(("pc-a/c0".to_string(), vec!["items".to_string()]))
+        );
+        assert_eq!(
+            element_parent("pc-a/c0/#el/~x"),
+            Some(("pc-a/c0".to_string(), vec![]))
+        );
+        // Nested: the last mark names the nearest array.
+        assert_eq!(
+            element_parent("d/x/#el/~a/#el/l/~b").map(|p| p.0),
+            Some("d/x/#el/~a".to_string())
+        );
+        for bad in [
+            "pc-a/c0",
+            "/#el/~x",
+            "d/x/#el/items",
+            "d/x/#el/a//~k",
+            "d/x/#el/~a~b",
+        ] {
+            assert_eq!(element_parent(bad), None, "{bad}");
+        }
+
+        let mut r = Reach::new("pc-b");
+        r.add_cell("pc-a/c0", &[key("items")]);
+        assert!(r.check_write("pc-a/c0/#el/items/~k", &[]).is_ok());
+        assert!(r
+            .check_write("pc-a/c0/#el/items/3/~k", &[key("title")])
+            .is_ok());
+        assert!(
+            r.check_write("pc-a/c0/#el/items/~k/#el/~j", &[]).is_ok(),
+            "an element's element"
+        );
+        assert!(
+            r.check_write("pc-a/c0/#el/other/~k", &[]).is_err(),
+            "another field's"
+        );
+        assert!(
+            r.check_write("pc-a/c1/#el/items/~k", &[]).is_err(),
+            "another document's"
+        );
+        let link = json!({"$link": {"doc": "pc-a/c0/#el/items/~k", "path": []}});
+        assert!(r.check_value(&json!([link])).is_ok());
+        let other = json!({"$link": {"doc": "pc-z/c0/#el/items/~k", "path": []}});
+        assert!(r.check_value(&other).is_err());
     }
 }

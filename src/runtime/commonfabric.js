@@ -189,8 +189,21 @@ function markCells(input, schema) {
   const props = s.properties;
   if (!props || input === null || typeof input !== "object" || isRef(input) || Array.isArray(input)) return input;
   const out = {};
-  for (const k of Object.keys(input)) out[k] = props[k] && props[k].asCell ? asCellRef(input[k]) : input[k];
+  for (const k of Object.keys(input)) {
+    const p = props[k];
+    out[k] = p && p.asCell ? asCellRef(input[k])
+      : p && p.items && p.items.asCell && !(p.asCell) ? asCellItemsRef(input[k])
+      : input[k];
+  }
   return out;
+}
+
+// An array input whose elements are `Cell`-typed (`Writable<T>[]`): the run
+// gets the array with a cell for each element.
+function asCellItemsRef(v) {
+  if (!isRef(v)) return v;
+  const m = v[REF];
+  return { [CELL_INPUT]: true, toJSON() { return { $link: { doc: m.doc, path: m.path, cellItems: true } }; }, [REF]: m };
 }
 
 // The captures the compiler passes to a `lift` written inline in a pattern
@@ -625,9 +638,42 @@ function buildContext(ctx, docs, writes, sends, shape) {
     const f = ctx[k];
     if (f.cell) out[k] = cellView(new Cell(MINT, f.cell.doc, f.cell.path, docs, writes, sends));
     else if (f.stream) out[k] = new Stream(MINT, f.stream, sends);
-    else out[k] = f.value;
+    else out[k] = withStreams(f.value, sends, 0);
   }
   return out;
+}
+
+// A value given to a handler, with the streams in it made sendable (a
+// child piece's result passed whole: `suite.trigger.send()`).
+function withStreams(v, sends, depth) {
+  if (v === null || typeof v !== "object" || depth > 64) return v;
+  if (Array.isArray(v)) return v.map((x) => withStreams(x, sends, depth + 1));
+  const keys = Object.keys(v);
+  if (keys.length === 1 && keys[0] === "$stream" && typeof v.$stream === "string") {
+    return new Stream(MINT, v.$stream, sends);
+  }
+  for (const k of keys) v[k] = withStreams(v[k], sends, depth + 1);
+  return v;
+}
+
+// Between an array's document and the documents of its keyed elements
+// (`Cell.elementById`); the host's capability check reads the same form.
+const ELEMENT_MARK = "/#el/";
+function encodeSegment(s) {
+  return encodeURIComponent(String(s)).replace(/~/g, "%7E");
+}
+
+// A value read in a handler, with the links to keyed elements whose
+// documents the run holds replaced by their values.
+function withElements(v, docs, depth) {
+  if (v === null || typeof v !== "object" || depth > 32) return v;
+  if (Array.isArray(v)) return v.map((x) => withElements(x, docs, depth + 1));
+  const l = v.$link;
+  if (l && typeof l.doc === "string" && l.doc.includes(ELEMENT_MARK) && docs[l.doc] !== undefined) {
+    return withElements(clone(getAt(docs[l.doc], l.path || [])), docs, depth + 1);
+  }
+  for (const k of Object.keys(v)) v[k] = withElements(v[k], docs, depth + 1);
+  return v;
 }
 
 function getAt(v, path) {
@@ -667,7 +713,7 @@ class Cell {
     this.#doc = doc; this.#path = path; this.#docs = docs; this.#writes = writes; this.#sends = sends;
     Object.freeze(this);
   }
-  get() { return clone(getAt(this.#docs[this.#doc], this.#path)); }
+  get() { return withElements(clone(getAt(this.#docs[this.#doc], this.#path)), this.#docs, 0); }
   set(value) {
     const v = value === undefined ? null : clone(serializeValue(value));
     setAt(this.#docs, this.#doc, this.#path, v);
@@ -694,13 +740,22 @@ class Cell {
     }
   }
   remove(item) {
-    const cur = this.get();
+    const cur = getAt(this.#docs[this.#doc], this.#path);
     if (!Array.isArray(cur)) return;
     const s = JSON.stringify(serializeValue(item));
     this.set(cur.filter((x) => JSON.stringify(x) !== s));
   }
   key(k) {
     return cellView(new Cell(MINT, this.#doc, this.#path.concat([String(k)]), this.#docs, this.#writes, this.#sends));
+  }
+  // The reference's keyed element of an array: a document of its own, named
+  // after the array (its document and path) and the key, so the same key
+  // always names the same element. An array holds it by link (`addUnique`),
+  // and `removeByValue` of it takes the link out.
+  elementById(idKey) {
+    const doc = this.#doc + ELEMENT_MARK + this.#path.map((s) => encodeSegment(s) + "/").join("") +
+      "~" + encodeSegment(idKey);
+    return cellView(new Cell(MINT, doc, [], this.#docs, this.#writes, this.#sends));
   }
   send(event) {
     this.#sends.push({ cell: { doc: this.#doc, path: this.#path }, payload: serializeValue(event) });
@@ -717,7 +772,7 @@ class Cell {
     this.set((typeof cur === "number" ? cur : 0) + (by === undefined ? 1 : by));
   }
   addUnique(...items) {
-    const cur = this.get();
+    const cur = getAt(this.#docs[this.#doc], this.#path);
     const list = Array.isArray(cur) ? cur : [];
     const have = new Set(list.map((x) => JSON.stringify(x)));
     for (const item of items) {
@@ -837,7 +892,11 @@ class ReadCell {
 
 function serializeValue(v) {
   if (v instanceof ReadCell) return v.get();
-  if (v instanceof Cell) return v.get();
+  if (v instanceof Cell) {
+    // A keyed element is held by link, as in the reference.
+    const l = Cell.linkOf(v);
+    return l.doc.includes(ELEMENT_MARK) ? { $link: { doc: l.doc, path: l.path } } : v.get();
+  }
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v instanceof Stream) return v.toJSON();
   if (v === undefined) return null;

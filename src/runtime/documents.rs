@@ -165,7 +165,34 @@ impl SpaceRuntime {
 
     pub(super) fn resolve_deep(&mut self, v: Value, depth: usize) -> RuntimeResult<Value> {
         if let Some(l) = as_link(&v) {
+            // A handler's documents keep their keyed elements by link (and
+            // get those documents beside them): what it writes back keeps
+            // the links.
+            if let Some(kept) = self.element_links.as_mut() {
+                if capability::element_parent(&l.doc).is_some() {
+                    kept.push(l.doc);
+                    return Ok(v);
+                }
+            }
             let value = self.value_at(&l.doc, &l.path, depth + 1)?;
+            if graph::link_wants_cell_items(&v) {
+                // `Cell<T>[]`: each element a cell over where it lives.
+                let Value::Array(items) = value else {
+                    return Ok(value);
+                };
+                let (doc, path) = self.cell_target(&l)?;
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.into_iter().enumerate() {
+                    let mut at = path.clone();
+                    at.push(PathSeg::Index(i));
+                    let (d, p) = self.cell_target(&Link {
+                        doc: doc.clone(),
+                        path: at,
+                    })?;
+                    out.push(json!({"$cell": {"doc": d, "path": p}, "value": item}));
+                }
+                return Ok(Value::Array(out));
+            }
             if graph::link_wants_cell(&v) {
                 // A `Cell`-typed input: the run builds a cell over the value.
                 let (doc, path) = self.cell_target(&l)?;

@@ -129,12 +129,21 @@ pub fn link_wants_cell(v: &Value) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a link asks for an array with a cell per element (an input
+/// typed `Cell<T>[]`).
+pub fn link_wants_cell_items(v: &Value) -> bool {
+    v.get("$link")
+        .and_then(|l| l.get("cellItems"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
 /// Whether a template holds a `Cell`-typed input anywhere.
 pub fn has_cell_link(v: &Value) -> bool {
     match v {
         Value::Array(a) => a.iter().any(has_cell_link),
         Value::Object(m) => match m.get("$link") {
-            Some(_) => link_wants_cell(v),
+            Some(_) => link_wants_cell(v) || link_wants_cell_items(v),
             None => m.values().any(has_cell_link),
         },
         _ => false,

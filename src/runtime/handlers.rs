@@ -3,8 +3,35 @@
 
 use super::*;
 
+/// Keyed element documents one handler run is given at most.
+const MAX_HANDLER_ELEMENTS: usize = 10_000;
+
 impl SpaceRuntime {
     // ----- handlers ------------------------------------------------------------
+
+    /// A document as a handler gets it: resolved, but for the links to keyed
+    /// elements (`elementById`), whose documents go into `docs` beside it.
+    fn handler_doc(
+        &mut self,
+        doc: &str,
+        docs: &mut serde_json::Map<String, Value>,
+    ) -> RuntimeResult<Value> {
+        let outer = self.element_links.replace(Vec::new());
+        let v = self.value_at(doc, &[], 0);
+        let mut pending = std::mem::replace(&mut self.element_links, outer).unwrap_or_default();
+        let v = v?;
+        // Elements of elements too, each once (a bound on the walk, too).
+        while let Some(e) = pending.pop() {
+            if docs.contains_key(&e) || docs.len() > MAX_HANDLER_ELEMENTS {
+                continue;
+            }
+            let outer = self.element_links.replace(Vec::new());
+            let ev = self.value_at(&e, &[], 0);
+            pending.extend(std::mem::replace(&mut self.element_links, outer).unwrap_or_default());
+            docs.insert(e, ev?);
+        }
+        Ok(v)
+    }
 
     /// Runs the handler bound to `event.stream`; its writes join the wave
     /// only if it returns normally.
@@ -36,7 +63,7 @@ impl SpaceRuntime {
                         let (doc, path) = self.cell_target(&l)?;
                         reach.add_cell(&doc, &path);
                         if !docs.contains_key(&doc) {
-                            let v = self.value_at(&doc, &[], 0)?;
+                            let v = self.handler_doc(&doc, &mut docs)?;
                             // What is reachable through the cell is given too.
                             if let Some(under) = get_at(&v, &path) {
                                 reach.add_refs_in(under);

@@ -421,6 +421,9 @@ pub struct SpaceRuntime {
     storage_left: Option<u64>,
     /// `#now/N` clocks pulled this tenure: node -> (grid ms, tick it holds).
     ticking: BTreeMap<String, (u64, u64)>,
+    /// While `Some`, reads keep links to keyed elements (`elementById`)
+    /// and collect their documents here (a handler's documents).
+    element_links: Option<Vec<String>>,
 }
 
 /// Suffix of a stored inputs hash whose run built a frame.
@@ -560,6 +563,7 @@ impl SpaceRuntime {
             cache_estimate: 0,
             storage_left: None,
             ticking: BTreeMap::new(),
+            element_links: None,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
