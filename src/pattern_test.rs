@@ -137,6 +137,18 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
             .create_piece(&program, None, &json!({}))
             .map_err(|e| e.to_string())?;
         rt.flush().map_err(|e| e.to_string())?;
+        // As the reference's runner, the piece settles before the first step.
+        rt.settle(MAX_WAVES_PER_STEP).map_err(|e| e.to_string())?;
+        let expects_non_idempotent = rt
+            .read(&piece, &[PathSeg::Key("expectNonIdempotent".into())])
+            .map_err(|e| e.to_string())?;
+        if expects_non_idempotent == Value::Bool(true) {
+            return Err(
+                "the test expects a non-idempotent derivation to be detected \
+                 (`expectNonIdempotent`); this runner has no idempotency check"
+                    .to_string(),
+            );
+        }
         let steps = rt
             .read(&piece, &[PathSeg::Key("$TESTS".into())])
             .map_err(|e| e.to_string())?;

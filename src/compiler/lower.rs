@@ -87,6 +87,7 @@ impl Module<'_> {
             m: self,
             out: Lowered::default(),
             local_builders: HashSet::new(),
+            holders: HashSet::new(),
         };
         l.builder_callee(callee)
     }
@@ -103,6 +104,7 @@ pub(crate) fn pattern_body(
         m,
         out: Lowered::default(),
         local_builders: HashSet::new(),
+        holders: HashSet::new(),
     };
     l.callback(params, body, expression);
     l.out
@@ -113,6 +115,9 @@ struct Lower<'m, 's> {
     out: Lowered,
     /// Body bindings to factories (`const inc = handler(...)`).
     local_builders: HashSet<SymbolId>,
+    /// Body bindings to plain object literals of references (`const ctx = { a, b }`):
+    /// spreading one (`{ ...ctx, kind }`) copies references, so it stays structural.
+    holders: HashSet<SymbolId>,
 }
 
 impl Lower<'_, '_> {
@@ -171,6 +176,18 @@ impl Lower<'_, '_> {
                         continue;
                     }
                     self.site(init);
+                    if let Expression::ObjectExpression(o) = init.get_inner_expression() {
+                        if o.properties
+                            .iter()
+                            .all(|p| matches!(p, ObjectPropertyKind::ObjectProperty(_)))
+                        {
+                            self.holders.extend(
+                                d.id.get_binding_identifiers()
+                                    .iter()
+                                    .filter_map(|b| b.symbol_id.get()),
+                            );
+                        }
+                    }
                     if self.reactive_init(init) {
                         self.out.reactive.extend(
                             d.id.get_binding_identifiers()
@@ -225,6 +242,12 @@ impl Lower<'_, '_> {
         api(callee)
             || matches!(callee.get_inner_expression(),
                 Expression::StaticMemberExpression(m) if api(&m.object))
+    }
+
+    /// A body binding to a plain object literal (see `holders`).
+    fn is_holder(&self, e: &Expression) -> bool {
+        matches!(e.get_inner_expression(), Expression::Identifier(id)
+            if self.symbol_of(id).is_some_and(|s| self.holders.contains(&s)))
     }
 
     fn symbol_of(&self, id: &IdentifierReference) -> Option<SymbolId> {
@@ -349,7 +372,8 @@ impl Lower<'_, '_> {
             Expression::ArrowFunctionExpression(_) | Expression::FunctionExpression(_) => {}
             Expression::ObjectExpression(o) => {
                 let reactive_spread = o.properties.iter().any(|p| {
-                    matches!(p, ObjectPropertyKind::SpreadProperty(s) if self.mentions(&s.argument))
+                    matches!(p, ObjectPropertyKind::SpreadProperty(s)
+                        if self.mentions(&s.argument) && !self.is_holder(&s.argument))
                 });
                 if reactive_spread && !builds {
                     return self.wrap(inner);

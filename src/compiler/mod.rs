@@ -520,11 +520,16 @@ fn attach_data_files(
 ) -> Vec<(String, String, String)> {
     let mut out: Vec<(String, String, String)> = vec![];
     for call in std::mem::take(&mut analysis.data_files) {
-        let path = imports::join(dir, &call.path);
+        // As the reference: relative to the module, or with a leading `/` to the program's
+        // root (here the entry's folder), never the file system's.
+        let path = match call.path.strip_prefix('/') {
+            Some(rooted) => imports::join(root_dir, &format!("./{rooted}")),
+            None => imports::join(dir, &call.path),
+        };
         let name = imports::module_name(root_dir, &path);
         // `deploy` uploads what a program attaches: a pattern from elsewhere must not be able to
-        // attach the deployer's other files (`../../.ssh/id_ed25519`, `/etc/passwd`, `.env`).
-        if call.path.starts_with('/')
+        // attach the deployer's other files (`../../.ssh/id_ed25519`, `/../etc/passwd`, `.env`).
+        if call.path.starts_with("//")
             || name.starts_with("../")
             || name.split('/').any(|s| s.starts_with('.') && s != ".")
         {
@@ -533,7 +538,8 @@ fn attach_data_files(
                 call.arg,
                 format!(
                     "cannot attach data file \"{}\": a program attaches only files inside its \
-                     entry's folder, by relative path, and no hidden ones",
+                     entry's folder (a path relative to the module, or from `/`, the entry's \
+                     folder), and no hidden ones",
                     call.path
                 ),
             ));

@@ -377,6 +377,15 @@ function instantiateInline(p, arg) {
         }
         return fields[k];
       },
+      // The whole argument passed on (`roll(state)`): its fields, as named by
+      // the schema or given.
+      ownKeys() {
+        return [...new Set([...Object.keys(props), ...Object.keys(given)])];
+      },
+      getOwnPropertyDescriptor(_t, k) {
+        if (typeof k === "symbol" || !(k in props || k in given)) return undefined;
+        return { value: this.get(_t, k), enumerable: true, configurable: true, writable: false };
+      },
     });
     const result = p.__pattern.fn(argProxy);
     if (result !== null && typeof result === "object" && !isRef(result) && SCHEDULE in result) {

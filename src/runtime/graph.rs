@@ -196,6 +196,23 @@ pub fn linked_docs(v: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The nodes nothing links to from any of `values` (piece results, node
+/// arguments, binding contexts, documents held): their outputs cannot be
+/// read, so what they write is all they do. Sorted, for a stable order.
+pub fn unreferenced<'a>(
+    nodes: impl Iterator<Item = &'a String>,
+    values: impl Iterator<Item = &'a Value>,
+) -> Vec<String> {
+    let mut linked = Vec::new();
+    for v in values {
+        linked_docs(v, &mut linked);
+    }
+    let linked: std::collections::HashSet<String> = linked.into_iter().collect();
+    let mut out: Vec<String> = nodes.filter(|n| !linked.contains(*n)).cloned().collect();
+    out.sort();
+    out
+}
+
 /// The argument a piece starts with: `given`, plus each schema default for a
 /// field `given` lacks, at every level of nested object schemas.
 pub fn apply_defaults(schema: Option<&Value>, given: &Value) -> Value {
@@ -318,7 +335,7 @@ pub fn deployed_ancestor(listed: &serde_json::Map<String, Value>, piece: &str) -
 
 #[cfg(test)]
 mod ancestor_tests {
-    use super::deployed_ancestor;
+    use super::{deployed_ancestor, unreferenced};
     use serde_json::json;
 
     #[test]
@@ -335,5 +352,16 @@ mod ancestor_tests {
         assert_eq!(deployed_ancestor(m, "orphan"), "orphan");
         let looped = deployed_ancestor(m, "x");
         assert!(looped == "x" || looped == "y", "a loop ends");
+    }
+
+    #[test]
+    fn a_node_nothing_links_to_is_unreferenced() {
+        let nodes = ["p/n0".to_string(), "p/n1".to_string(), "p/n2".to_string()];
+        let result = json!({"total": {"$link": {"doc": "p/n1", "path": []}}});
+        let args = json!([{"$link": {"doc": "p/n0", "path": ["x"]}}]);
+        assert_eq!(
+            unreferenced(nodes.iter(), [&result, &args].into_iter()),
+            vec!["p/n2".to_string()]
+        );
     }
 }

@@ -424,6 +424,9 @@ pub struct SpaceRuntime {
     /// While `Some`, reads keep links to keyed elements (`elementById`)
     /// and collect their documents here (a handler's documents).
     element_links: Option<Vec<String>>,
+    /// The nodes nothing links to, pulled in every wave for what they write
+    /// (`None`: the graph changed since they were found).
+    effects: Option<Vec<String>>,
 }
 
 /// Suffix of a stored inputs hash whose run built a frame.
@@ -564,6 +567,7 @@ impl SpaceRuntime {
             storage_left: None,
             ticking: BTreeMap::new(),
             element_links: None,
+            effects: None,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {

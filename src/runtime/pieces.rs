@@ -308,6 +308,7 @@ impl SpaceRuntime {
         }
         self.write(PIECES_DOC, &[], listed)?;
         self.nodes.retain(|_, n| n.piece != piece);
+        self.effects = None;
         self.streams.retain(|_, b| b.piece != piece);
         self.demand.retain(|(p, _)| p != piece);
         Ok(())

@@ -285,6 +285,7 @@ impl SpaceRuntime {
         streams: Vec<StreamDef>,
         cells: Vec<graph::CellDef>,
     ) -> RuntimeResult<()> {
+        self.effects = None;
         for c in cells {
             let current = self.doc(&c.id)?;
             if current.is_none() || (c.result && current.as_ref() != Some(&c.initial)) {

@@ -97,7 +97,34 @@ impl SpaceRuntime {
                 self.value_at(&piece, &path, 0)?;
             }
         }
+        // A derivation nothing can read (`computed(() => log.set(...))`)
+        // matters only for what it writes: it is pulled like a demand.
+        for id in self.effect_nodes() {
+            if self.nodes.contains_key(&id) {
+                self.pull(&id)?;
+            }
+        }
         self.flush_with(settle)
+    }
+
+    /// The nodes nothing links to (`graph::unreferenced`), found again
+    /// after the graph changed. Clocks are left out: they write nothing.
+    fn effect_nodes(&mut self) -> Vec<String> {
+        if self.effects.is_none() {
+            let nodes = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.def.kind != "clock")
+                .map(|(id, _)| id);
+            let values = self
+                .nodes
+                .values()
+                .map(|n| &n.def.args)
+                .chain(self.streams.values().map(|b| &b.def.context))
+                .chain(self.docs.values().flatten());
+            self.effects = Some(graph::unreferenced(nodes, values));
+        }
+        self.effects.clone().unwrap_or_default()
     }
 
     /// A wave that consumed events failed its tenure: each of its events
