@@ -98,8 +98,8 @@ function nextId(kind) {
 
 // ---- references --------------------------------------------------------------
 
-function makeRef(doc, path) {
-  const meta = { doc, path };
+function makeRef(doc, path, schema) {
+  const meta = { doc, path, schema: schema || null };
   let self;
   const handler = {
     get(_t, prop) {
@@ -270,8 +270,27 @@ export function derive(input, fn, captures) {
 export function computed(fn, captures) {
   if (inHandler()) return fn(captures);
   if (inRun() && !hasRefs(captures, 0)) return fn(captures);
-  return addNode("computed", fn, captures === undefined ? [] : [captures], "computed");
+  return addNode("computed", fn, captures === undefined ? [] : [withArgumentCells(captures)], "computed");
 }
+
+// Captures that are a pattern's whole argument (`computed(() =>
+// state.value.get())`): given field by field, each field its argument type
+// says is a cell as a cell, as the reference gives `state.value`.
+function withArgumentCells(captures) {
+  if (captures === null || typeof captures !== "object" || isRef(captures)) return captures;
+  const out = {};
+  for (const k of Object.keys(captures)) out[k] = argumentFields(captures[k]);
+  return out;
+}
+function argumentFields(v) {
+  const schema = isRef(v) ? v[REF].schema : v !== null && typeof v === "object" ? v[ARG_SCHEMA] : undefined;
+  const props = schema && schema.properties;
+  if (!props || !Object.values(props).some((f) => f && f.asCell)) return v;
+  const out = {};
+  for (const k of Object.keys(props)) out[k] = props[k] && props[k].asCell ? asCellRef(v[k]) : v[k];
+  return out;
+}
+const ARG_SCHEMA = Symbol("commonfabric.argumentSchema");
 
 export function str(strings, ...values) {
   const parts = Array.from(strings);
@@ -364,6 +383,7 @@ function instantiateInline(p, arg) {
     const fields = {};
     const argProxy = new Proxy({}, {
       get(_t, k) {
+        if (k === ARG_SCHEMA) return p.__pattern.schema.argument;
         if (typeof k === "symbol") return undefined;
         if (!(k in fields)) {
           let v = given[k];
@@ -497,7 +517,7 @@ export function __instantiate(instance, exportName, pieceId) {
   }
   builder = { pieceId, prefix: "", counter: 0, nodes: [], streams: [], cells: [] };
   try {
-    const argument = makeRef(pieceId + "/argument", []);
+    const argument = makeRef(pieceId + "/argument", [], p.__pattern.schema.argument);
     const result = p.__pattern.fn(argument);
     return {
       name: p.__pattern.name,

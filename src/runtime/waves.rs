@@ -108,13 +108,20 @@ impl SpaceRuntime {
     }
 
     /// The nodes nothing links to (`graph::unreferenced`), found again
-    /// after the graph changed. Clocks are left out: they write nothing.
+    /// after the graph changed. Clocks are left out (they write nothing),
+    /// and so are the nodes of frames.
     fn effect_nodes(&mut self) -> Vec<String> {
         if self.effects.is_none() {
+            // Nodes a derivation's run built (a map's per-element
+            // sub-patterns) belong to that run: when it drops them they go.
+            let in_a_frame = |id: &str| {
+                id.match_indices('/')
+                    .any(|(i, _)| self.nodes.contains_key(&id[..i]))
+            };
             let nodes = self
                 .nodes
                 .iter()
-                .filter(|(_, n)| n.def.kind != "clock")
+                .filter(|(id, n)| n.def.kind != "clock" && !in_a_frame(id))
                 .map(|(id, _)| id);
             let values = self
                 .nodes
