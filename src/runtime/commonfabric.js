@@ -989,7 +989,7 @@ function unsupported(name, why) {
 // 1 to 86400): in a pattern body each is a host node (kind "clock", the
 // grid in ms, 0 for the one-shot) whose result the runtime computes from its
 // clock and moves on at each grid boundary while something demands it
-// (`runtime/clock.rs`). Every other query is one a space cannot answer
+// (`runtime/now.rs`). Every other query is one a space cannot answer
 // here, and gets the reference's not-found state; a malformed `#now` gets
 // its error state. A wish never throws.
 export function wish(target, _schema) {

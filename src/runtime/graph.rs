@@ -196,6 +196,33 @@ pub fn linked_docs(v: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// A handler context bound whole (`roll(state)`: one link) whose type names
+/// cell or stream fields, as the fields bound one by one (`roll({ value:
+/// state.value })`), which is how the reference gives it; `None` otherwise.
+pub fn whole_context_fields(context: &Value, schema: Option<&Value>) -> Option<Value> {
+    let l = as_link(context)?;
+    let props = schema?.get("properties")?.as_object()?;
+    let flagged = |f: &Value, flag: &str| f.get(flag).and_then(Value::as_bool) == Some(true);
+    if !props
+        .values()
+        .any(|f| flagged(f, "asCell") || flagged(f, "asStream"))
+    {
+        return None;
+    }
+    let fields = props
+        .keys()
+        .map(|k| {
+            let mut path = l.path.clone();
+            path.push(PathSeg::Key(k.clone()));
+            (
+                k.clone(),
+                serde_json::json!({"$link": {"doc": l.doc, "path": path}}),
+            )
+        })
+        .collect();
+    Some(Value::Object(fields))
+}
+
 /// The nodes nothing links to from any of `values` (piece results, node
 /// arguments, binding contexts, documents held): their outputs cannot be
 /// read, so what they write is all they do. Sorted, for a stable order.
@@ -335,7 +362,7 @@ pub fn deployed_ancestor(listed: &serde_json::Map<String, Value>, piece: &str) -
 
 #[cfg(test)]
 mod ancestor_tests {
-    use super::{deployed_ancestor, unreferenced};
+    use super::{deployed_ancestor, unreferenced, whole_context_fields};
     use serde_json::json;
 
     #[test]
@@ -362,6 +389,31 @@ mod ancestor_tests {
         assert_eq!(
             unreferenced(nodes.iter(), [&result, &args].into_iter()),
             vec!["p/n2".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_context_bound_whole_is_given_field_by_field_when_its_type_names_cells() {
+        let ctx = json!({"$link": {"doc": "p/argument", "path": ["inner"]}});
+        let schema =
+            json!({"properties": {"value": {"asCell": true}, "label": {"type": "string"}}});
+        assert_eq!(
+            whole_context_fields(&ctx, Some(&schema)),
+            Some(json!({
+                "value": {"$link": {"doc": "p/argument", "path": ["inner", "value"]}},
+                "label": {"$link": {"doc": "p/argument", "path": ["inner", "label"]}},
+            }))
+        );
+        let plain = json!({"properties": {"label": {"type": "string"}}});
+        assert_eq!(
+            whole_context_fields(&ctx, Some(&plain)),
+            None,
+            "no cells: a value"
+        );
+        assert_eq!(
+            whole_context_fields(&json!({"a": 1}), Some(&schema)),
+            None,
+            "fields already"
         );
     }
 }

@@ -51,33 +51,8 @@ impl SpaceRuntime {
         // What this run is given: the only targets its writes and sends may
         // have, and the only references its values may hold.
         let mut reach = Reach::new(&binding_piece);
-        // A context bound whole (`roll(state)`, a link to the argument) whose
-        // type names cell or stream fields: each field is given as if bound
-        // one by one (`roll({ value: state.value })`), as the reference does.
-        let context = match (as_link(&def.context), schema.as_ref()) {
-            (Some(l), Some(sch)) => match sch.get("properties").and_then(Value::as_object) {
-                Some(props)
-                    if props.values().any(|f| {
-                        f.get("asCell").and_then(Value::as_bool) == Some(true)
-                            || f.get("asStream").and_then(Value::as_bool) == Some(true)
-                    }) =>
-                {
-                    let mut fields = serde_json::Map::new();
-                    for k in props.keys() {
-                        let mut path: Vec<Value> = l
-                            .path
-                            .iter()
-                            .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
-                            .collect();
-                        path.push(json!(k));
-                        fields.insert(k.clone(), json!({"$link": {"doc": l.doc, "path": path}}));
-                    }
-                    Value::Object(fields)
-                }
-                _ => def.context.clone(),
-            },
-            _ => def.context.clone(),
-        };
+        let context = graph::whole_context_fields(&def.context, schema.as_ref())
+            .unwrap_or_else(|| def.context.clone());
         let (ctx, shape) = match &context {
             Value::Object(fields) if as_link(&context).is_none() => {
                 let mut ctx = serde_json::Map::new();

@@ -22,6 +22,15 @@ impl SpaceRuntime {
         if self.fresh.contains(id) {
             return Ok(());
         }
+        // A derivation's inputs are values through and through, also when a
+        // handler's read (which keeps keyed elements by link) reached it.
+        let kept = self.element_links.take();
+        let pulled = self.pull_stale(id);
+        self.element_links = kept;
+        pulled
+    }
+
+    fn pull_stale(&mut self, id: &str) -> RuntimeResult<()> {
         let mut order = Vec::new();
         let mut visited = HashSet::new();
         let mut stack = vec![(id.to_string(), false)];

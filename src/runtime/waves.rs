@@ -99,7 +99,7 @@ impl SpaceRuntime {
         }
         // A derivation nothing can read (`computed(() => log.set(...))`)
         // matters only for what it writes: it is pulled like a demand.
-        for id in self.effect_nodes() {
+        for id in self.effect_nodes()? {
             if self.nodes.contains_key(&id) {
                 self.pull(&id)?;
             }
@@ -110,8 +110,14 @@ impl SpaceRuntime {
     /// The nodes nothing links to (`graph::unreferenced`), found again
     /// after the graph changed. Clocks are left out (they write nothing),
     /// and so are the nodes of frames.
-    fn effect_nodes(&mut self) -> Vec<String> {
+    fn effect_nodes(&mut self) -> RuntimeResult<Vec<String>> {
         if self.effects.is_none() {
+            // The piece results are what links to most nodes: held before
+            // the scan (the document cache may have let one go).
+            let pieces: Vec<String> = self.pieces.keys().cloned().collect();
+            for p in pieces {
+                self.doc(&p)?;
+            }
             // Nodes a derivation's run built (a map's per-element
             // sub-patterns) belong to that run: when it drops them they go.
             let in_a_frame = |id: &str| {
@@ -131,7 +137,7 @@ impl SpaceRuntime {
                 .chain(self.docs.values().flatten());
             self.effects = Some(graph::unreferenced(nodes, values));
         }
-        self.effects.clone().unwrap_or_default()
+        Ok(self.effects.clone().unwrap_or_default())
     }
 
     /// A wave that consumed events failed its tenure: each of its events
