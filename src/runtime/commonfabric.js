@@ -1001,7 +1001,8 @@ export function wish(target, _schema) {
   if (typeof interval === "number") {
     if (builder !== null && !inHandler()) return addNode("clock", null, [interval], query.trim());
     if (inHandler()) {
-      const ms = Math.floor(Date.now() / (interval || 1000)) * (interval || 1000);
+      const grid = interval || 1000; // the one-shot keeps the second
+      const ms = Math.floor(Date.now() / grid) * grid;
       return { result: ms, candidates: [ms] };
     }
   }

@@ -63,7 +63,6 @@ impl SpaceRuntime {
             return Ok(());
         }
         self.write(id, &[], state(tick))?;
-        self.fresh.insert(id.to_string());
         self.counters.inc(Counter::ClockTicks);
         self.action_hash.insert(id.to_string(), hash.clone());
         self.hashes_to_store.insert(id.to_string(), hash);
