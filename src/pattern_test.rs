@@ -142,13 +142,6 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
         let expects_non_idempotent = rt
             .read(&piece, &[PathSeg::Key("expectNonIdempotent".into())])
             .map_err(|e| e.to_string())?;
-        if expects_non_idempotent == Value::Bool(true) {
-            return Err(
-                "the test expects a non-idempotent derivation to be detected \
-                 (`expectNonIdempotent`); this runner has no idempotency check"
-                    .to_string(),
-            );
-        }
         let steps = rt
             .read(&piece, &[PathSeg::Key("$TESTS".into())])
             .map_err(|e| e.to_string())?;
@@ -158,7 +151,33 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
                 short(&steps)
             ));
         };
-        run_steps(rt, &piece, &steps, results)
+        run_steps(rt, &piece, &steps, results)?;
+        // As the reference's runner: a test may say that one of its
+        // derivations is not idempotent, and then the check must find it.
+        if expects_non_idempotent == Value::Bool(true) {
+            let found = rt.idempotency_violations().map_err(|e| e.to_string())?;
+            results.push(if found.is_empty() {
+                failed_result(
+                    "expectNonIdempotent".to_string(),
+                    None,
+                    "the test expects a derivation that changes something when run again \
+                     on the same inputs; every derivation here is idempotent"
+                        .to_string(),
+                )
+            } else {
+                TestResult {
+                    name: format!(
+                        "expectNonIdempotent ({} found: {})",
+                        found.len(),
+                        found.join(", ")
+                    ),
+                    status: Status::Passed,
+                    after_action: None,
+                    error: None,
+                }
+            });
+        }
+        Ok(())
     })
 }
 

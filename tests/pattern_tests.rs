@@ -72,3 +72,27 @@ fn a_file_that_is_not_a_test_is_one_failure() {
     );
     assert_eq!(text.lines().last(), Some("0 passed, 1 failed"));
 }
+
+#[test]
+fn expect_non_idempotent_passes_only_when_the_check_finds_a_derivation() {
+    let (ok, out) = run(&["non-idempotent.test.tsx"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("✓ expectNonIdempotent (1 found: "), "{out}");
+    assert_eq!(out.lines().last(), Some("2 passed, 0 failed"));
+
+    let (ok, out) = run(&["idempotent-claimed.test.tsx"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("✓ assertion_1"), "{out}");
+    assert!(
+        out.contains("✗ expectNonIdempotent\n      the test expects a derivation that changes"),
+        "{out}"
+    );
+    assert_eq!(out.lines().last(), Some("1 passed, 1 failed"));
+}
+
+#[test]
+fn pieces_in_a_list_are_held_by_link_and_compared_removed_and_written_through_as_pieces() {
+    let (ok, out) = run(&["linked-pieces.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("8 passed, 0 failed"));
+}

@@ -219,6 +219,7 @@ pub(crate) fn analyze_knowing(
         builders: &builders,
         conv: &conv,
         stack: vec![],
+        cells: HashSet::new(),
         roots: HashMap::new(),
         out: &mut out,
     };
@@ -636,6 +637,8 @@ struct Analyzer<'s> {
     conv: &'s TyConv<'s>,
     /// Enclosing pattern callbacks: (pattern index, reactive symbols they bind).
     stack: Vec<(usize, HashSet<SymbolId>)>,
+    /// The body bindings built as cells, in every pattern seen so far (`Lowered::cells`).
+    cells: HashSet<SymbolId>,
     /// Root result object span → pattern index.
     roots: HashMap<(u32, u32), usize>,
     out: &'s mut Analysis,
@@ -731,6 +734,7 @@ impl Analyzer<'_> {
             // What closures capture: the body's reactive bindings (not its helper functions
             // or constants, which they close over as usual).
             bound = lowered.reactive;
+            self.cells.extend(lowered.cells);
             for r in f.roots {
                 self.roots.insert((r.start, r.end), index);
             }
@@ -857,8 +861,17 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                         builders: self.builders,
                     };
                     let is_builder = |e: &Expression| module.builder_callee(e);
-                    let (edits, helpers) =
-                        closures::rewrite(kind, it, self.scoping, &bound, self.text, &is_builder);
+                    let (edits, helpers) = closures::rewrite(
+                        kind,
+                        it,
+                        closures::Scope {
+                            scoping: self.scoping,
+                            bound: &bound,
+                            cells: &self.cells,
+                        },
+                        self.text,
+                        &is_builder,
+                    );
                     self.out.edits.extend(edits);
                     self.out.lowered |= helpers;
                 }

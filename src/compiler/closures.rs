@@ -25,7 +25,7 @@
 
 use std::collections::HashSet;
 
-use oxc_ast::ast::{Argument, CallExpression, FormalParameters, IdentifierReference};
+use oxc_ast::ast::{Argument, CallExpression, Expression, FormalParameters, IdentifierReference};
 use oxc_ast_visit::{walk, Visit};
 use oxc_semantic::{Scoping, SymbolId};
 use oxc_span::GetSpan;
@@ -85,6 +85,40 @@ struct Captures<'s> {
     bound: &'s HashSet<SymbolId>,
     seen: HashSet<SymbolId>,
     names: Vec<String>,
+    /// The captures built as cells (`Scope::cells`).
+    cells: &'s HashSet<SymbolId>,
+    cell_names: Vec<String>,
+}
+
+/// What a closure may capture.
+pub(crate) struct Scope<'s> {
+    pub scoping: &'s Scoping,
+    /// The enclosing pattern bodies' reactive bindings.
+    pub bound: &'s HashSet<SymbolId>,
+    /// Those built as cells: handed to a helper's call, one is handed on as the cell its
+    /// `Writable<T>` type says it is (the reference derives the capture's schema from it).
+    pub cells: &'s HashSet<SymbolId>,
+}
+
+/// Which of `names` a closure hands, as they are, to a call (`helper(name)`).
+struct HandedToCalls<'n> {
+    names: &'n [String],
+    found: HashSet<String>,
+}
+
+impl<'a> Visit<'a> for HandedToCalls<'_> {
+    fn visit_call_expression(&mut self, it: &CallExpression<'a>) {
+        for a in &it.arguments {
+            if let Some(Expression::Identifier(id)) =
+                a.as_expression().map(|e| e.get_inner_expression())
+            {
+                if self.names.iter().any(|n| n == id.name.as_str()) {
+                    self.found.insert(id.name.to_string());
+                }
+            }
+        }
+        walk::walk_call_expression(self, it);
+    }
 }
 
 impl<'a> Visit<'a> for Captures<'_> {
@@ -97,6 +131,9 @@ impl<'a> Visit<'a> for Captures<'_> {
         };
         if self.bound.contains(&sym) && self.seen.insert(sym) {
             self.names.push(it.name.to_string());
+            if self.cells.contains(&sym) {
+                self.cell_names.push(it.name.to_string());
+            }
         }
     }
 }
@@ -107,8 +144,7 @@ impl<'a> Visit<'a> for Captures<'_> {
 pub(crate) fn rewrite(
     kind: ClosureKind,
     call: &CallExpression,
-    scoping: &Scoping,
-    bound: &HashSet<SymbolId>,
+    scope: Scope,
     text: &str,
     is_builder: &dyn Fn(&oxc_ast::ast::Expression) -> bool,
 ) -> (Vec<Edit>, bool) {
@@ -133,10 +169,12 @@ pub(crate) fn rewrite(
         }
     }
     let mut cap = Captures {
-        scoping,
-        bound,
+        scoping: scope.scoping,
+        bound: scope.bound,
         seen: HashSet::new(),
         names: vec![],
+        cells: scope.cells,
+        cell_names: vec![],
     };
     let params: &FormalParameters = match arg {
         Argument::ArrowFunctionExpression(f) => {
@@ -157,7 +195,20 @@ pub(crate) fn rewrite(
     let cells = if kind == ClosureKind::Action {
         HashSet::new()
     } else {
-        used_as_cells(arg, &cap.names, is_builder)
+        let mut cells = used_as_cells(arg, &cap.names, is_builder);
+        let mut handed = HandedToCalls {
+            names: &cap.cell_names,
+            found: HashSet::new(),
+        };
+        match arg {
+            Argument::ArrowFunctionExpression(f) => handed.visit_arrow_function_expression(f),
+            Argument::FunctionExpression(f) => {
+                walk::walk_function(&mut handed, f, oxc_semantic::ScopeFlags::Function)
+            }
+            _ => {}
+        }
+        cells.extend(handed.found);
+        cells
     };
     helpers |= !cells.is_empty();
     let given = captures_object(&cap.names, &cells);

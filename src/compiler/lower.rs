@@ -68,6 +68,9 @@ pub(crate) struct Lowered {
     pub diags: Vec<RawDiag>,
     /// Every reactive symbol of the body (and of its map callbacks): what closures capture.
     pub reactive: HashSet<SymbolId>,
+    /// The body bindings built as cells (`new Writable(v)`, `Writable.of(v)`, `cell(v)`):
+    /// typed `Writable<T>`, so a closure handing one to a helper hands on the cell.
+    pub cells: HashSet<SymbolId>,
 }
 
 /// The module-level facts lowering needs.
@@ -188,6 +191,13 @@ impl Lower<'_, '_> {
                             );
                         }
                     }
+                    if self.cell_init(init) {
+                        self.out.cells.extend(
+                            d.id.get_binding_identifiers()
+                                .iter()
+                                .filter_map(|b| b.symbol_id.get()),
+                        );
+                    }
                     if self.reactive_init(init) {
                         self.out.reactive.extend(
                             d.id.get_binding_identifiers()
@@ -228,6 +238,29 @@ impl Lower<'_, '_> {
             // spellings of a cell.
             Expression::NewExpression(n) if self.api_constructor(&n.callee) => true,
             inner => self.mentions(inner) || contains_call(inner),
+        }
+    }
+
+    /// Whether a binding's initializer builds a cell: the API's constructor, its `.of`, or
+    /// its `cell(v)`.
+    fn cell_init(&self, e: &Expression) -> bool {
+        let api_named = |e: &Expression, names: &[&str]| {
+            matches!(e.get_inner_expression(), Expression::Identifier(id)
+                if self.symbol_of(id).and_then(|s| self.m.cf.get(&s))
+                    .is_some_and(|api| names.contains(&api.as_str())))
+        };
+        const CELLS: &[&str] = &["Writable", "Cell", "cell"];
+        match e.get_inner_expression() {
+            Expression::NewExpression(n) => self.api_constructor(&n.callee),
+            Expression::CallExpression(c) => match c.callee.get_inner_expression() {
+                Expression::StaticMemberExpression(m) => {
+                    (m.property.name == "of" && api_named(&m.object, CELLS))
+                        // `new Writable(v).for("name")`: the same cell, named.
+                        || (m.property.name == "for" && self.cell_init(&m.object))
+                }
+                callee => api_named(callee, &["cell"]),
+            },
+            _ => false,
         }
     }
 

@@ -79,6 +79,18 @@ impl Reach {
             self.streams.insert(s.to_string());
             return;
         }
+        // A linked value in a handler's documents (`{$from, $at, value}`):
+        // the link is given too, to write back.
+        if let Some(l) = v
+            .get("$from")
+            .and_then(|c| as_link(&serde_json::json!({"$link": c})))
+        {
+            self.links.push(l);
+            if let Some(inner) = v.get("value") {
+                self.add_refs_in(inner);
+            }
+            return;
+        }
         match v {
             Value::Array(a) => a.iter().for_each(|x| self.add_refs_in(x)),
             Value::Object(m) => m.values().for_each(|x| self.add_refs_in(x)),

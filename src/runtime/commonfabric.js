@@ -146,6 +146,10 @@ function serialize(v, depth) {
   }
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v[STREAM] !== undefined) return { $stream: v[STREAM] };
+  // A linked input handed on unchanged stays the link (not into the run's
+  // own document).
+  const from = sourceOf(v);
+  if (from !== undefined && from.at.path.length === 0 && from.at.doc !== runId) return { $link: from.link };
   if (Array.isArray(v)) return v.map((x) => serialize(x, depth + 1));
   const out = {};
   for (const k of Object.keys(v)) {
@@ -227,7 +231,11 @@ export function lift(...given) {
     if (inHandler()) return fn(input, captures);
     if (inRun() && !hasRefs(input, 0) && !hasRefs(captures, 0)) return fn(input, captures);
     const args = captures === undefined ? [markCells(input, schema)] : [markCells(input, schema), captures];
-    return addNode("lift", fn, args, fn.name || "lift");
+    const out = addNode("lift", fn, args, fn.name || "lift");
+    // The result's type travels with its reference: a derivation capturing
+    // a `Writable<T>[]` result gets a cell per element, as in the reference.
+    if (schema && schema.result) out[REF].schema = schema.result;
+    return out;
   };
   return applied;
 }
@@ -284,6 +292,8 @@ function withArgumentCells(captures) {
 }
 function argumentFields(v) {
   const schema = isRef(v) ? v[REF].schema : v !== null && typeof v === "object" ? v[ARG_SCHEMA] : undefined;
+  if (schema && isRef(v) && schema.asCell) return asCellRef(v);
+  if (schema && isRef(v) && schema.items && schema.items.asCell) return asCellItemsRef(v);
   const props = schema && schema.properties;
   if (!props || !Object.values(props).some((f) => f && f.asCell)) return v;
   const out = {};
@@ -333,6 +343,7 @@ export function handler(a, b, c) {
   }
   checkBuilderContext("handler");
   const context = (schema && schema.context) || null;
+  if (schema && schema.event) EVENT_SCHEMAS.set(fn, schema.event);
   const factory = (ctx) => {
     if (inHandler()) return spawnBinding(factory, ctx === undefined ? {} : ctx);
     return bindStream(fn, ctx === undefined ? {} : ctx, context, "handler");
@@ -340,6 +351,35 @@ export function handler(a, b, c) {
   factory.__handler = true;
   if (evaluatingModules()) pendingHandlers.push(factory);
   return factory;
+}
+
+// A handler function's event type: which references its payload holds as
+// cells (`Writable<T>` fields) rather than as values.
+const EVENT_SCHEMAS = new WeakMap();
+
+// An event's payload as a handler gets it: each reference the host resolved
+// (`{$from, $at, value}`) is a cell where the event type says `Writable`,
+// else its value (sendable streams in it, compared by where it leads).
+function eventArg(v, schema, root, docs, writes, sends, depth) {
+  if (v === null || typeof v !== "object" || depth > 64) return v;
+  const s = schemaRef(schema, root);
+  if (isFrom(v)) {
+    if (s && s.asCell) return cellView(new Cell(MINT, v.$at.doc, v.$at.path || [], docs, writes, sends));
+    return withSources(withStreams(v, sends, 0), 0);
+  }
+  if (Array.isArray(v)) return v.map((x) => eventArg(x, s && s.items, root, docs, writes, sends, depth + 1));
+  if (v.$stream !== undefined) return withStreams(v, sends, 0);
+  const props = s && s.properties;
+  const out = {};
+  for (const k of Object.keys(v)) out[k] = eventArg(v[k], props && props[k], root, docs, writes, sends, depth + 1);
+  return out;
+}
+function schemaRef(s, root) {
+  for (let i = 0; s && typeof s.$ref === "string" && i < 16; i++) {
+    const m = /^#\/\$defs\/(.+)$/.exec(s.$ref);
+    s = m && root && root.$defs ? root.$defs[m[1]] : undefined;
+  }
+  return s;
 }
 
 export function action(fn, captures) {
@@ -553,7 +593,7 @@ function instantiateBinding(instance, name, pieceId) {
 // handlers, cells, inner patterns) joins the graph under the node's id, as
 // the reference runs a frame's builders as a pattern.
 export function __runNode(fnIndex, args, nodeId, hasCells) {
-  const given = hasCells ? args.map(withCells) : args;
+  const given = hasCells ? withSources(args.map(withCells), 0) : args;
   const savedBuilder = builder, savedKind = runKind, savedId = runId;
   builder = null;
   runKind = "node";
@@ -581,7 +621,7 @@ export function __runMap(fnIndex, nodeId, link, n, values) {
     for (let i = 0; i < n; i++) {
       f.prefix = i + "/";
       f.counter = 0;
-      const element = link ? makeRef(link.doc, link.path.concat([i])) : values[i];
+      const element = link ? makeRef(link.doc, link.path.concat([i])) : withSources(values[i], 0);
       const v = fns[fnIndex](element, i);
       out.push(v === undefined ? null : serialize(v));
     }
@@ -625,6 +665,8 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
   const sends = [];
   const local = JSON.parse(JSON.stringify(docs || {}));
   const arg = buildContext(ctx, local, writes, sends, shape);
+  const eventSchema = EVENT_SCHEMAS.get(fns[fnIndex]);
+  event = eventArg(event, eventSchema, eventSchema, local, writes, sends, 0);
   // The handler's frame (made on first use): patterns it calls become
   // pieces, cells it makes are new documents.
   const savedBuilder = builder, savedKind = runKind, savedId = runId, savedIo = runIo;
@@ -706,10 +748,10 @@ function withElements(v, docs, depth) {
 }
 
 function getAt(v, path) {
-  let cur = v;
+  let cur = unwrapFrom(v);
   for (const seg of path) {
     if (cur === null || cur === undefined || typeof cur !== "object") return undefined;
-    cur = cur[seg];
+    cur = unwrapFrom(cur[seg]);
   }
   return cur;
 }
@@ -717,13 +759,107 @@ function getAt(v, path) {
 function setAt(docs, doc, path, value) {
   if (path.length === 0) { docs[doc] = value; return; }
   if (docs[doc] === null || typeof docs[doc] !== "object") docs[doc] = {};
-  let cur = docs[doc];
+  let cur = unwrapFrom(docs[doc]);
   for (let i = 0; i < path.length - 1; i++) {
     const seg = path[i];
     if (cur[seg] === null || typeof cur[seg] !== "object") cur[seg] = {};
-    cur = cur[seg];
+    cur = unwrapFrom(cur[seg]);
   }
   cur[path[path.length - 1]] = value;
+}
+
+// A linked value in a handler's documents comes as `{$from, $at, value}`:
+// the link as stored and where it leads (the host follows it). Pattern code
+// gets the value, remembered with both and with its JSON as read: `equals`
+// compares where it leads, and written back unchanged it is stored as the
+// link again, as the reference's query results are.
+const SOURCES = new WeakMap();
+function isFrom(v) {
+  return v !== null && typeof v === "object" && v.$from !== undefined && v.$at !== undefined &&
+    "value" in v && !Array.isArray(v) && Object.keys(v).length === 3;
+}
+function unwrapFrom(v) {
+  return isFrom(v) ? v.value : v;
+}
+function withSources(v, depth) {
+  if (v === null || typeof v !== "object" || depth > 64) return v;
+  if (isFrom(v)) {
+    const inner = withSources(v.value, depth + 1);
+    if (inner !== null && typeof inner === "object" && !SOURCES.has(inner)) {
+      SOURCES.set(inner, { link: linkOfJson(v.$from), at: linkOfJson(v.$at), json: JSON.stringify(inner) });
+    }
+    return inner;
+  }
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = withSources(v[i], depth + 1);
+    return v;
+  }
+  for (const k of Object.keys(v)) v[k] = withSources(v[k], depth + 1);
+  return v;
+}
+function linkOfJson(l) {
+  return { doc: l.doc, path: l.path || [] };
+}
+// Where a value read in a handler came from, if it is a linked value unchanged.
+function sourceOf(v) {
+  const s = v !== null && typeof v === "object" ? SOURCES.get(v) : undefined;
+  return s !== undefined && JSON.stringify(v) === s.json ? s : undefined;
+}
+// Where `doc` at `path` leads in a run's documents: through the links the
+// host followed (`$at`) and those it kept (keyed elements).
+function resolveIn(docs, doc, path) {
+  const l = locate(docs, doc, path);
+  return { doc: l.doc, path: l.path };
+}
+// The same walk, with the value found there (`undefined` when the walk
+// leaves the run's documents).
+function locate(docs, doc, path) {
+  let cur = docs[doc], at = { doc, path: [] }, rest = path.map(String);
+  for (let steps = 0; steps < 4096; steps++) {
+    if (isFrom(cur)) {
+      at = { doc: cur.$at.doc, path: (cur.$at.path || []).map(String) };
+      cur = cur.value;
+    } else if (cur !== null && typeof cur === "object" && cur.$link && typeof cur.$link.doc === "string" &&
+      Object.keys(cur).length === 1 && docs[cur.$link.doc] !== undefined) {
+      const l = cur.$link;
+      rest = (l.path || []).map(String).concat(rest);
+      at = { doc: l.doc, path: [] };
+      cur = docs[l.doc];
+    } else if (rest.length === 0) {
+      break;
+    } else if (cur === null || typeof cur !== "object") {
+      return { doc: at.doc, path: at.path.concat(rest), value: undefined };
+    } else {
+      cur = cur[rest[0]];
+      at = { doc: at.doc, path: at.path.concat([rest[0]]) };
+      rest = rest.slice(1);
+    }
+  }
+  return { doc: at.doc, path: at.path, value: cur };
+}
+// What `v` refers to, resolved, if it is a cell or a reference: for
+// `equals`, which compares references by where they lead.
+function targetOf(v) {
+  if (v === null || typeof v !== "object") return undefined;
+  if (v instanceof Cell) return Cell.resolved(v);
+  if (v instanceof ReadCell) { const l = ReadCell.linkOf(v); return l ? { doc: l.doc, path: l.path.map(String) } : undefined; }
+  if (isRef(v)) return { doc: v[REF].doc, path: v[REF].path.map(String) };
+  if (isFrom(v)) return { doc: v.$at.doc, path: (v.$at.path || []).map(String) };
+  const s = SOURCES.get(v);
+  if (s !== undefined) return { doc: s.at.doc, path: s.at.path.map(String) };
+  if (v.$link && typeof v.$link.doc === "string" && Object.keys(v).length === 1) {
+    const docs = runIo ? runIo.docs : {};
+    return resolveIn(docs, v.$link.doc, (v.$link.path || []).map(String));
+  }
+  return undefined;
+}
+function sameTarget(a, b) {
+  return a.doc === b.doc && a.path.length === b.path.length && a.path.every((s, i) => s === b.path[i]);
+}
+function overlaps(target, at) {
+  if (at === undefined || target.doc !== at.doc) return false;
+  const [a, b] = target.path.length <= at.path.length ? [target.path, at.path] : [at.path, target.path];
+  return a.every((seg, i) => String(seg) === String(b[i]));
 }
 
 function clone(v) {
@@ -742,9 +878,13 @@ class Cell {
     this.#doc = doc; this.#path = path; this.#docs = docs; this.#writes = writes; this.#sends = sends;
     Object.freeze(this);
   }
-  get() { return withElements(clone(getAt(this.#docs[this.#doc], this.#path)), this.#docs, 0); }
+  // Streams in the value are sendable (a button's `onClick` in a piece's UI).
+  get() {
+    const v = withElements(clone(locate(this.#docs, this.#doc, this.#path).value), this.#docs, 0);
+    return withSources(withStreams(v, this.#sends, 0), 0);
+  }
   set(value) {
-    const v = value === undefined ? null : clone(serializeValue(value));
+    const v = value === undefined ? null : clone(serializeValue(value, { doc: this.#doc, path: this.#path }));
     setAt(this.#docs, this.#doc, this.#path, v);
     this.#writes.push({ doc: this.#doc, path: this.#path, value: clone(v) });
   }
@@ -755,15 +895,15 @@ class Cell {
     // Only the length is needed: no copy of the list (n pushes stay linear).
     const cur = getAt(this.#docs[this.#doc], this.#path);
     if (!Array.isArray(cur)) {
-      this.set(items.map(serializeValue));
+      this.set(items);
       return;
     }
     // Appends: the elements already there (links to children among them)
     // are not rewritten.
     let n = cur.length;
     for (const item of items) {
-      const v = clone(serializeValue(item));
       const path = this.#path.concat([n++]);
+      const v = clone(serializeValue(item, { doc: this.#doc, path }));
       setAt(this.#docs, this.#doc, path, v);
       this.#writes.push({ doc: this.#doc, path, value: clone(v) });
     }
@@ -771,8 +911,20 @@ class Cell {
   remove(item) {
     const cur = getAt(this.#docs[this.#doc], this.#path);
     if (!Array.isArray(cur)) return;
+    const target = targetOf(item);
+    if (target !== undefined) {
+      // A reference: the first element that is it, or that leads where it
+      // does, as in the reference.
+      const here = Cell.resolved(this);
+      const at = cur.findIndex((x, i) => {
+        const t = targetOf(x) || { doc: here.doc, path: here.path.concat([String(i)]) };
+        return sameTarget(t, target);
+      });
+      if (at !== -1) this.set(cur.filter((_, i) => i !== at));
+      return;
+    }
     const s = JSON.stringify(serializeValue(item));
-    this.set(cur.filter((x) => JSON.stringify(x) !== s));
+    this.set(cur.filter((x) => JSON.stringify(serializeValue(x)) !== s));
   }
   key(k) {
     return cellView(new Cell(MINT, this.#doc, this.#path.concat([String(k)]), this.#docs, this.#writes, this.#sends));
@@ -789,10 +941,16 @@ class Cell {
   send(event) {
     this.#sends.push({ cell: { doc: this.#doc, path: this.#path }, payload: serializeValue(event) });
   }
+  // Same target: another cell, or a link read out of a document (an entry of
+  // a list of pieces).
   equals(other) {
-    if (!(other instanceof Cell)) return false;
-    const o = Cell.linkOf(other);
-    return o.doc === this.#doc && JSON.stringify(o.path) === JSON.stringify(this.#path);
+    const o = targetOf(other);
+    return o !== undefined && sameTarget(o, Cell.resolved(this));
+  }
+  // Where this cell leads in the run's documents.
+  static resolved(c) {
+    const t = CELL_VIEWS.get(c) || c;
+    return resolveIn(t.#docs, t.#doc, t.#path.map(String));
   }
   // The reference's mergeable writes, as plain read-modify-writes of this
   // run (a handler's writes apply together).
@@ -803,7 +961,7 @@ class Cell {
   addUnique(...items) {
     const cur = getAt(this.#docs[this.#doc], this.#path);
     const list = Array.isArray(cur) ? cur : [];
-    const have = new Set(list.map((x) => JSON.stringify(x)));
+    const have = new Set(list.map((x) => JSON.stringify(serializeValue(x))));
     for (const item of items) {
       const s = JSON.stringify(serializeValue(item));
       if (!have.has(s)) {
@@ -818,7 +976,7 @@ class Cell {
   // The value here, uncopied (for the view's property reads).
   static peek(c) {
     const t = CELL_VIEWS.get(c) || c;
-    return getAt(t.#docs[t.#doc], t.#path);
+    return locate(t.#docs, t.#doc, t.#path).value;
   }
   for() { return this; }
   asSchema() { return this; }
@@ -884,8 +1042,8 @@ class ReadCell {
     this.#link = link || null;
     Object.freeze(this);
   }
-  get() { return clone(this.#value); }
-  sample() { return clone(this.#value); }
+  get() { return withSources(clone(this.#value), 0); }
+  sample() { return this.get(); }
   key(k) {
     const l = this.#link && { doc: this.#link.doc, path: this.#link.path.concat([String(k)]) };
     return new ReadCell(MINT, getAt(this.#value, [String(k)]), l);
@@ -912,27 +1070,36 @@ class ReadCell {
   }
   push(...items) {
     const cur = this.get();
-    this.set((Array.isArray(cur) ? cur : []).concat(items.map(serializeValue)));
+    this.set((Array.isArray(cur) ? cur : []).concat(items.map((x) => serializeValue(x))));
   }
   send(event) { this.set(event); }
   toJSON() { return this.#value === undefined ? null : this.#value; }
   valueOf() { return this.#value; }
 }
 
-function serializeValue(v) {
+// `at`: where a write puts the value, if it is one. A cell, or a linked
+// value read unchanged, is stored as its link (the reference's write of a
+// cell), unless that link would point into the write's own target.
+function serializeValue(v, at) {
   if (v instanceof ReadCell) return v.get();
   if (v instanceof Cell) {
-    // A keyed element is held by link, as in the reference.
+    // A whole document (a piece, a cell of its own, a keyed element) is
+    // held by link; a value inside one is copied as it is now (a card taken
+    // out of one pile and put on another).
     const l = Cell.linkOf(v);
-    return l.doc.includes(ELEMENT_MARK) ? { $link: { doc: l.doc, path: l.path } } : v.get();
+    const whole = l.doc.includes(ELEMENT_MARK) || Cell.resolved(v).path.length === 0;
+    return whole && !overlaps(l, at) ? { $link: { doc: l.doc, path: l.path } } : v.get();
   }
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v instanceof Stream) return v.toJSON();
   if (v === undefined) return null;
   if (v === null || typeof v !== "object") return v;
-  if (Array.isArray(v)) return v.map(serializeValue);
+  if (isFrom(v)) return { $link: linkOfJson(v.$from) };
+  const from = sourceOf(v);
+  if (from !== undefined && from.at.path.length === 0 && !overlaps(from.at, at)) return { $link: from.link };
+  if (Array.isArray(v)) return v.map((x) => serializeValue(x, at));
   const out = {};
-  for (const k of Object.keys(v)) if (v[k] !== undefined) out[k] = serializeValue(v[k]);
+  for (const k of Object.keys(v)) if (v[k] !== undefined) out[k] = serializeValue(v[k], at);
   return out;
 }
 
@@ -973,7 +1140,9 @@ export {
 // Structural equality of values (cells compare by what they hold, or by
 // target when both are cells).
 export function equals(a, b) {
-  if (a instanceof Cell && b instanceof Cell) return a.equals(b);
+  if (a === b) return a !== undefined;
+  const [ta, tb] = [targetOf(a), targetOf(b)];
+  if (ta !== undefined || tb !== undefined) return ta !== undefined && tb !== undefined && sameTarget(ta, tb);
   return JSON.stringify(serializeValue(a)) === JSON.stringify(serializeValue(b));
 }
 

@@ -174,7 +174,17 @@ impl SpaceRuntime {
                     return Ok(v);
                 }
             }
-            let value = self.value_at(&l.doc, &l.path, depth + 1)?;
+            // Pieces that link to each other (a mention and its backlink)
+            // form a cycle through data: the second time round, the link
+            // stays a link.
+            let key = (l.doc.clone(), l.path.clone());
+            if self.following.contains(&key) {
+                return Ok(v);
+            }
+            self.following.push(key);
+            let value = self.value_at(&l.doc, &l.path, depth + 1);
+            self.following.pop();
+            let value = value?;
             if graph::link_wants_cell_items(&v) {
                 // `Cell<T>[]`: each element a cell over where it lives.
                 let Value::Array(items) = value else {
@@ -197,6 +207,19 @@ impl SpaceRuntime {
                 // A `Cell`-typed input: the run builds a cell over the value.
                 let (doc, path) = self.cell_target(&l)?;
                 return Ok(json!({"$cell": {"doc": doc, "path": path}, "value": value}));
+            }
+            if self.sources && (value.is_object() || value.is_array()) {
+                // A handler's documents say where a linked value came from
+                // (`{$from: the link as stored, $at: where it leads, value}`):
+                // written back unchanged it is that link again, and `equals`
+                // compares where it leads, as in the reference.
+                let (doc, path) = self.cell_target(&l)?;
+                self.sources_made += 1;
+                return Ok(json!({
+                    "$from": {"doc": l.doc, "path": l.path},
+                    "$at": {"doc": doc, "path": path},
+                    "value": value,
+                }));
             }
             return Ok(value);
         }

@@ -16,6 +16,18 @@ impl SpaceRuntime {
         doc: &str,
         docs: &mut serde_json::Map<String, Value>,
     ) -> RuntimeResult<Value> {
+        // Linked values say where they came from (`SpaceRuntime::sources`).
+        let outer_sources = std::mem::replace(&mut self.sources, true);
+        let v = self.handler_doc_walk(doc, docs);
+        self.sources = outer_sources;
+        v
+    }
+
+    fn handler_doc_walk(
+        &mut self,
+        doc: &str,
+        docs: &mut serde_json::Map<String, Value>,
+    ) -> RuntimeResult<Value> {
         let outer = self.element_links.replace(Vec::new());
         let v = self.value_at(doc, &[], 0);
         let mut pending = std::mem::replace(&mut self.element_links, outer).unwrap_or_default();
@@ -31,6 +43,67 @@ impl SpaceRuntime {
             docs.insert(e, ev?);
         }
         Ok(v)
+    }
+
+    /// An event's payload as its handler gets it: each reference in it
+    /// (a piece or a cell a client or another handler sent) becomes
+    /// `{$from: the link, $at: where it leads, value}`, whose document is
+    /// given beside the others, and which the run may write through, as in
+    /// the reference (the handler's event type then decides between a cell
+    /// and the value). An object in the payload shaped like that already
+    /// loses its `$at`: only the host says where a link leads.
+    fn event_payload(
+        &mut self,
+        v: &Value,
+        docs: &mut serde_json::Map<String, Value>,
+        reach: &mut Reach,
+        depth: usize,
+    ) -> RuntimeResult<Value> {
+        if depth > MAX_LINK_DEPTH * 4 {
+            return Ok(Value::Null);
+        }
+        if let Some(l) = as_link(v) {
+            let (doc, path) = self.cell_target(&l)?;
+            if !docs.contains_key(&doc) {
+                let whole = self.handler_doc(&doc, docs)?;
+                docs.insert(doc.clone(), whole);
+            }
+            let outer = std::mem::replace(&mut self.sources, true);
+            let value = self.value_at(&doc, &path, 0);
+            self.sources = outer;
+            let value = value?;
+            reach.add_refs_in(&value);
+            reach.add_refs_in(v);
+            reach.add_cell(&doc, &path);
+            return Ok(json!({
+                "$from": {"doc": l.doc, "path": l.path},
+                "$at": {"doc": doc, "path": path},
+                "value": value,
+            }));
+        }
+        Ok(match v {
+            Value::Array(a) => Value::Array(
+                a.iter()
+                    .map(|x| self.event_payload(x, docs, reach, depth + 1))
+                    .collect::<RuntimeResult<_>>()?,
+            ),
+            Value::Object(m) => {
+                if let Some(s) = as_stream(v) {
+                    reach.add_stream(s);
+                    return Ok(v.clone());
+                }
+                let forged = m.contains_key("$from");
+                let mut out = serde_json::Map::new();
+                for (k, x) in m {
+                    if forged && k == "$at" {
+                        continue;
+                    }
+                    out.insert(k.clone(), self.event_payload(x, docs, reach, depth + 1)?);
+                }
+                Value::Object(out)
+            }
+            other => other.clone(),
+        })
     }
 
     /// Runs the handler bound to `event.stream`; its writes join the wave
@@ -111,9 +184,10 @@ impl SpaceRuntime {
             &blake3::hash(format!("{}/{}/{}", self.space.id(), ev.stream, ev.event_id).as_bytes())
                 .to_hex()[..16]
         );
+        let payload = self.event_payload(&ev.payload, &mut docs, &mut reach, 0)?;
         let args = [
             json!(def.fn_index),
-            ev.payload.clone(),
+            payload,
             ctx,
             Value::Object(docs),
             json!(shape),
@@ -369,6 +443,18 @@ impl SpaceRuntime {
             let value = w.get_mut("value").map(Value::take).unwrap_or_default();
             reach.check_write(&doc, &path)?;
             reach.check_value(&value)?;
+            // A write under a cell it was given goes where the links on the
+            // way lead (`registry.key(0).key("content")` writes the note's
+            // content), never into a protected document.
+            let (doc, path) = if path.is_empty() {
+                (doc, path)
+            } else {
+                self.cell_target(&Link { doc, path })
+                    .map_err(|e| e.to_string())?
+            };
+            if capability::is_protected(&doc) {
+                return Err(format!("{doc:?} cannot be written by pattern code"));
+            }
             let slot = match slot_of.get(&doc) {
                 Some(i) => *i,
                 None => {

@@ -424,6 +424,13 @@ pub struct SpaceRuntime {
     /// While `Some`, reads keep links to keyed elements (`elementById`)
     /// and collect their documents here (a handler's documents).
     element_links: Option<Vec<String>>,
+    /// While set, a linked object or array read says where it came from
+    /// (`{$from, $at, value}`: an action's inputs, so what it hands on
+    /// unchanged stays a link); `sources_made` counts those given.
+    sources: bool,
+    sources_made: u64,
+    /// The links a deep resolution is inside of (`resolve_deep`).
+    following: Vec<(String, Vec<PathSeg>)>,
     /// The nodes nothing links to, pulled in every wave for what they write
     /// (`None`: the graph changed since they were found).
     effects: Option<Vec<String>>,
@@ -567,6 +574,9 @@ impl SpaceRuntime {
             storage_left: None,
             ticking: BTreeMap::new(),
             element_links: None,
+            sources: false,
+            sources_made: 0,
+            following: Vec::new(),
             effects: None,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));

@@ -82,7 +82,14 @@ impl SpaceRuntime {
         // own element: the map itself depends only on the source and length.
         let map_source = is_map.then(|| template.get(0).and_then(as_link)).flatten();
         let outer_log = self.read_log.replace(HashSet::new());
+        // A map reads its source's length here: its elements are references.
+        let (outer_sources, made) = (
+            std::mem::replace(&mut self.sources, !is_map),
+            self.sources_made,
+        );
         let resolved = self.resolve_deep(template, 0);
+        self.sources = outer_sources;
+        let has_cells = has_cells || self.sources_made > made;
         let read = std::mem::replace(&mut self.read_log, outer_log).unwrap_or_default();
         let resolved = resolved?;
         for d in read {
@@ -355,8 +362,101 @@ impl SpaceRuntime {
         let template = self.nodes[id].def.args.clone();
         let mut reach = Reach::new(piece);
         reach.add_refs_in(&template);
-        let resolved = self.resolve_deep(template, 0)?;
-        reach.add_refs_in(&resolved);
+        let outer_sources = std::mem::replace(&mut self.sources, true);
+        let resolved = self.resolve_deep(template, 0);
+        self.sources = outer_sources;
+        reach.add_refs_in(&resolved?);
         Ok(reach)
+    }
+}
+
+impl SpaceRuntime {
+    // ----- the idempotency check -------------------------------------------
+
+    /// The derivations that would change something if run again now, on the
+    /// inputs they last ran on (the reference's idempotency check, which its
+    /// test runner offers as `expectNonIdempotent`): a settled space has
+    /// none. Each is run once more without applying anything; one whose
+    /// output or writes differ from what the documents hold is named.
+    /// Derivations that build (frames, maps) and host clocks are left out.
+    pub fn idempotency_violations(&mut self) -> RuntimeResult<Vec<String>> {
+        let mut ids: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(id, n)| {
+                !matches!(n.def.kind.as_str(), "map" | "clock") && !self.framed.contains(*id)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        let mut out = Vec::new();
+        for id in ids {
+            if self.changes_if_rerun(&id)? {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
+    fn changes_if_rerun(&mut self, id: &str) -> RuntimeResult<bool> {
+        let (template, fn_index) = {
+            let n = &self.nodes[id];
+            (n.def.args.clone(), n.def.fn_index)
+        };
+        let has_cells = graph::has_cell_link(&template);
+        let (outer_sources, made) = (
+            std::mem::replace(&mut self.sources, true),
+            self.sources_made,
+        );
+        let resolved = self.resolve_deep(template, 0);
+        self.sources = outer_sources;
+        let has_cells = has_cells || self.sources_made > made;
+        let args = match resolved? {
+            Value::Array(a) => a,
+            other => vec![other],
+        };
+        let call = [
+            json!(fn_index),
+            Value::Array(args),
+            json!(id),
+            json!(has_cells),
+        ];
+        let ran = self
+            .sandbox
+            .call_run(self.entry.run_node, &call, &self.options_reactive());
+        // A run that fails now is reported by the waves, not here.
+        let Ok(frame) = ran.map(|out| Frame::from_run(out.value)) else {
+            return Ok(false);
+        };
+        let Ok(frame) = frame else {
+            return Ok(false);
+        };
+        if !frame.nodes.is_empty() || !frame.streams.is_empty() || !frame.cells.is_empty() {
+            return Ok(false);
+        }
+        if self.doc(id)?.unwrap_or(Value::Null) != frame.value {
+            return Ok(true);
+        }
+        let Value::Array(writes) = frame.writes else {
+            return Ok(false);
+        };
+        for w in writes {
+            let (Some(doc), Ok(path)) = (
+                w["doc"].as_str(),
+                crate::store::path::parse_path(&w["path"]),
+            ) else {
+                continue;
+            };
+            let (doc, path) = self.cell_target(&Link {
+                doc: doc.to_string(),
+                path,
+            })?;
+            let now = self.doc(&doc)?.unwrap_or(Value::Null);
+            let held = get_at(&now, &path).cloned().unwrap_or(Value::Null);
+            if held != w["value"] {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
