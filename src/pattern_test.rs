@@ -151,7 +151,49 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
                 short(&steps)
             ));
         };
-        run_steps(rt, &piece, &steps, results)?;
+        // As the reference's runner: `allowRuntimeErrors: true` lets
+        // handlers and derivations fail without failing the test, and
+        // `expectRuntimeErrors: true | N` requires that some (exactly N) did.
+        let flag = |rt: &mut SpaceRuntime, key: &str| {
+            rt.read(&piece, &[PathSeg::Key(key.into())])
+                .map_err(|e| e.to_string())
+        };
+        let expected = flag(rt, "expectRuntimeErrors")?;
+        let expected = match expected {
+            Value::Bool(true) => Some(None),
+            Value::Number(n) => Some(n.as_u64().map(|n| n as usize)),
+            _ => None,
+        };
+        let tolerate = expected.is_some() || flag(rt, "allowRuntimeErrors")? == Value::Bool(true);
+        run_steps(rt, &piece, &steps, results, tolerate)?;
+        if let Some(want) = expected {
+            let got = rt.failures().len();
+            let name = "expectRuntimeErrors".to_string();
+            results.push(if got == 0 || want.is_some_and(|w| w != got) {
+                let want = want.map_or("some".to_string(), |w| w.to_string());
+                let seen: Vec<String> = rt
+                    .failures()
+                    .iter()
+                    .take(20)
+                    .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error))
+                    .collect();
+                failed_result(
+                    name,
+                    None,
+                    format!(
+                        "expected {want} runtime error(s), saw {got}\n{}",
+                        seen.join("\n")
+                    ),
+                )
+            } else {
+                TestResult {
+                    name: format!("expectRuntimeErrors ({got} seen)"),
+                    status: Status::Passed,
+                    after_action: None,
+                    error: None,
+                }
+            });
+        }
         // As the reference's runner: a test may say that one of its
         // derivations is not idempotent, and then the check must find it.
         if expects_non_idempotent == Value::Bool(true) {
@@ -197,6 +239,7 @@ fn run_steps(
     piece: &str,
     steps: &[Value],
     results: &mut Vec<TestResult>,
+    tolerate_errors: bool,
 ) -> Result<(), String> {
     let author = Author::principal("did:key:test");
     let (mut actions, mut assertions) = (0usize, 0usize);
@@ -242,7 +285,7 @@ fn run_steps(
             let failed = failures_since(rt, &mut failures_seen);
             if let Err(e) = sent {
                 results.push(failed_result(name, None, e));
-            } else if !failed.is_empty() {
+            } else if !failed.is_empty() && !tolerate_errors {
                 results.push(failed_result(name, None, failed.join("\n")));
             }
             continue;
@@ -282,7 +325,7 @@ fn run_steps(
     }
     // A derivation that failed while the last assertions were read.
     let failed = failures_since(rt, &mut failures_seen);
-    if !failed.is_empty() {
+    if !failed.is_empty() && !tolerate_errors {
         results.push(failed_result(
             format!("{} runtime error(s) during the test", failed.len()),
             None,

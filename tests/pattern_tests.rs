@@ -96,3 +96,12 @@ fn pieces_in_a_list_are_held_by_link_and_compared_removed_and_written_through_as
     assert!(ok, "{out}");
     assert_eq!(out.lines().last(), Some("8 passed, 0 failed"));
 }
+
+#[test]
+fn expect_runtime_errors_tolerates_the_failures_it_counts() {
+    let (ok, out) = run(&["runtime-errors.test.tsx"]);
+    assert!(ok, "{out}");
+    assert!(!out.contains("✗"), "{out}");
+    assert!(out.contains("✓ expectRuntimeErrors (2 seen)"), "{out}");
+    assert_eq!(out.lines().last(), Some("2 passed, 0 failed"));
+}

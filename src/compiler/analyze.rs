@@ -839,6 +839,11 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                 if other == "assert" {
                     self.instrument_assert(it);
                 }
+                if other == "action" {
+                    // Its event type (`action<E>(...)`, or its parameter's
+                    // annotation): which payload references are cells.
+                    self.plan_meta("action", it, &[("actionEvent", TySource::Param(0))]);
+                }
                 if other == "lift" {
                     self.plan_meta(
                         "lift",

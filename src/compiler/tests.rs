@@ -354,7 +354,10 @@ export default pattern(({ items, step }: { items: number[]; step: number }) => {
         "{js}"
     );
     assert!(
-        js.contains("action((ev, { items, step }) => items.push(ev.n + step), { items, step })"),
+        js.contains(
+            "action((ev, { items, step }) => items.push(ev.n + step), { items, step }, \
+             { \"actionEvent\": { \"properties\": { \"n\": { \"type\": \"number\" } }"
+        ),
         "{js}"
     );
     assert!(js.contains("derive(items, (xs) => xs.length)"), "{js}");

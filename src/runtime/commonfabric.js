@@ -296,6 +296,12 @@ function argumentFields(v) {
   if (schema && isRef(v) && schema.items && schema.items.asCell) return asCellItemsRef(v);
   const props = schema && schema.properties;
   if (!props || !Object.values(props).some((f) => f && f.asCell)) return v;
+  if (isRef(v)) {
+    // A reference (a child's result): whole, its cell-typed fields marked.
+    const m = v[REF];
+    const cellFields = Object.keys(props).filter((k) => props[k] && props[k].asCell);
+    return { [CELL_INPUT]: true, toJSON() { return { $link: { doc: m.doc, path: m.path, cellFields } }; }, [REF]: m };
+  }
   const out = {};
   for (const k of Object.keys(props)) out[k] = props[k] && props[k].asCell ? asCellRef(v[k]) : v[k];
   return out;
@@ -361,11 +367,18 @@ const EVENT_SCHEMAS = new WeakMap();
 // (`{$from, $at, value}`) is a cell where the event type says `Writable`,
 // else its value (sendable streams in it, compared by where it leads).
 function eventArg(v, schema, root, docs, writes, sends, depth) {
-  if (v === null || typeof v !== "object" || depth > 64) return v;
   const s = schemaRef(schema, root);
+  if ((typeof v === "string" || typeof v === "number") && s && s.asCell) return new ReadCell(MINT, undefined, null);
+  if (v === null || typeof v !== "object" || depth > 64) return v;
   if (isFrom(v)) {
     if (s && s.asCell) return cellView(new Cell(MINT, v.$at.doc, v.$at.path || [], docs, writes, sends));
-    return withSources(withStreams(v, sends, 0), 0);
+    return withSources(withStreams(v, sends, 0), 0, null);
+  }
+  // A cell-typed field given data, not a reference: a cell over that data,
+  // and over nothing when it is a bare string or number (no document is
+  // behind it, as the reference answers).
+  if (s && s.asCell && depth > 0 && !Array.isArray(v) && v.$stream === undefined) {
+    return new ReadCell(MINT, withStreams(v, sends, 0), null);
   }
   if (Array.isArray(v)) return v.map((x) => eventArg(x, s && s.items, root, docs, writes, sends, depth + 1));
   if (v.$stream !== undefined) return withStreams(v, sends, 0);
@@ -382,7 +395,13 @@ function schemaRef(s, root) {
   return s;
 }
 
-export function action(fn, captures) {
+export function action(fn, ...rest) {
+  // The compiler adds the event type as `{actionEvent}` beside the captures.
+  const isMeta = (x) => x !== null && typeof x === "object" && !isRef(x) &&
+    Object.keys(x).length === 1 && x.actionEvent !== null && typeof x.actionEvent === "object" && !isRef(x.actionEvent);
+  const meta = rest.find(isMeta);
+  const captures = rest.find((x) => x !== meta);
+  if (meta) EVENT_SCHEMAS.set(fn, meta.actionEvent);
   const caps = captures || {};
   const props = {};
   for (const k of Object.keys(caps)) props[k] = { asCell: true };
@@ -459,7 +478,9 @@ function instantiateInline(p, arg) {
     // reference: usable as a value, with `.key()`, in JSX.
     const id = nextId("r");
     builder.cells.push({ id, initial: serialize(result), result: true });
-    return makeRef(id, []);
+    // The result's type travels with the reference: a derivation capturing
+    // the child gets its `Writable<T>` fields as cells.
+    return makeRef(id, [], p.__pattern.schema.result);
   } finally {
     builder.prefix = saved;
   }
@@ -593,7 +614,7 @@ function instantiateBinding(instance, name, pieceId) {
 // handlers, cells, inner patterns) joins the graph under the node's id, as
 // the reference runs a frame's builders as a pattern.
 export function __runNode(fnIndex, args, nodeId, hasCells) {
-  const given = hasCells ? withSources(args.map(withCells), 0) : args;
+  const given = hasCells ? withSources(args.map(withCells), 0, null) : args;
   const savedBuilder = builder, savedKind = runKind, savedId = runId;
   builder = null;
   runKind = "node";
@@ -621,7 +642,7 @@ export function __runMap(fnIndex, nodeId, link, n, values) {
     for (let i = 0; i < n; i++) {
       f.prefix = i + "/";
       f.counter = 0;
-      const element = link ? makeRef(link.doc, link.path.concat([i])) : withSources(values[i], 0);
+      const element = link ? makeRef(link.doc, link.path.concat([i])) : withSources(values[i], 0, null);
       const v = fns[fnIndex](element, i);
       out.push(v === undefined ? null : serialize(v));
     }
@@ -770,9 +791,13 @@ function setAt(docs, doc, path, value) {
 
 // A linked value in a handler's documents comes as `{$from, $at, value}`:
 // the link as stored and where it leads (the host follows it). Pattern code
-// gets the value, remembered with both and with its JSON as read: `equals`
-// compares where it leads, and written back unchanged it is stored as the
-// link again, as the reference's query results are.
+// gets the value, remembered with both and with its JSON as read: written
+// back unchanged it is stored as the link again, as the reference's query
+// results are. Every object or array read out of a cell is also remembered
+// with where it lives (`loc`: a base location and the keys under it, made
+// into a path only when asked), so `equals` and `remove` compare what was
+// read by where it lives and a fresh object equals none of it, as in the
+// reference.
 const SOURCES = new WeakMap();
 function isFrom(v) {
   return v !== null && typeof v === "object" && v.$from !== undefined && v.$at !== undefined &&
@@ -781,21 +806,32 @@ function isFrom(v) {
 function unwrapFrom(v) {
   return isFrom(v) ? v.value : v;
 }
-function withSources(v, depth) {
+// `loc`: where `v` lives (`{base: {doc, path}}` or `{parent, key}`), or
+// null when unknown.
+function withSources(v, depth, loc) {
   if (v === null || typeof v !== "object" || depth > 64) return v;
   if (isFrom(v)) {
-    const inner = withSources(v.value, depth + 1);
-    if (inner !== null && typeof inner === "object" && !SOURCES.has(inner)) {
-      SOURCES.set(inner, { link: linkOfJson(v.$from), at: linkOfJson(v.$at), json: JSON.stringify(inner) });
+    const at = linkOfJson(v.$at);
+    const inner = withSources(v.value, depth + 1, { base: at });
+    if (inner !== null && typeof inner === "object") {
+      SOURCES.set(inner, { link: linkOfJson(v.$from), loc: { base: at }, json: JSON.stringify(inner) });
     }
     return inner;
   }
+  if (v instanceof Cell || v instanceof ReadCell || v instanceof Stream) return v;
+  if (loc && !SOURCES.has(v)) SOURCES.set(v, { link: null, loc, json: null });
   if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) v[i] = withSources(v[i], depth + 1);
+    for (let i = 0; i < v.length; i++) v[i] = withSources(v[i], depth + 1, loc && { parent: loc, key: String(i) });
     return v;
   }
-  for (const k of Object.keys(v)) v[k] = withSources(v[k], depth + 1);
+  for (const k of Object.keys(v)) v[k] = withSources(v[k], depth + 1, loc && { parent: loc, key: k });
   return v;
+}
+function pathOfLoc(loc) {
+  const keys = [];
+  let l = loc;
+  while (l.parent) { keys.push(l.key); l = l.parent; }
+  return { doc: l.base.doc, path: l.base.path.map(String).concat(keys.reverse()) };
 }
 function linkOfJson(l) {
   return { doc: l.doc, path: l.path || [] };
@@ -803,7 +839,9 @@ function linkOfJson(l) {
 // Where a value read in a handler came from, if it is a linked value unchanged.
 function sourceOf(v) {
   const s = v !== null && typeof v === "object" ? SOURCES.get(v) : undefined;
-  return s !== undefined && JSON.stringify(v) === s.json ? s : undefined;
+  return s !== undefined && s.link !== null && JSON.stringify(v) === s.json
+    ? { link: s.link, at: pathOfLoc(s.loc) }
+    : undefined;
 }
 // Where `doc` at `path` leads in a run's documents: through the links the
 // host followed (`$at`) and those it kept (keyed elements).
@@ -846,7 +884,7 @@ function targetOf(v) {
   if (isRef(v)) return { doc: v[REF].doc, path: v[REF].path.map(String) };
   if (isFrom(v)) return { doc: v.$at.doc, path: (v.$at.path || []).map(String) };
   const s = SOURCES.get(v);
-  if (s !== undefined) return { doc: s.at.doc, path: s.at.path.map(String) };
+  if (s !== undefined) return pathOfLoc(s.loc);
   if (v.$link && typeof v.$link.doc === "string" && Object.keys(v).length === 1) {
     const docs = runIo ? runIo.docs : {};
     return resolveIn(docs, v.$link.doc, (v.$link.path || []).map(String));
@@ -881,7 +919,7 @@ class Cell {
   // Streams in the value are sendable (a button's `onClick` in a piece's UI).
   get() {
     const v = withElements(clone(locate(this.#docs, this.#doc, this.#path).value), this.#docs, 0);
-    return withSources(withStreams(v, this.#sends, 0), 0);
+    return withSources(withStreams(v, this.#sends, 0), 0, { base: Cell.resolved(this) });
   }
   set(value) {
     const v = value === undefined ? null : clone(serializeValue(value, { doc: this.#doc, path: this.#path }));
@@ -995,11 +1033,28 @@ class Cell {
 // `increment` stream) is the field.
 const CELL_VIEWS = new WeakMap(); // view -> cell
 const CORE_METHODS = new Set(["get", "set", "update", "key", "send", "equals", "sample"]);
+// A cell over an array reads like the array, as the reference's query
+// results do (`todoList.items.filter(...)`, `[...list]`): its methods run
+// over the elements, each a plain value or a view of the cell at its index.
+const ARRAY_READS = new Set([
+  "at", "concat", "entries", "every", "filter", "find", "findIndex", "findLast", "findLastIndex",
+  "flat", "flatMap", "forEach", "includes", "indexOf", "join", "keys", "lastIndexOf", "map",
+  "reduce", "reduceRight", "slice", "some", "toReversed", "toSorted", "toSpliced", "values", "with",
+]);
+function elementViews(t, own) {
+  return own.map((x, i) => (x === null || typeof x !== "object" ? x : t.key(i)));
+}
 const CELL_VIEW_HANDLER = {
   get(t, prop) {
+    if (prop === Symbol.iterator && Array.isArray(Cell.peek(t))) {
+      return () => elementViews(t, Cell.peek(t))[Symbol.iterator]();
+    }
     if (typeof prop === "symbol") return Reflect.get(t, prop);
     if (prop === "then") return undefined;
     const own = Cell.peek(t);
+    if (Array.isArray(own) && ARRAY_READS.has(prop)) {
+      return (...args) => Array.prototype[prop].apply(elementViews(t, own), args);
+    }
     const isField = own !== null && typeof own === "object" && !Array.isArray(own) &&
       Object.prototype.hasOwnProperty.call(own, prop);
     if (prop in t && (CORE_METHODS.has(prop) || !isField)) {
@@ -1042,7 +1097,10 @@ class ReadCell {
     this.#link = link || null;
     Object.freeze(this);
   }
-  get() { return withSources(clone(this.#value), 0); }
+  get() {
+    const l = this.#link;
+    return withSources(clone(this.#value), 0, l ? { base: { doc: l.doc, path: l.path.map(String) } } : null);
+  }
   sample() { return this.get(); }
   key(k) {
     const l = this.#link && { doc: this.#link.doc, path: this.#link.path.concat([String(k)]) };

@@ -203,6 +203,25 @@ impl SpaceRuntime {
                 }
                 return Ok(Value::Array(out));
             }
+            if let Some(fields) = graph::link_cell_fields(&v) {
+                // Fields typed `Cell<T>`: each a cell over where it lives.
+                let Value::Object(mut m) = value else {
+                    return Ok(value);
+                };
+                for f in fields {
+                    let Some(item) = m.remove(&f) else {
+                        continue;
+                    };
+                    let mut at = l.path.clone();
+                    at.push(PathSeg::Key(f.clone()));
+                    let (d, p) = self.cell_target(&Link {
+                        doc: l.doc.clone(),
+                        path: at,
+                    })?;
+                    m.insert(f, json!({"$cell": {"doc": d, "path": p}, "value": item}));
+                }
+                return Ok(Value::Object(m));
+            }
             if graph::link_wants_cell(&v) {
                 // A `Cell`-typed input: the run builds a cell over the value.
                 let (doc, path) = self.cell_target(&l)?;

@@ -138,12 +138,26 @@ pub fn link_wants_cell_items(v: &Value) -> bool {
         .unwrap_or(false)
 }
 
+/// The fields a link asks to be cells in the object it leads to (a piece's
+/// result whose type has `Writable<T>` fields, captured whole).
+pub fn link_cell_fields(v: &Value) -> Option<Vec<String>> {
+    let fields = v.get("$link")?.get("cellFields")?.as_array()?;
+    Some(
+        fields
+            .iter()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect(),
+    )
+}
+
 /// Whether a template holds a `Cell`-typed input anywhere.
 pub fn has_cell_link(v: &Value) -> bool {
     match v {
         Value::Array(a) => a.iter().any(has_cell_link),
         Value::Object(m) => match m.get("$link") {
-            Some(_) => link_wants_cell(v) || link_wants_cell_items(v),
+            Some(_) => {
+                link_wants_cell(v) || link_wants_cell_items(v) || link_cell_fields(v).is_some()
+            }
             None => m.values().any(has_cell_link),
         },
         _ => false,

@@ -268,8 +268,18 @@ impl SpaceRuntime {
             self.refuse(&action, "handler", &format!("invalid creation: {reason}"));
             return Ok(());
         }
+        // What the run created is its own to link to, from its writes and
+        // from the arguments of the pieces it creates (a notebook of the
+        // notes made beside it).
+        for id in spawns
+            .iter()
+            .filter_map(|s| s["id"].as_str())
+            .chain(cells.iter().map(|c| c.id.as_str()))
+        {
+            reach.add_refs_in(&json!({"$link": {"doc": id, "path": []}}));
+        }
         for s in &spawns {
-            // A child gets only what the handler was given.
+            // A child gets only what the handler was given or made.
             if let Err(reason) = reach.check_value(&s["argument"]) {
                 self.refuse(
                     &action,
@@ -278,13 +288,6 @@ impl SpaceRuntime {
                 );
                 return Ok(());
             }
-        }
-        for id in spawns
-            .iter()
-            .filter_map(|s| s["id"].as_str())
-            .chain(cells.iter().map(|c| c.id.as_str()))
-        {
-            reach.add_refs_in(&json!({"$link": {"doc": id, "path": []}}));
         }
         for c in &cells {
             // A cell the run made is its own to write.
