@@ -811,6 +811,37 @@ fn is_literal(e: &Expression) -> bool {
 }
 
 impl<'a> Visit<'a> for Analyzer<'_> {
+    fn visit_jsx_attribute(&mut self, it: &oxc_ast::ast::JSXAttribute<'a>) {
+        // `onClick={() => …}` in a pattern body: an inline handler, made an action.
+        let is_event = matches!(&it.name, oxc_ast::ast::JSXAttributeName::Identifier(id)
+            if id.name.starts_with("on") && id.name.len() > 2);
+        if let (true, false, Some(oxc_ast::ast::JSXAttributeValue::ExpressionContainer(c))) =
+            (is_event, self.stack.is_empty(), &it.value)
+        {
+            if let oxc_ast::ast::JSXExpression::ArrowFunctionExpression(f) = &c.expression {
+                let bound: HashSet<SymbolId> = self
+                    .stack
+                    .iter()
+                    .flat_map(|(_, b)| b.iter().copied())
+                    .collect();
+                let edits = closures::inline_handler(
+                    f,
+                    closures::Scope {
+                        scoping: self.scoping,
+                        bound: &bound,
+                        cells: &self.cells,
+                    },
+                    self.text,
+                );
+                if !edits.is_empty() {
+                    self.out.lowered = true;
+                    self.out.edits.extend(edits);
+                }
+            }
+        }
+        walk::walk_jsx_attribute(self, it);
+    }
+
     fn visit_call_expression(&mut self, it: &CallExpression<'a>) {
         let api = self.cf_name(&it.callee).map(str::to_string);
         match api.as_deref() {

@@ -25,7 +25,10 @@
 
 use std::collections::HashSet;
 
-use oxc_ast::ast::{Argument, CallExpression, Expression, FormalParameters, IdentifierReference};
+use oxc_ast::ast::{
+    Argument, ArrowFunctionExpression, CallExpression, Expression, FormalParameters,
+    IdentifierReference,
+};
 use oxc_ast_visit::{walk, Visit};
 use oxc_semantic::{Scoping, SymbolId};
 use oxc_span::GetSpan;
@@ -88,6 +91,19 @@ struct Captures<'s> {
     /// The captures built as cells (`Scope::cells`).
     cells: &'s HashSet<SymbolId>,
     cell_names: Vec<String>,
+}
+
+impl<'s> Captures<'s> {
+    fn new(scope: &Scope<'s>) -> Self {
+        Captures {
+            scoping: scope.scoping,
+            bound: scope.bound,
+            seen: HashSet::new(),
+            names: vec![],
+            cells: scope.cells,
+            cell_names: vec![],
+        }
+    }
 }
 
 /// What a closure may capture.
@@ -168,14 +184,7 @@ pub(crate) fn rewrite(
             }
         }
     }
-    let mut cap = Captures {
-        scoping: scope.scoping,
-        bound: scope.bound,
-        seen: HashSet::new(),
-        names: vec![],
-        cells: scope.cells,
-        cell_names: vec![],
-    };
+    let mut cap = Captures::new(&scope);
     let params: &FormalParameters = match arg {
         Argument::ArrowFunctionExpression(f) => {
             cap.visit_arrow_function_expression(f);
@@ -237,6 +246,55 @@ pub(crate) fn rewrite(
         edits.push(Edit::insert(last_end, format!(", {given}")));
     }
     (edits, helpers)
+}
+
+/// An event handler written inline in JSX (`onClick={() => count.increment(1)}`) becomes
+/// an action, as the reference's transformer makes it: `__cf.__inlineAction((ev, { count })
+/// => …, { count }, ["count"])`, the captures it uses as cells named. Nothing when the
+/// function takes a rest parameter.
+pub(crate) fn inline_handler(f: &ArrowFunctionExpression, scope: Scope, text: &str) -> Vec<Edit> {
+    let mut cap = Captures::new(&scope);
+    cap.visit_arrow_function_expression(f);
+    if f.params.rest.is_some() {
+        return vec![];
+    }
+    let mut edits = vec![Edit::insert(f.span.start, format!("{NS}.__inlineAction("))];
+    if cap.names.is_empty() {
+        edits.push(Edit::insert(f.span.end, ")".to_string()));
+        return edits;
+    }
+    // Captures it uses as cells (or built as cells) are cells; the rest values.
+    let mut cells = CellUses {
+        names: &cap.names,
+        found: HashSet::new(),
+        is_builder: &|_| false,
+    };
+    cells.visit_arrow_function_expression(f);
+    let mut cell_names: Vec<&String> = cap
+        .names
+        .iter()
+        .filter(|n| cells.found.contains(*n) || cap.cell_names.contains(n))
+        .collect();
+    cell_names.dedup();
+    let mut list: Vec<String> = f
+        .params
+        .items
+        .iter()
+        .map(|p| p.span.source_text(text).to_string())
+        .collect();
+    if list.is_empty() {
+        list.push(ClosureKind::Action.pad_name().to_string());
+    }
+    list.truncate(1);
+    list.push(format!("{{ {} }}", cap.names.join(", ")));
+    edits.push(Edit::replace(
+        f.params.span,
+        format!("({})", list.join(", ")),
+    ));
+    let given = captures_object(&cap.names, &HashSet::new());
+    let cells = serde_json::to_string(&cell_names).expect("names serialise");
+    edits.push(Edit::insert(f.span.end, format!(", {given}, {cells})")));
+    edits
 }
 
 /// Which of `names` the closure `arg` uses as cells.

@@ -928,3 +928,25 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
         "{js}"
     );
 }
+
+#[test]
+fn an_inline_jsx_event_handler_becomes_an_action_over_what_it_closes_over() {
+    let js = body_js(
+        r#"import { pattern, UI, Writable } from "commonfabric";
+export default pattern(({ count, step }: { count: Writable<number>; step: number }) => ({
+  [UI]: <cf-button onClick={() => count.set(count.get() + step)} title="t">+</cf-button>,
+  plain: <cf-button onClick={() => console.log("hi")}>log</cf-button>,
+}));
+"#,
+    );
+    assert!(
+        js.contains(
+            "onClick: __cf.__inlineAction((__swEvent, { count, step }) => count.set(count.get() + step), { count, step }, [\"count\"])"
+        ),
+        "{js}"
+    );
+    assert!(
+        js.contains("onClick: __cf.__inlineAction(() => console.log(\"hi\"))"),
+        "{js}"
+    );
+}

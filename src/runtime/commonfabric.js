@@ -408,6 +408,16 @@ export function action(fn, ...rest) {
   return bindStream(fn, caps, { type: "object", properties: props }, "action");
 }
 
+// An event handler written inline in JSX (the compiler's rewrite of
+// `onClick={() => ...}`): an action whose captures named in `cellKeys` are
+// cells and the rest values.
+export function __inlineAction(fn, captures, cellKeys) {
+  const caps = captures || {};
+  const props = {};
+  for (const k of cellKeys || []) props[k] = { asCell: true };
+  return bindStream(fn, caps, { type: "object", properties: props }, "action");
+}
+
 function bindStream(fn, ctx, contextSchema, kind) {
   const id = nextId("s");
   builder.streams.push({ id, kind, fn: registerFn(fn), context: serialize(ctx), schema: contextSchema });
@@ -1758,7 +1768,7 @@ function harden(root) {
   }
 }
 harden(api);
-for (const api of [lift, derive, computed, str, cell, handler, action, pattern, h, Cell, Stream,
+for (const api of [lift, derive, computed, str, cell, handler, action, __inlineAction, pattern, h, Cell, Stream,
   ReadCell, CellApi, equals, toSchema, schema, __captures, __assertWith, __part, ifElse, when, unless, __asCell, __beginProgram, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);

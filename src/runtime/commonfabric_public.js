@@ -1,11 +1,11 @@
 // What patterns see when they import "commonfabric": the authoring API,
 // re-exported from its implementation (`commonfabric.js`, the sandbox's
 // private module) without the entry points the host drives pattern code
-// through. `__captures` and `__asCell` are helpers the pattern compiler's
+// through. `__captures`, `__asCell` and `__inlineAction` are helpers the pattern compiler's
 // output calls; they build values and reach nothing.
 export {
   NAME, UI, SCHEDULE, TYPE, TILE_UI, CHIP_UI, FS, TESTS, SELF, ID, ID_FIELD,
-  __asCell, __captures, __assertWith, __part, lift, ifElse, when, unless, derive, computed, str, cell, handler, action,
+  __asCell, __captures, __assertWith, __part, __inlineAction, lift, ifElse, when, unless, derive, computed, str, cell, handler, action,
   pattern, recipe, h, toSchema, schema, Cell, Writable, equals,
   wish, navigateTo, generateText, generateObject, llm, llmDialog, fetchData, fetchJson,
   fetchJsonUnchecked, fetchText, fetchBinary, fetchProgram, streamData, compileAndRun, resultOf, Default, OpaqueRef, VNode,
