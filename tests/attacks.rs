@@ -212,6 +212,20 @@ async fn a_write_grantee_cannot_reach_the_host_the_realm_or_the_owners_piece() {
     });
     assert_eq!(read(&mut g, &probe, "many").await, json!([]));
 
+    // 6. A reference in an event hands a piece nothing it was not given:
+    //    the probe's handler sent a link to the owner's count cannot write it.
+    let before = handler_runs(&server);
+    ack(
+        &mut g,
+        &probe,
+        "writeThrough",
+        json!({"target": {"$link": {"doc": recorder, "path": ["count"]}}}),
+    )
+    .await;
+    wait_for("the write-through attempt ran", || {
+        handler_runs(&server) == before + 1
+    });
+
     // The owner's recorder counts by one, before and after a restart (what
     // its program and documents hold is its own).
     let before = handler_runs(&server);

@@ -46,15 +46,19 @@ impl SpaceRuntime {
     }
 
     /// An event's payload as its handler gets it: each reference in it
-    /// (a piece or a cell a client or another handler sent) becomes
-    /// `{$from: the link, $at: where it leads, value}`, whose document is
-    /// given beside the others, and which the run may write through, as in
-    /// the reference (the handler's event type then decides between a cell
-    /// and the value). An object in the payload shaped like that already
-    /// loses its `$at`: only the host says where a link leads.
+    /// (a piece or a cell a client or another handler sent) that leads into
+    /// the handler's own piece, or that the handler could reach anyway,
+    /// becomes `{$from: the link, $at: where it leads, value}`, whose
+    /// document is given beside the others, and which the run may write
+    /// through, as in the reference (the handler's event type then decides
+    /// between a cell and the value). Any other reference stays plain JSON:
+    /// whoever sends an event cannot hand a piece what it was not given. An
+    /// object in the payload shaped like the host's answer loses its `$at`:
+    /// only the host says where a link leads.
     fn event_payload(
         &mut self,
         v: &Value,
+        piece: &str,
         docs: &mut serde_json::Map<String, Value>,
         reach: &mut Reach,
         depth: usize,
@@ -64,6 +68,11 @@ impl SpaceRuntime {
         }
         if let Some(l) = as_link(v) {
             let (doc, path) = self.cell_target(&l)?;
+            let writable =
+                capability::owned_by(&doc, piece) || reach.check_write(&doc, &path).is_ok();
+            if !writable && reach.check_value(v).is_err() {
+                return Ok(v.clone());
+            }
             if !docs.contains_key(&doc) {
                 let whole = self.handler_doc(&doc, docs)?;
                 docs.insert(doc.clone(), whole);
@@ -74,7 +83,9 @@ impl SpaceRuntime {
             let value = value?;
             reach.add_refs_in(&value);
             reach.add_refs_in(v);
-            reach.add_cell(&doc, &path);
+            if writable {
+                reach.add_cell(&doc, &path);
+            }
             return Ok(json!({
                 "$from": {"doc": l.doc, "path": l.path},
                 "$at": {"doc": doc, "path": path},
@@ -84,12 +95,14 @@ impl SpaceRuntime {
         Ok(match v {
             Value::Array(a) => Value::Array(
                 a.iter()
-                    .map(|x| self.event_payload(x, docs, reach, depth + 1))
+                    .map(|x| self.event_payload(x, piece, docs, reach, depth + 1))
                     .collect::<RuntimeResult<_>>()?,
             ),
             Value::Object(m) => {
                 if let Some(s) = as_stream(v) {
-                    reach.add_stream(s);
+                    if capability::owned_by(s, piece) {
+                        reach.add_stream(s);
+                    }
                     return Ok(v.clone());
                 }
                 let forged = m.contains_key("$from");
@@ -98,7 +111,10 @@ impl SpaceRuntime {
                     if forged && k == "$at" {
                         continue;
                     }
-                    out.insert(k.clone(), self.event_payload(x, docs, reach, depth + 1)?);
+                    out.insert(
+                        k.clone(),
+                        self.event_payload(x, piece, docs, reach, depth + 1)?,
+                    );
                 }
                 Value::Object(out)
             }
@@ -184,7 +200,7 @@ impl SpaceRuntime {
             &blake3::hash(format!("{}/{}/{}", self.space.id(), ev.stream, ev.event_id).as_bytes())
                 .to_hex()[..16]
         );
-        let payload = self.event_payload(&ev.payload, &mut docs, &mut reach, 0)?;
+        let payload = self.event_payload(&ev.payload, &binding_piece, &mut docs, &mut reach, 0)?;
         let args = [
             json!(def.fn_index),
             payload,
