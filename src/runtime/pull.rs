@@ -83,15 +83,10 @@ impl SpaceRuntime {
         let map_source = is_map.then(|| template.get(0).and_then(as_link)).flatten();
         let outer_log = self.read_log.replace(HashSet::new());
         // A map reads its source's length here: its elements are references.
-        let (outer_sources, made) = (
-            std::mem::replace(&mut self.sources, !is_map),
-            self.sources_made,
-        );
-        let resolved = self.resolve_deep(template, 0);
-        self.sources = outer_sources;
-        let has_cells = has_cells || self.sources_made > made;
+        let resolved = self.resolve_sourced(template, !is_map);
         let read = std::mem::replace(&mut self.read_log, outer_log).unwrap_or_default();
-        let resolved = resolved?;
+        let (resolved, sourced) = resolved?;
+        let has_cells = has_cells || sourced;
         for d in read {
             if d != id {
                 let r = self.readers.entry(d).or_default();
@@ -362,11 +357,22 @@ impl SpaceRuntime {
         let template = self.nodes[id].def.args.clone();
         let mut reach = Reach::new(piece);
         reach.add_refs_in(&template);
-        let outer_sources = std::mem::replace(&mut self.sources, true);
-        let resolved = self.resolve_deep(template, 0);
-        self.sources = outer_sources;
-        reach.add_refs_in(&resolved?);
+        let (resolved, _) = self.resolve_sourced(template, true)?;
+        reach.add_refs_in(&resolved);
         Ok(reach)
+    }
+
+    /// A derivation's arguments resolved, the linked values in them saying
+    /// where they came from when `sources` (`SpaceRuntime::sources`); the
+    /// flag says whether any did.
+    fn resolve_sourced(&mut self, template: Value, sources: bool) -> RuntimeResult<(Value, bool)> {
+        let (outer, made) = (
+            std::mem::replace(&mut self.sources, sources),
+            self.sources_made,
+        );
+        let resolved = self.resolve_deep(template, 0);
+        self.sources = outer;
+        Ok((resolved?, self.sources_made > made))
     }
 }
 
@@ -404,14 +410,9 @@ impl SpaceRuntime {
             (n.def.args.clone(), n.def.fn_index)
         };
         let has_cells = graph::has_cell_link(&template);
-        let (outer_sources, made) = (
-            std::mem::replace(&mut self.sources, true),
-            self.sources_made,
-        );
-        let resolved = self.resolve_deep(template, 0);
-        self.sources = outer_sources;
-        let has_cells = has_cells || self.sources_made > made;
-        let args = match resolved? {
+        let (resolved, sourced) = self.resolve_sourced(template, true)?;
+        let has_cells = has_cells || sourced;
+        let args = match resolved {
             Value::Array(a) => a,
             other => vec![other],
         };
