@@ -133,6 +133,7 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
         )
     })?;
     crate::scenario::with_scratch_runtime("test", |rt, _, _| {
+        rt.seed_test_home().map_err(|e| e.to_string())?;
         let piece = rt
             .create_piece(&program, None, &json!({}))
             .map_err(|e| e.to_string())?;

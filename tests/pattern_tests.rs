@@ -98,6 +98,13 @@ fn pieces_in_a_list_are_held_by_link_and_compared_removed_and_written_through_as
 }
 
 #[test]
+fn wishes_for_the_space_home_share_one_registry_and_add_piece_registers_once() {
+    let (ok, out) = run(&["space-home.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("5 passed, 0 failed"));
+}
+
+#[test]
 fn expect_runtime_errors_tolerates_the_failures_it_counts() {
     let (ok, out) = run(&["runtime-errors.test.tsx"]);
     assert!(ok, "{out}");

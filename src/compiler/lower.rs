@@ -44,7 +44,7 @@ use std::collections::{HashMap, HashSet};
 use oxc_ast::ast::{
     Argument, ArrayExpressionElement, Expression, FormalParameters, FunctionBody,
     IdentifierReference, JSXAttributeItem, JSXAttributeValue, JSXChild, JSXElement, JSXExpression,
-    LogicalOperator, ObjectPropertyKind, Statement, StaticMemberExpression,
+    LogicalOperator, ObjectPropertyKind, Statement, StaticMemberExpression, TSType, TSTypeName,
 };
 use oxc_ast_visit::{walk, Visit};
 use oxc_semantic::{Scoping, SymbolId};
@@ -252,6 +252,15 @@ impl Lower<'_, '_> {
         const CELLS: &[&str] = &["Writable", "Cell", "cell"];
         match e.get_inner_expression() {
             Expression::NewExpression(n) => self.api_constructor(&n.callee),
+            // `wish<Writable<T>>(...).result`: a cell of the space's.
+            Expression::StaticMemberExpression(m) if m.property.name == "result" => {
+                matches!(m.object.get_inner_expression(), Expression::CallExpression(c)
+                    if api_named(&c.callee, &["wish"])
+                        && c.type_arguments.as_ref().and_then(|a| a.params.first()).is_some_and(
+                            |t| matches!(t, TSType::TSTypeReference(r)
+                                if matches!(&r.type_name, TSTypeName::IdentifierReference(i)
+                                    if CELLS.contains(&i.name.as_str())))))
+            }
             Expression::CallExpression(c) => match c.callee.get_inner_expression() {
                 Expression::StaticMemberExpression(m) => {
                     (m.property.name == "of" && api_named(&m.object, CELLS))

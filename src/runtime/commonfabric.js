@@ -450,9 +450,16 @@ function instantiateInline(p, arg) {
     const props = (p.__pattern.schema.argument && p.__pattern.schema.argument.properties) || {};
     const given = arg || {};
     const fields = {};
+    let selfId = null;
     const argProxy = new Proxy({}, {
       get(_t, k) {
         if (k === ARG_SCHEMA) return p.__pattern.schema.argument;
+        // `[SELF]`: the instance's own result (its id taken when first
+        // asked for, so patterns that never ask keep their ids).
+        if (k === SELF) {
+          if (selfId === null) selfId = nextId("r");
+          return makeRef(selfId, [], p.__pattern.schema.result);
+        }
         if (typeof k === "symbol") return undefined;
         if (!(k in fields)) {
           let v = given[k];
@@ -486,7 +493,7 @@ function instantiateInline(p, arg) {
     }
     // The caller gets a reference to the child's result, as in the
     // reference: usable as a value, with `.key()`, in JSX.
-    const id = nextId("r");
+    const id = selfId === null ? nextId("r") : selfId;
     builder.cells.push({ id, initial: serialize(result), result: true });
     // The result's type travels with the reference: a derivation capturing
     // the child gets its `Writable<T>` fields as cells.
@@ -577,6 +584,15 @@ export function __registerProgram(hash, ns) {
 // Records the graph of one piece. Deterministic: the same pattern and piece id
 // give the same node, stream and cell ids, so a re-activated space rebuilds
 // its graph without rewriting anything.
+// A piece's argument, whose `[SELF]` is the piece's own result.
+function withSelf(argument, pieceId, p) {
+  return new Proxy(argument, {
+    get(t, k) {
+      return k === SELF ? makeRef(pieceId, [], p.__pattern.schema.result) : t[k];
+    },
+  });
+}
+
 export function __instantiate(instance, exportName, pieceId) {
   const ns = programs.get(instance);
   if (!ns) throw new Error("commonfabric: program instance " + instance + " is not loaded");
@@ -588,7 +604,7 @@ export function __instantiate(instance, exportName, pieceId) {
   }
   builder = { pieceId, prefix: "", counter: 0, nodes: [], streams: [], cells: [] };
   try {
-    const argument = makeRef(pieceId + "/argument", [], p.__pattern.schema.argument);
+    const argument = withSelf(makeRef(pieceId + "/argument", [], p.__pattern.schema.argument), pieceId, p);
     const result = p.__pattern.fn(argument);
     return {
       name: p.__pattern.name,
@@ -1243,7 +1259,34 @@ export function wish(target, _schema) {
       return { result: ms, candidates: [ms] };
     }
   }
+  const home = typeof query === "string" ? homeTarget(query.trim(), target) : null;
+  if (home !== null && builder !== null && !inHandler() && !inRun()) {
+    const ref = makeRef(HOME_DOC, home);
+    return { result: ref, candidates: [ref] };
+  }
   return settledState({ result: undefined, candidates: [] });
+}
+
+// The space's home document (`runtime::HOME_DOC`): what the reference keeps
+// under the space's default pattern, shared by every piece of the space.
+const HOME_DOC = "space/home";
+const HOME_PATHS = {
+  "#default": [],
+  "#pieceRegistry": ["pieceRegistry"],
+  "#mentionable": ["backlinksIndex", "mentionable"],
+  "#recent": ["recentPieces"],
+  "#summaryIndex": ["summaryIndex"],
+  "#knowledgeGraph": ["knowledgeGraph"],
+  "#suggestions": ["suggestionHistory"],
+};
+// The path in the home document a query names (its tag, the segments after
+// it, then the wish's `path`), or null for a query it does not answer.
+function homeTarget(query, target) {
+  const parts = query.split("/").filter((p) => p.length > 0);
+  const prefix = HOME_PATHS[parts[0]];
+  if (prefix === undefined) return null;
+  const extra = target && typeof target === "object" && Array.isArray(target.path) ? target.path.map(String) : [];
+  return prefix.concat(parts.slice(1), extra);
 }
 
 // The grid of a `#now` query in ms (0: the one-shot `#now`), the reference's

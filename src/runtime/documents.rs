@@ -14,7 +14,10 @@ impl SpaceRuntime {
                 if let Some(d) = &read {
                     self.doc_seq.insert(id.to_string(), d.seq);
                 }
-                let v = read.map(|d| d.value);
+                // The home document reads as its empty self until written.
+                let v = read
+                    .map(|d| d.value)
+                    .or_else(|| (id == home::HOME_DOC).then(home::initial));
                 if let Some(v) = &v {
                     self.cache_estimate += graph::json_size(v);
                 }
@@ -143,7 +146,12 @@ impl SpaceRuntime {
             }
         }
         if self.nodes.contains_key(doc) {
-            self.pull(doc)?;
+            // A derivation resolves its own inputs afresh: the links this
+            // read is following are not a cycle of its.
+            let outer = std::mem::take(&mut self.following);
+            let pulled = self.pull(doc);
+            self.following = outer;
+            pulled?;
         }
         let mut cur = self.doc(doc)?.unwrap_or(Value::Null);
         for (i, seg) in path.iter().enumerate() {

@@ -125,6 +125,9 @@ impl SpaceRuntime {
     /// Runs the handler bound to `event.stream`; its writes join the wave
     /// only if it returns normally.
     pub(super) fn handle_event(&mut self, ev: &EventRecord) -> RuntimeResult<()> {
+        if ev.stream == home::ADD_PIECE_STREAM {
+            return self.add_piece_event(&ev.payload);
+        }
         if !self.streams.contains_key(&ev.stream) {
             // A handler bound inside a frame exists once its node ran.
             self.build_frames_for(&ev.stream)?;

@@ -46,6 +46,7 @@ mod console;
 mod documents;
 pub mod graph;
 mod handlers;
+pub mod home;
 mod metering;
 mod now;
 mod pieces;

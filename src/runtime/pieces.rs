@@ -241,6 +241,8 @@ impl SpaceRuntime {
         // The graph may refer only to the piece's own documents and to what
         // its argument refers to (what its deployer gave it).
         let mut reach = Reach::new(piece);
+        // Every piece of the space shares its home document.
+        reach.add_cell(home::HOME_DOC, &[]);
         match argument {
             Some((arg, _)) => reach.add_refs_in(arg),
             None => {
@@ -273,6 +275,12 @@ impl SpaceRuntime {
                     "piece {piece} refers outside what it was given: {reason}"
                 )));
             }
+        }
+        let graph_values = std::iter::once(&rec.result)
+            .chain(rec.nodes.iter().map(|n| &n.args))
+            .chain(rec.streams.iter().map(|s| &s.context));
+        if home::referred_to(graph_values) {
+            self.ensure_home()?;
         }
         if let Some((arg, _)) = argument {
             let arg = graph::apply_defaults(rec.argument_schema.as_ref(), arg);
