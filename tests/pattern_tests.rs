@@ -105,6 +105,13 @@ fn wishes_for_the_space_home_share_one_registry_and_add_piece_registers_once() {
 }
 
 #[test]
+fn cells_follow_their_types_and_the_reference_cell_surface_works() {
+    let (ok, out) = run(&["cell-types.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("8 passed, 0 failed"));
+}
+
+#[test]
 fn expect_runtime_errors_tolerates_the_failures_it_counts() {
     let (ok, out) = run(&["runtime-errors.test.tsx"]);
     assert!(ok, "{out}");

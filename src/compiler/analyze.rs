@@ -875,6 +875,11 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                     // annotation): which payload references are cells.
                     self.plan_meta("action", it, &[("actionEvent", TySource::Param(0))]);
                 }
+                if other == "computed" {
+                    // Its declared result type (`computed<T>(...)`, `computed((): T => ...)`):
+                    // a reader capturing it gets its `Writable` fields as cells.
+                    self.plan_meta("computed", it, &[("result", TySource::Return)]);
+                }
                 if other == "lift" {
                     self.plan_meta(
                         "lift",

@@ -58,8 +58,40 @@ pub(crate) const NS: &str = "__cf";
 
 /// Methods that make a captured value a cell (it is read or written as one).
 const CELL_METHODS: &[&str] = &[
-    "get", "set", "update", "push", "key", "send", "remove", "sample",
+    "get",
+    "set",
+    "update",
+    "push",
+    "key",
+    "send",
+    "remove",
+    "sample",
+    "increment",
+    "addUnique",
+    "removeByValue",
+    "elementById",
+    "equals",
+    "resolveAsCell",
+    "getAsNormalizedFullLink",
 ];
+
+/// The name a call `name.method(...)` calls a cell method on: only a call counts, so
+/// `child.update.send()` (a child's stream named `update`) does not make `child` a cell.
+fn cell_method_receiver<'e>(
+    call: &'e oxc_ast::ast::CallExpression,
+) -> Option<&'e IdentifierReference<'e>> {
+    match call.callee.get_inner_expression() {
+        Expression::StaticMemberExpression(m)
+            if CELL_METHODS.contains(&m.property.name.as_str()) =>
+        {
+            match m.object.get_inner_expression() {
+                Expression::Identifier(id) => Some(id),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
 
 /// What lowering a pattern body produced.
 #[derive(Debug, Default)]
@@ -719,16 +751,21 @@ impl<'a> Visit<'a> for Captures<'_, '_, '_> {
             if let (Some(w), None) = (what, self.clock) {
                 self.clock = Some((it.span, w));
             }
-            if CELL_METHODS.contains(&it.property.name.as_str())
-                && self
-                    .lower
-                    .symbol_of(id)
-                    .is_some_and(|s| self.lower.out.reactive.contains(&s))
+        }
+        walk::walk_static_member_expression(self, it);
+    }
+
+    fn visit_call_expression(&mut self, it: &oxc_ast::ast::CallExpression<'a>) {
+        if let Some(id) = cell_method_receiver(it) {
+            if self
+                .lower
+                .symbol_of(id)
+                .is_some_and(|s| self.lower.out.reactive.contains(&s))
             {
                 self.cells.insert(id.name.to_string());
             }
         }
-        walk::walk_static_member_expression(self, it);
+        walk::walk_call_expression(self, it);
     }
 
     fn visit_new_expression(&mut self, it: &oxc_ast::ast::NewExpression<'a>) {
@@ -771,6 +808,11 @@ impl CellUses<'_> {
 
 impl<'a> Visit<'a> for CellUses<'_> {
     fn visit_call_expression(&mut self, it: &oxc_ast::ast::CallExpression<'a>) {
+        if let Some(id) = cell_method_receiver(it) {
+            if self.names.iter().any(|n| n == id.name.as_str()) {
+                self.found.insert(id.name.to_string());
+            }
+        }
         if (self.is_builder)(&it.callee) {
             for a in &it.arguments {
                 if let Some(x) = a.as_expression() {
@@ -779,17 +821,6 @@ impl<'a> Visit<'a> for CellUses<'_> {
             }
         }
         walk::walk_call_expression(self, it);
-    }
-
-    fn visit_static_member_expression(&mut self, it: &StaticMemberExpression<'a>) {
-        if let Expression::Identifier(id) = it.object.get_inner_expression() {
-            if CELL_METHODS.contains(&it.property.name.as_str())
-                && self.names.iter().any(|n| n == id.name.as_str())
-            {
-                self.found.insert(id.name.to_string());
-            }
-        }
-        walk::walk_static_member_expression(self, it);
     }
 }
 

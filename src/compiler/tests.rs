@@ -950,3 +950,21 @@ export default pattern(({ count, step }: { count: Writable<number>; step: number
         "{js}"
     );
 }
+
+#[test]
+fn a_capture_is_a_cell_only_where_a_cell_method_is_called_on_it() {
+    let js = body_js(
+        r#"import { pattern, UI, Writable } from "commonfabric";
+export default pattern(({ n, child }: { n: Writable<number>; child: { update: unknown } }) => ({
+  [UI]: <cf-button onClick={() => n.increment(1)}>+</cf-button>,
+  other: <cf-button onClick={() => (child.update as any).send({})}>send</cf-button>,
+}));
+"#,
+    );
+    assert!(
+        js.contains("__cf.__inlineAction((__swEvent, { n }) => n.increment(1), { n }, [\"n\"])"),
+        "{js}"
+    );
+    // `child.update.send()`: `update` is a field here, not a call of `update`.
+    assert!(js.contains("{ child }, [])"), "{js}");
+}

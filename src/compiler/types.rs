@@ -16,7 +16,8 @@
 //! - other unions: `{"anyOf": [...]}` (`undefined` members dropped); intersections of objects
 //!   are merged, others become `{"allOf": [...]}`;
 //! - `Default<T, V>`: schema of `T` plus `"default": V` (V must be a literal type);
-//! - `Cell<T>`/`Writable<T>`: schema of `T` plus `"asCell": true`; `Stream<T>`: plus
+//! - `Cell<T>`/`Writable<T>` (and `ReadonlyCell`, `WriteonlyCell`, `ComparableCell`,
+//!   `OpaqueCell`): schema of `T` plus `"asCell": true`; `Stream<T>`: plus
 //!   `"asStream": true`; `OpaqueRef<T>`: schema of `T`; `VNode`: `{"type": "object"}`.
 //!
 //! Invariants: generation is deterministic (object keys are sorted by serde_json); a recursive
@@ -543,7 +544,8 @@ impl<'m> SchemaGen<'m> {
                     }
                     s
                 }
-                "Cell" | "Writable" => {
+                "Cell" | "Writable" | "ReadonlyCell" | "WriteonlyCell" | "ComparableCell"
+                | "OpaqueCell" => {
                     let mut s = self.arg(r, 0);
                     set(&mut s, "asCell", Value::Bool(true));
                     s

@@ -98,14 +98,16 @@ function nextId(kind) {
 
 // ---- references --------------------------------------------------------------
 
-function makeRef(doc, path, schema) {
-  const meta = { doc, path, schema: schema || null };
+function makeRef(doc, path, schema, root) {
+  const meta = { doc, path, schema: schema || null, root: root || schema || null };
   let self;
   const handler = {
     get(_t, prop) {
       if (prop === REF) return meta;
       if (typeof prop === "symbol") return undefined;
-      if (prop === "key") return (k) => makeRef(doc, path.concat([String(k)]));
+      if (prop === "key") return (...ks) => ks.reduce((r, k) => childRef(r[REF], String(k)), self);
+      if (prop === "getAsNormalizedFullLink") return () => normalizedLink(doc, path);
+      if (prop === "sourceURI") return entityUri(doc);
       if (prop === "map") return (fn) => mapNode(self, fn);
       // `.for(cause)` names a cell for id stability in the reference (here
       // ids come from the graph's order); `.asSchema(s)` and
@@ -113,7 +115,7 @@ function makeRef(doc, path, schema) {
       if (prop === "for" || prop === "asSchema" || prop === "resolveAsCell") return () => self;
       if (prop === "toJSON") return () => ({ $link: { doc, path } });
       if (prop === "then") return undefined;
-      return makeRef(doc, path.concat([prop]));
+      return childRef(meta, prop);
     },
     has() { return false; },
     ownKeys() { return []; },
@@ -122,6 +124,38 @@ function makeRef(doc, path, schema) {
   };
   self = new Proxy({}, handler);
   return self;
+}
+
+// A field of a reference: its type goes with it (the field's schema in the
+// parent's), so a `Writable<T>` field captured by a derivation is handed over
+// as the cell its type says it is, as the reference decides by type.
+function childRef(meta, prop) {
+  const sub = childSchema(meta.schema, meta.root, prop);
+  return makeRef(meta.doc, meta.path.concat([prop]), sub, sub === null ? null : meta.root);
+}
+function childSchema(schema, root, prop) {
+  const s = schemaRef(schema, root);
+  if (!s || typeof s !== "object") return null;
+  if (s.properties && s.properties[prop] !== undefined) return s.properties[prop];
+  if (s.items && /^[0-9]+$/.test(prop)) return s.items;
+  for (const branch of s.anyOf || s.oneOf || []) {
+    const b = childSchema(branch, root, prop);
+    if (b !== null) return b;
+  }
+  if (s.additionalProperties && typeof s.additionalProperties === "object") return s.additionalProperties;
+  return null;
+}
+
+// The reference's address of a cell (`getAsNormalizedFullLink()`): an `of:`
+// entity id (the document's id, escaped so it holds no `/` or `~`), the
+// path inside it, and the space (`did:space:NAME` here: a space's name is its
+// identity). `cellFromUrl` reads the same form back.
+let spaceName = "";
+function entityUri(doc) {
+  return "of:" + encodeURIComponent(doc).replace(/~/g, "%7E");
+}
+function normalizedLink(doc, path) {
+  return { id: entityUri(doc), path: path.map(String), space: "did:space:" + spaceName, type: "application/json" };
 }
 
 function isRef(v) {
@@ -189,17 +223,47 @@ export function __asCell(v) {
 function markCells(input, schema) {
   const s = schema && schema.argument;
   if (!s) return input;
-  if (s.asCell) return asCellRef(input);
-  const props = s.properties;
+  if (cellShape(s, s) === "cell") return asCellRef(input);
+  const props = schemaRef(s, s) && schemaRef(s, s).properties;
   if (!props || input === null || typeof input !== "object" || isRef(input) || Array.isArray(input)) return input;
   const out = {};
-  for (const k of Object.keys(input)) {
-    const p = props[k];
-    out[k] = p && p.asCell ? asCellRef(input[k])
-      : p && p.items && p.items.asCell && !(p.asCell) ? asCellItemsRef(input[k])
-      : input[k];
+  for (const k of Object.keys(input)) out[k] = markedAs(input[k], cellShape(props[k], s));
+  return out;
+}
+function markedAs(v, shape) {
+  return shape === "cell" ? asCellRef(v) : shape === "items" ? asCellItemsRef(v) : v;
+}
+
+// An object schema's properties, those of every branch of a union merged
+// (a field typed a cell in the branch that has it).
+function schemaProps(schema, root, depth) {
+  const s = schemaRef(schema, root);
+  if (!s || typeof s !== "object" || (depth || 0) > 8) return null;
+  let out = s.properties ? Object.assign({}, s.properties) : null;
+  for (const b of s.anyOf || s.oneOf || []) {
+    const p = schemaProps(b, root, (depth || 0) + 1);
+    if (p) {
+      out = out || {};
+      for (const k of Object.keys(p)) if (!(k in out) || cellShape(p[k], root)) out[k] = p[k];
+    }
   }
   return out;
+}
+
+// Whether a schema says a cell (`"cell"`), an array of cells (`"items"`), or
+// neither (null), looking through `$ref`s and the branches of a union
+// (`Writable<T>[] | Default<[]>`).
+function cellShape(schema, root, depth) {
+  const s = schemaRef(schema, root);
+  if (!s || typeof s !== "object" || (depth || 0) > 8) return null;
+  if (s.asCell) return "cell";
+  const items = s.items && schemaRef(s.items, root);
+  if (items && items.asCell) return "items";
+  for (const b of s.anyOf || s.oneOf || []) {
+    const k = cellShape(b, root, (depth || 0) + 1);
+    if (k) return k;
+  }
+  return null;
 }
 
 // An array input whose elements are `Cell`-typed (`Writable<T>[]`): the run
@@ -234,7 +298,7 @@ export function lift(...given) {
     const out = addNode("lift", fn, args, fn.name || "lift");
     // The result's type travels with its reference: a derivation capturing
     // a `Writable<T>[]` result gets a cell per element, as in the reference.
-    if (schema && schema.result) out[REF].schema = schema.result;
+    if (schema && schema.result) { out[REF].schema = schema.result; out[REF].root = schema.result; }
     return out;
   };
   return applied;
@@ -275,10 +339,17 @@ export function derive(input, fn, captures) {
   return addNode("derive", fn, captures === undefined ? [input] : [input, captures], fn.name || "derive");
 }
 
-export function computed(fn, captures) {
+export function computed(fn, ...rest) {
+  // The compiler adds the declared result type as `{result}` beside the captures.
+  const isMeta = (x) => x !== null && typeof x === "object" && !isRef(x) &&
+    Object.keys(x).length === 1 && x.result !== null && typeof x.result === "object" && !isRef(x.result);
+  const meta = rest.find(isMeta);
+  const captures = rest.find((x) => x !== meta);
   if (inHandler()) return fn(captures);
   if (inRun() && !hasRefs(captures, 0)) return fn(captures);
-  return addNode("computed", fn, captures === undefined ? [] : [withArgumentCells(captures)], "computed");
+  const out = addNode("computed", fn, captures === undefined ? [] : [withArgumentCells(captures)], "computed");
+  if (meta) { out[REF].schema = meta.result; out[REF].root = meta.result; }
+  return out;
 }
 
 // Captures that are a pattern's whole argument (`computed(() =>
@@ -291,19 +362,22 @@ function withArgumentCells(captures) {
   return out;
 }
 function argumentFields(v) {
-  const schema = isRef(v) ? v[REF].schema : v !== null && typeof v === "object" ? v[ARG_SCHEMA] : undefined;
-  if (schema && isRef(v) && schema.asCell) return asCellRef(v);
-  if (schema && isRef(v) && schema.items && schema.items.asCell) return asCellItemsRef(v);
-  const props = schema && schema.properties;
-  if (!props || !Object.values(props).some((f) => f && f.asCell)) return v;
+  const root = isRef(v) ? v[REF].root : v !== null && typeof v === "object" ? v[ARG_SCHEMA] : undefined;
+  const schema = schemaRef(isRef(v) ? v[REF].schema : root, root);
+  if (schema && isRef(v)) {
+    const shape = cellShape(schema, root);
+    if (shape !== null) return markedAs(v, shape);
+  }
+  const props = schemaProps(schema, root);
+  if (!props || !Object.values(props).some((f) => cellShape(f, root) === "cell")) return v;
   if (isRef(v)) {
     // A reference (a child's result): whole, its cell-typed fields marked.
     const m = v[REF];
-    const cellFields = Object.keys(props).filter((k) => props[k] && props[k].asCell);
+    const cellFields = Object.keys(props).filter((k) => cellShape(props[k], root) === "cell");
     return { [CELL_INPUT]: true, toJSON() { return { $link: { doc: m.doc, path: m.path, cellFields } }; }, [REF]: m };
   }
   const out = {};
-  for (const k of Object.keys(props)) out[k] = props[k] && props[k].asCell ? asCellRef(v[k]) : v[k];
+  for (const k of Object.keys(props)) out[k] = cellShape(props[k], root) === "cell" ? asCellRef(v[k]) : v[k];
   return out;
 }
 const ARG_SCHEMA = Symbol("commonfabric.argumentSchema");
@@ -463,6 +537,8 @@ function instantiateInline(p, arg) {
         if (typeof k === "symbol") return undefined;
         if (!(k in fields)) {
           let v = given[k];
+          // A reference passed in takes the type the child's argument gives
+          // the field (a `Writable<T>` there makes it a cell to the child).
           if (isRef(v) || (v && v[STREAM] !== undefined)) fields[k] = v;
           else {
             if (v === undefined && props[k] && "default" in props[k]) v = props[k].default;
@@ -470,6 +546,8 @@ function instantiateInline(p, arg) {
             // run's inputs: the child's cells follow them on each run.
             fields[k] = builder.frame ? frameCell(v === undefined ? null : v) : cell(v === undefined ? null : v);
           }
+          const f = fields[k];
+          if (isRef(f) && props[k] && !f[CELL_INPUT]) fields[k] = makeRef(f[REF].doc, f[REF].path, props[k], p.__pattern.schema.argument);
         }
         return fields[k];
       },
@@ -560,8 +638,9 @@ function flatten(children) {
 
 // ---- host entry points (called by the Rust runtime) ------------------------------
 
-export function __beginProgram(origin) {
+export function __beginProgram(origin, space) {
   if (typeof origin === "string") patternOrigin = origin;
+  if (typeof space === "string") spaceName = space;
   loading = true;
   pendingPatterns = [];
   pendingHandlers = [];
@@ -756,7 +835,7 @@ function buildContext(ctx, docs, writes, sends, shape) {
     const f = ctx[k];
     if (f.cell) out[k] = cellView(new Cell(MINT, f.cell.doc, f.cell.path, docs, writes, sends));
     else if (f.stream) out[k] = new Stream(MINT, f.stream, sends);
-    else out[k] = withStreams(f.value, sends, 0);
+    else out[k] = withSources(withStreams(f.value, sends, 0), 0, null);
   }
   return out;
 }
@@ -990,8 +1069,8 @@ class Cell {
     const s = JSON.stringify(serializeValue(item));
     this.set(cur.filter((x) => JSON.stringify(serializeValue(x)) !== s));
   }
-  key(k) {
-    return cellView(new Cell(MINT, this.#doc, this.#path.concat([String(k)]), this.#docs, this.#writes, this.#sends));
+  key(...ks) {
+    return cellView(new Cell(MINT, this.#doc, this.#path.concat(ks.map(String)), this.#docs, this.#writes, this.#sends));
   }
   // The reference's keyed element of an array: a document of its own, named
   // after the array (its document and path) and the key, so the same key
@@ -1022,16 +1101,22 @@ class Cell {
     const cur = this.get();
     this.set((typeof cur === "number" ? cur : 0) + (by === undefined ? 1 : by));
   }
+  // A cell or reference is there when an element leads where it does (as in
+  // the reference, both sides resolved); a plain value when one is equal.
   addUnique(...items) {
-    const cur = getAt(this.#docs[this.#doc], this.#path);
-    const list = Array.isArray(cur) ? cur : [];
-    const have = new Set(list.map((x) => JSON.stringify(serializeValue(x))));
     for (const item of items) {
-      const s = JSON.stringify(serializeValue(item));
-      if (!have.has(s)) {
-        have.add(s);
-        this.push(item);
+      const cur = getAt(this.#docs[this.#doc], this.#path);
+      const list = Array.isArray(cur) ? cur : [];
+      const target = item instanceof Cell || item instanceof ReadCell || isRef(item) || isFrom(item) ? targetOf(item) : undefined;
+      let known;
+      if (target !== undefined) {
+        const here = Cell.resolved(this);
+        known = list.some((x, i) => sameTarget(targetOf(x) || { doc: here.doc, path: here.path.concat([String(i)]) }, target));
+      } else {
+        const s = JSON.stringify(serializeValue(item));
+        known = list.some((x) => JSON.stringify(serializeValue(x)) === s);
       }
+      if (!known) this.push(item);
     }
   }
   removeByValue(item) {
@@ -1044,7 +1129,17 @@ class Cell {
   }
   for() { return this; }
   asSchema() { return this; }
-  resolveAsCell() { return this; }
+  // The cell where this one leads, links followed.
+  resolveAsCell() {
+    const r = Cell.resolved(this);
+    return cellView(new Cell(MINT, r.doc, r.path, this.#docs, this.#writes, this.#sends));
+  }
+  getAsNormalizedFullLink() {
+    return normalizedLink(this.#doc, this.#path);
+  }
+  get sourceURI() {
+    return entityUri(this.#doc);
+  }
   static linkOf(c) {
     const t = CELL_VIEWS.get(c) || c;
     return { doc: t.#doc, path: t.#path };
@@ -1128,13 +1223,35 @@ class ReadCell {
     return withSources(clone(this.#value), 0, l ? { base: { doc: l.doc, path: l.path.map(String) } } : null);
   }
   sample() { return this.get(); }
-  key(k) {
-    const l = this.#link && { doc: this.#link.doc, path: this.#link.path.concat([String(k)]) };
-    return new ReadCell(MINT, getAt(this.#value, [String(k)]), l);
+  // Links on the way are followed; one stored at the last key is kept, for
+  // `resolveAsCell`.
+  key(...ks) {
+    let v = this.#value, l = this.#link;
+    for (const k of ks.map(String)) {
+      if (isFrom(v)) { l = linkOfJson(v.$at); v = v.value; }
+      v = v !== null && typeof v === "object" ? v[k] : undefined;
+      l = l && { doc: l.doc, path: l.path.concat([k]) };
+    }
+    return new ReadCell(MINT, v, l);
   }
   for() { return this; }
   asSchema() { return this; }
-  resolveAsCell() { return this; }
+  // Through a link the host followed, the cell it leads to.
+  resolveAsCell() {
+    const v = this.#value;
+    return isFrom(v) ? new ReadCell(MINT, v.value, linkOfJson(v.$at)) : this;
+  }
+  getAsNormalizedFullLink() {
+    return this.#link ? normalizedLink(this.#link.doc, this.#link.path) : undefined;
+  }
+  get sourceURI() {
+    return this.#link ? entityUri(this.#link.doc) : undefined;
+  }
+  equals(other) {
+    const o = targetOf(other);
+    const me = targetOf(this);
+    return o !== undefined && me !== undefined && sameTarget(o, me);
+  }
   // Handed to a handler bound in the derivation's frame: the cell itself.
   static linkOf(c) { return c.#link; }
   // Writes from a derivation apply when its run ends (as the reference
@@ -1157,8 +1274,8 @@ class ReadCell {
     this.set((Array.isArray(cur) ? cur : []).concat(items.map((x) => serializeValue(x))));
   }
   send(event) { this.set(event); }
-  toJSON() { return this.#value === undefined ? null : this.#value; }
-  valueOf() { return this.#value; }
+  toJSON() { return this.#value === undefined ? null : unwrapFrom(this.#value); }
+  valueOf() { return unwrapFrom(this.#value); }
 }
 
 // `at`: where a write puts the value, if it is one. A cell, or a linked

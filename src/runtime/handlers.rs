@@ -166,7 +166,13 @@ impl SpaceRuntime {
                         }
                         json!({"cell": {"doc": doc, "path": path}})
                     } else {
-                        let v = self.resolve_deep(tmpl.clone(), 0)?;
+                        // A value bound from a reference remembers where it
+                        // lives, so `equals` and a link written back find it
+                        // (the reference's query results do).
+                        let outer = std::mem::replace(&mut self.sources, true);
+                        let v = self.resolve_deep(tmpl.clone(), 0);
+                        self.sources = outer;
+                        let v = v?;
                         reach.add_refs_in(&v);
                         match as_stream(&v) {
                             Some(s) if field_flag(schema.as_ref(), k, "asStream") => {

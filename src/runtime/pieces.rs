@@ -173,7 +173,10 @@ impl SpaceRuntime {
         // other time, creating one outside a run throws.
         self.sandbox.call(
             self.entry.begin_program,
-            &[Value::String(self.cfg.public_origin.to_string())],
+            &[
+                Value::String(self.cfg.public_origin.to_string()),
+                Value::String(self.space.id().to_string()),
+            ],
             &self.options_reactive(),
         )?;
         let ns = self

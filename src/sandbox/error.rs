@@ -51,7 +51,7 @@ pub enum SandboxError {
         limit_bytes: usize,
     },
     /// Pattern code threw (and did not catch) an exception.
-    #[error("{name}: {message}")]
+    #[error("{name}: {message}{}", pattern_site(stack.as_deref()))]
     Threw {
         /// The error's `name` (`TypeError`, ...); empty when a non-Error value was thrown.
         name: String,
@@ -104,5 +104,48 @@ impl HostError {
             name: "HostError".to_string(),
             message: message.into(),
         }
+    }
+}
+
+/// Where in pattern code a thrown error came from, as ` (at FILE:LINE:COL)`:
+/// the innermost frame of the stack outside the host's own modules (the API,
+/// `spacewake:` modules), so an author sees the line to look at. Empty when
+/// the stack names no such frame.
+fn pattern_site(stack: Option<&str>) -> String {
+    let Some(stack) = stack else {
+        return String::new();
+    };
+    for line in stack.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("at ") else {
+            continue;
+        };
+        // `at name (file:line:col)` or `at file:line:col`.
+        let loc = match (rest.rfind('('), rest.ends_with(')')) {
+            (Some(i), true) => &rest[i + 1..rest.len() - 1],
+            _ => rest,
+        };
+        if loc == "native"
+            || loc.starts_with("commonfabric")
+            || loc.starts_with("spacewake:")
+            || loc.starts_with('<')
+        {
+            continue;
+        }
+        return format!(" (at {loc})");
+    }
+    String::new()
+}
+
+#[cfg(test)]
+mod site_tests {
+    use super::pattern_site;
+
+    #[test]
+    fn the_site_is_the_innermost_frame_of_pattern_code() {
+        let stack = "    at get (commonfabric:120:5)\n    at total (pc-1/r/main.tsx:14:22)\n    at <eval> (pc-1/r/main.tsx:30:1)\n";
+        assert_eq!(pattern_site(Some(stack)), " (at pc-1/r/main.tsx:14:22)");
+        assert_eq!(pattern_site(Some("    at f (commonfabric:1:1)\n")), "");
+        assert_eq!(pattern_site(None), "");
     }
 }
