@@ -112,6 +112,13 @@ fn cells_follow_their_types_and_the_reference_cell_surface_works() {
 }
 
 #[test]
+fn elements_a_handler_pushes_are_entities_found_and_followed_by_identity() {
+    let (ok, out) = run(&["element-identity.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("4 passed, 0 failed"));
+}
+
+#[test]
 fn expect_runtime_errors_tolerates_the_failures_it_counts() {
     let (ok, out) = run(&["runtime-errors.test.tsx"]);
     assert!(ok, "{out}");

@@ -860,17 +860,75 @@ function encodeSegment(s) {
   return encodeURIComponent(String(s)).replace(/~/g, "%7E");
 }
 
-// A value read in a handler, with the links to keyed elements whose
-// documents the run holds replaced by their values.
+// A value read in a handler, with the links to element documents the run
+// holds replaced by their values, each remembered with its link (as the
+// host's `{$from, $at, value}`), so it is that element wherever it goes.
 function withElements(v, docs, depth) {
   if (v === null || typeof v !== "object" || depth > 32) return v;
   if (Array.isArray(v)) return v.map((x) => withElements(x, docs, depth + 1));
   const l = v.$link;
   if (l && typeof l.doc === "string" && l.doc.includes(ELEMENT_MARK) && docs[l.doc] !== undefined) {
-    return withElements(clone(getAt(docs[l.doc], l.path || [])), docs, depth + 1);
+    const at = resolveIn(docs, l.doc, (l.path || []).map(String));
+    const value = withElements(clone(getAt(docs[l.doc], l.path || [])), docs, depth + 1);
+    return { $from: { doc: l.doc, path: l.path || [] }, $at: at, value };
   }
   for (const k of Object.keys(v)) v[k] = withElements(v[k], docs, depth + 1);
   return v;
+}
+
+// ---- elements as entities -----------------------------------------------------
+//
+// As in the reference, a plain object a handler writes into an array becomes
+// a document of its own (an *element*), the array holding a link to it: a
+// cell set to it (`held.set(items.get()[0])`) then follows that element
+// wherever the list moves it, and `equals` finds it by identity. Its id names
+// the array it was written into (where the write addressed it, so the
+// capability check of keyed elements covers it) and the run that made it:
+// `ARRAYDOC/#el/SEG…/~@FRAME.N`, N counting the run's elements, so a replay
+// of the event makes the same ids. Not anchored: what is already a link, a
+// cell or a stream; an element read from a list and written back unchanged
+// (it stays where and what it was); rendered trees (`{type: "vnode"}`).
+
+// The anchoring context of one handler run (null elsewhere).
+function anchorContext(docs, writes) {
+  if (runKind !== "handler" || typeof runId !== "string" || runIo === null) return null;
+  // One count for the whole run: every write of it names its elements apart.
+  if (runIo.anchored === undefined) runIo.anchored = { n: 0 };
+  return { seed: runId, count: runIo.anchored, docs, writes, seen: new Map() };
+}
+function isLinkJson(v) {
+  const keys = Object.keys(v);
+  return keys.length >= 1 && (v.$link !== undefined || v.$stream !== undefined || v.$cell !== undefined || v.$alias !== undefined) &&
+    keys.every((k) => k.startsWith("$"));
+}
+function anchorable(v) {
+  if (Array.isArray(v) || v instanceof Cell || v instanceof ReadCell || v instanceof Stream || isRef(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return false;
+  return !isFrom(v) && !isLinkJson(v) && v.type !== "vnode";
+}
+// An element read from a list (inline, not an element of its own) and
+// unchanged since: written back, it stays inline.
+function keptInline(v, docs) {
+  const s = SOURCES.get(v);
+  if (s === undefined || s.link !== null || s.loc === null) return false;
+  const at = pathOfLoc(s.loc);
+  const stored = getAt(docs[at.doc], at.path);
+  return stored !== undefined && JSON.stringify(stored) === JSON.stringify(serializeValue(v));
+}
+// `v`, an element of the array at `arr` ({doc, path}), made a document of
+// its own; returns the link the array holds.
+function anchorElement(v, at, arr, cx) {
+  const known = cx.seen.get(v);
+  if (known !== undefined) return { $link: known };
+  const doc = arr.doc + ELEMENT_MARK + arr.path.map((seg) => encodeSegment(seg) + "/").join("") +
+    "~@" + cx.seed + "." + cx.count.n++;
+  const link = { doc, path: [] };
+  cx.seen.set(v, link);
+  const value = serializeFields(v, at, cx, { doc, path: [] });
+  setAt(cx.docs, doc, [], clone(value));
+  cx.writes.push({ doc, path: [], value: clone(value) });
+  return { $link: link };
 }
 
 function getAt(v, path) {
@@ -1024,10 +1082,21 @@ class Cell {
   // Streams in the value are sendable (a button's `onClick` in a piece's UI).
   get() {
     const v = withElements(clone(locate(this.#docs, this.#doc, this.#path).value), this.#docs, 0);
-    return withSources(withStreams(v, this.#sends, 0), 0, { base: Cell.resolved(this) });
+    const here = Cell.resolved(this);
+    // An element's whole value is that element (handed on, it is its link).
+    if (here.path.length === 0 && here.doc.includes(ELEMENT_MARK) && v !== null && typeof v === "object") {
+      return withSources({ $from: here, $at: here, value: withStreams(v, this.#sends, 0) }, 0, null);
+    }
+    return withSources(withStreams(v, this.#sends, 0), 0, { base: here });
   }
   set(value) {
-    const v = value === undefined ? null : clone(serializeValue(value, { doc: this.#doc, path: this.#path }));
+    const at = { doc: this.#doc, path: this.#path };
+    const cx = anchorContext(this.#docs, this.#writes);
+    const v = value === undefined ? null : clone(serializeValue(value, at, cx, { doc: at.doc, path: at.path.map(String) }, false));
+    this.#write(v);
+    return this;
+  }
+  #write(v) {
     setAt(this.#docs, this.#doc, this.#path, v);
     this.#writes.push({ doc: this.#doc, path: this.#path, value: clone(v) });
   }
@@ -1044,9 +1113,10 @@ class Cell {
     // Appends: the elements already there (links to children among them)
     // are not rewritten.
     let n = cur.length;
+    const cx = anchorContext(this.#docs, this.#writes);
     for (const item of items) {
       const path = this.#path.concat([n++]);
-      const v = clone(serializeValue(item, { doc: this.#doc, path }));
+      const v = clone(serializeValue(item, { doc: this.#doc, path }, cx, { doc: this.#doc, path: path.map(String) }, true));
       setAt(this.#docs, this.#doc, path, v);
       this.#writes.push({ doc: this.#doc, path, value: clone(v) });
     }
@@ -1063,11 +1133,12 @@ class Cell {
         const t = targetOf(x) || { doc: here.doc, path: here.path.concat([String(i)]) };
         return sameTarget(t, target);
       });
-      if (at !== -1) this.set(cur.filter((_, i) => i !== at));
+      // Only takes out: what stays is written as it was (nothing anchored).
+      if (at !== -1) this.#write(clone(serializeValue(cur.filter((_, i) => i !== at), { doc: this.#doc, path: this.#path })));
       return;
     }
     const s = JSON.stringify(serializeValue(item));
-    this.set(cur.filter((x) => JSON.stringify(serializeValue(x)) !== s));
+    this.#write(clone(serializeValue(cur.filter((x) => JSON.stringify(serializeValue(x)) !== s), { doc: this.#doc, path: this.#path })));
   }
   key(...ks) {
     return cellView(new Cell(MINT, this.#doc, this.#path.concat(ks.map(String)), this.#docs, this.#writes, this.#sends));
@@ -1281,14 +1352,17 @@ class ReadCell {
 // `at`: where a write puts the value, if it is one. A cell, or a linked
 // value read unchanged, is stored as its link (the reference's write of a
 // cell), unless that link would point into the write's own target.
-function serializeValue(v, at) {
+function serializeValue(v, at, cx, loc, inArray) {
   if (v instanceof ReadCell) return v.get();
   if (v instanceof Cell) {
     // A whole document (a piece, a cell of its own, a keyed element) is
     // held by link; a value inside one is copied as it is now (a card taken
     // out of one pile and put on another).
     const l = Cell.linkOf(v);
-    const whole = l.doc.includes(ELEMENT_MARK) || Cell.resolved(v).path.length === 0;
+    const r = Cell.resolved(v);
+    // A cell over a list's slot holding an element is that element.
+    if (r.path.length === 0 && r.doc.includes(ELEMENT_MARK) && !overlaps(r, at)) return { $link: { doc: r.doc, path: [] } };
+    const whole = l.doc.includes(ELEMENT_MARK) || r.path.length === 0;
     return whole && !overlaps(l, at) ? { $link: { doc: l.doc, path: l.path } } : v.get();
   }
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
@@ -1298,9 +1372,19 @@ function serializeValue(v, at) {
   if (isFrom(v)) return { $link: linkOfJson(v.$from) };
   const from = sourceOf(v);
   if (from !== undefined && from.at.path.length === 0 && !overlaps(from.at, at)) return { $link: from.link };
-  if (Array.isArray(v)) return v.map((x) => serializeValue(x, at));
+  if (cx && inArray && anchorable(v) && !keptInline(v, cx.docs)) {
+    return anchorElement(v, at, { doc: loc.doc, path: loc.path.slice(0, -1) }, cx);
+  }
+  if (Array.isArray(v)) {
+    return v.map((x, i) => serializeValue(x, at, cx, cx && { doc: loc.doc, path: loc.path.concat([String(i)]) }, true));
+  }
+  return serializeFields(v, at, cx, loc);
+}
+function serializeFields(v, at, cx, loc) {
   const out = {};
-  for (const k of Object.keys(v)) if (v[k] !== undefined) out[k] = serializeValue(v[k], at);
+  for (const k of Object.keys(v)) {
+    if (v[k] !== undefined) out[k] = serializeValue(v[k], at, cx, cx && { doc: loc.doc, path: loc.path.concat([k]) }, false);
+  }
   return out;
 }
 
