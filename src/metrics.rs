@@ -116,6 +116,7 @@ counters! {
     DerivationRuns => ("actions", "derivationRuns", Counter, "Derivation (lift/derive/computed/str) runs"),
     ClockTicks => ("actions", "clockTicks", Counter, "Times a #now or #now/N wish took a new time (its first run, or a grid boundary passed while something demanded it)"),
     DerivationsSkippedFresh => ("actions", "derivationsSkippedFresh", Counter, "Pulled derivations not re-run because their inputs were unchanged"),
+    DerivationsDeferred => ("actions", "derivationsDeferred", Counter, "Derivations not run while an input they read was itself being computed for the first time (a cycle through data); run when next pulled"),
     ActionsFailed => ("actions", "failed", Counter, "Actions that threw; their writes were discarded"),
     ActionsPreempted => ("actions", "preempted", Counter, "Actions stopped by their interrupt budget; their writes were discarded"),
     PatternLogLines => ("actions", "logLines", Counter, "Lines pattern code wrote with console.* that reached the host's log"),

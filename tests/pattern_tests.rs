@@ -108,7 +108,7 @@ fn wishes_for_the_space_home_share_one_registry_and_add_piece_registers_once() {
 fn cells_follow_their_types_and_the_reference_cell_surface_works() {
     let (ok, out) = run(&["cell-types.test.tsx"]);
     assert!(ok, "{out}");
-    assert_eq!(out.lines().last(), Some("8 passed, 0 failed"));
+    assert_eq!(out.lines().last(), Some("9 passed, 0 failed"));
 }
 
 #[test]
@@ -116,6 +116,13 @@ fn elements_a_handler_pushes_are_entities_found_and_followed_by_identity() {
     let (ok, out) = run(&["element-identity.test.tsx"]);
     assert!(ok, "{out}");
     assert_eq!(out.lines().last(), Some("4 passed, 0 failed"));
+}
+
+#[test]
+fn pieces_reading_the_list_that_holds_them_never_run_on_nothing() {
+    let (ok, out) = run(&["readers-list.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("1 passed, 0 failed"));
 }
 
 #[test]

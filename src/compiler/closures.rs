@@ -200,10 +200,10 @@ pub(crate) fn rewrite(
         return (edits, helpers);
     }
     let destructure = format!("{{ {} }}", cap.names.join(", "));
-    // An action's captures are cells already (its context schema says so).
-    let cells = if kind == ClosureKind::Action {
-        HashSet::new()
-    } else {
+    // Captures used as cells are passed as cells. (An action's other captures
+    // are cells too, but for derived values, which it gets as values: the
+    // runtime tells them apart.)
+    let cells = {
         let mut cells = used_as_cells(arg, &cap.names, is_builder);
         let mut handed = HandedToCalls {
             names: &cap.cell_names,

@@ -350,12 +350,14 @@ export default pattern(({ items, step }: { items: number[]; step: number }) => {
         "{js}"
     );
     assert!(
-        js.contains("action((__swEvent, { items, step }) => items.push(step), { items, step })"),
+        js.contains(
+            "action((__swEvent, { items, step }) => items.push(step), { items: __cf.__asCell(items), step })"
+        ),
         "{js}"
     );
     assert!(
         js.contains(
-            "action((ev, { items, step }) => items.push(ev.n + step), { items, step }, \
+            "action((ev, { items, step }) => items.push(ev.n + step), { items: __cf.__asCell(items), step }, \
              { \"actionEvent\": { \"properties\": { \"n\": { \"type\": \"number\" } }"
         ),
         "{js}"

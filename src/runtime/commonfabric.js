@@ -198,7 +198,9 @@ function serialize(v, depth) {
 function addNode(kind, fn, args, label) {
   const id = nextId("n");
   builder.nodes.push({ id, kind, fn: registerFn(fn), args: serialize(args), label: label || kind });
-  return makeRef(id, []);
+  const ref = makeRef(id, []);
+  ref[REF].node = true;
+  return ref;
 }
 
 // A reactive `.map(fn)`: `fn` runs once per element as a sub-pattern, with
@@ -248,6 +250,14 @@ function schemaProps(schema, root, depth) {
     }
   }
   return out;
+}
+
+// Whether a value of this schema is or holds cells (at its top or in its
+// fields): a handler gets such a value as a cell, so the cells stay cells.
+function holdsCells(schema, root) {
+  if (cellShape(schema, root) !== null) return true;
+  const props = schemaProps(schema, root);
+  return props !== null && Object.values(props).some((f) => cellShape(f, root) !== null);
 }
 
 // Whether a schema says a cell (`"cell"`), an array of cells (`"items"`), or
@@ -478,7 +488,15 @@ export function action(fn, ...rest) {
   if (meta) EVENT_SCHEMAS.set(fn, meta.actionEvent);
   const caps = captures || {};
   const props = {};
-  for (const k of Object.keys(caps)) props[k] = { asCell: true };
+  for (const k of Object.keys(caps)) {
+    // A derived value (a computed's, a lift's) is given as its value, as the
+    // reference gives a capture typed as what it holds; unless the action
+    // uses it as a cell (the compiler marks those) or its type says cell.
+    const v = caps[k];
+    const derived = isRef(v) && v[CELL_INPUT] !== true && v[REF].node === true && v[REF].path.length === 0 &&
+      !holdsCells(v[REF].schema, v[REF].root);
+    if (!derived) props[k] = { asCell: true };
+  }
   return bindStream(fn, caps, { type: "object", properties: props }, "action");
 }
 
@@ -1362,8 +1380,11 @@ function serializeValue(v, at, cx, loc, inArray) {
     const r = Cell.resolved(v);
     // A cell over a list's slot holding an element is that element.
     if (r.path.length === 0 && r.doc.includes(ELEMENT_MARK) && !overlaps(r, at)) return { $link: { doc: r.doc, path: [] } };
-    const whole = l.doc.includes(ELEMENT_MARK) || r.path.length === 0;
-    return whole && !overlaps(l, at) ? { $link: { doc: l.doc, path: l.path } } : v.get();
+    // An inline element of a list is copied as it is now (a card taken
+    // out of one pile and put on another: the slot will hold another card);
+    // any other cell is stored as its link.
+    const inlineElement = r.path.length > 0 && /^[0-9]+$/.test(String(r.path[r.path.length - 1]));
+    return !inlineElement && !overlaps(l, at) ? { $link: { doc: l.doc, path: l.path } } : v.get();
   }
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v instanceof Stream) return v.toJSON();

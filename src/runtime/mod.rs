@@ -376,6 +376,8 @@ pub struct SpaceRuntime {
     /// Documents written by the pending wave (reported with the wave).
     wave_writes: BTreeSet<String>,
     fresh: HashSet<String>,
+    /// Nodes being refreshed (their inputs resolving), innermost last.
+    refreshing: Vec<String>,
     /// Nodes whose frame (what their run built) is registered this tenure.
     framed: HashSet<String>,
     action_hash: HashMap<String, String>,
@@ -549,6 +551,7 @@ impl SpaceRuntime {
             session_reads: HashSet::new(),
             wave_writes: BTreeSet::new(),
             fresh: HashSet::new(),
+            refreshing: Vec::new(),
             framed: HashSet::new(),
             action_hash,
             demand: BTreeSet::new(),

@@ -64,12 +64,42 @@ impl SpaceRuntime {
         if self.fresh.contains(id) {
             return Ok(());
         }
+        if self.waits_on_a_first_run(id)? {
+            // Left stale: it runs when next pulled, with that input there.
+            self.counters.inc(Counter::DerivationsDeferred);
+            return Ok(());
+        }
         // Mark first: a cycle through this node then reads its old value
         // instead of recursing forever.
         self.fresh.insert(id.to_string());
         if self.nodes[id].def.kind == "clock" {
             return self.refresh_clock(id);
         }
+        self.refreshing.push(id.to_string());
+        let refreshed = self.refresh_marked(id);
+        self.refreshing.pop();
+        refreshed
+    }
+
+    /// Whether `id` reads a node whose refresh is under way (this pull was
+    /// reached while resolving that node's inputs: a cycle through data, a
+    /// list holding a piece that reads the list) and which has no output
+    /// yet: run now, it would see nothing where that output will be.
+    fn waits_on_a_first_run(&mut self, id: &str) -> RuntimeResult<bool> {
+        if self.refreshing.is_empty() {
+            return Ok(false);
+        }
+        let mut reads = Vec::new();
+        linked_docs(&self.nodes[id].def.args, &mut reads);
+        for d in reads {
+            if self.refreshing.contains(&d) && self.doc(&d)?.is_none() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn refresh_marked(&mut self, id: &str) -> RuntimeResult<()> {
         let (template, fn_index, is_map) = {
             let n = &self.nodes[id];
             (n.def.args.clone(), n.def.fn_index, n.def.kind == "map")
