@@ -36,8 +36,9 @@ use super::state::{Capability, State};
 /// anew was a fifth of a sandbox's start-up.
 const LOCKDOWN_JS: &str = concat!(
     include_str!("url.js"),
+    include_str!("intl.js"),
     r#"
-export default (function (dateNow, nowFor, mathRandom, deny, log) {
+export default (function (dateNow, nowFor, mathRandom, deny, log, zoneOffset) {
   "use strict";
   const g = globalThis;
   const OrigDate = g.Date;
@@ -113,6 +114,9 @@ export default (function (dateNow, nowFor, mathRandom, deny, log) {
 
   // `URL` and `URLSearchParams` (`url.js`): pure string work.
   installUrl(g, defineProperty);
+  // `Intl` and the `toLocale*String` methods (`intl.js`): pure formatting
+  // over CLDR data; zone offsets from the host's compiled-in zone database.
+  installIntl(g, defineProperty, zoneOffset);
 
   // The web's deep copy, for JSON-shaped data (what patterns hold): the
   // engine has none of its own.
@@ -247,6 +251,22 @@ pub(crate) fn throw_capability<'js>(
 }
 
 /// Install the lockdown into `ctx`. Runs once per sandbox.
+/// A zone's offset from UTC at an instant, in minutes (`None`: no such zone,
+/// or an instant chrono cannot represent). Pure: the database is compiled in.
+fn zone_offset_minutes(zone: &str, at_ms: f64) -> Option<f64> {
+    use chrono::{Offset, TimeZone};
+    let tz = chrono_tz::Tz::from_str_insensitive(zone).ok()?;
+    if !at_ms.is_finite() {
+        return None;
+    }
+    let utc = chrono::DateTime::from_timestamp_millis(at_ms.floor() as i64)?;
+    let secs = tz
+        .offset_from_utc_datetime(&utc.naive_utc())
+        .fix()
+        .local_minus_utc();
+    Some(f64::from(secs) / 60.0)
+}
+
 pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Result<()> {
     let st = state.clone();
     let date_now = Function::new(ctx.clone(), move |ctx: Ctx<'js>| -> rquickjs::Result<f64> {
@@ -292,7 +312,11 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, state: &Rc<State>) -> rquickjs::Resul
     let (module, done) = declared.eval()?;
     done.finish::<()>()?;
     let installer: Function = module.namespace()?.get("default")?;
-    let roots: rquickjs::Value = installer.call((date_now, now_for, math_random, deny, log))?;
+    let zone_offset = Function::new(ctx.clone(), |zone: String, at_ms: f64| {
+        zone_offset_minutes(&zone, at_ms)
+    })?;
+    let roots: rquickjs::Value =
+        installer.call((date_now, now_for, math_random, deny, log, zone_offset))?;
     freeze_reachable(ctx, &roots)?;
     for proto in class_prototypes(ctx) {
         freeze_reachable(ctx, &proto)?;

@@ -87,6 +87,11 @@ impl Sandbox {
         Ok(sb)
     }
 
+    /// The size of the heap image a restore copies back (0: not imaged).
+    pub fn image_bytes(&self) -> usize {
+        self.image.as_ref().map_or(0, |i| i.bytes.len())
+    }
+
     /// Puts an imaged sandbox back into its start-up state, as if just
     /// built by [`Sandbox::new_imaged`]: every value, module instance and
     /// pending job since is gone, handles from before are refused (a new

@@ -522,6 +522,8 @@ fn no_ambient_capabilities() {
         // Pure string work (`url.js`; `url_parses_resolves_and_edits_queries`).
         "URL",
         "URLSearchParams",
+        // Pure formatting (`intl.js`; `intl_formats_dates_and_numbers_as_v8_does_in_any_zone`).
+        "Intl",
     ];
     let unexpected: Vec<&String> = names
         .iter()
@@ -1327,4 +1329,58 @@ fn url_parses_resolves_and_edits_queries() {
     )
     .unwrap();
     assert_eq!(frozen, serde_json::json!(true));
+}
+
+#[test]
+fn intl_formats_dates_and_numbers_as_v8_does_in_any_zone() {
+    let sb = sandbox();
+    let v = eval(
+        &sb,
+        r#"(() => {
+          const d = new Date("2026-08-18T12:00:00-08:00");
+          const w = new Date("2026-01-05T08:30:00Z");
+          let bad = null;
+          try { d.toLocaleDateString("en-US", { timeZone: "Mars/Olympus" }); } catch (e) { bad = e.name; }
+          return [
+            d.toLocaleDateString("en-CA", { timeZone: "America/Los_Angeles" }),
+            d.toLocaleDateString("en-US", { timeZone: "America/Los_Angeles", weekday: "short", month: "short", day: "numeric" }),
+            w.toLocaleTimeString("en-US", { hour: "numeric", minute: "2-digit" }),
+            w.toLocaleString("en-GB", { timeZone: "Europe/Berlin" }),
+            w.toLocaleDateString(),
+            new Intl.DateTimeFormat("en-US", { dateStyle: "full", timeZone: "Asia/Kolkata" }).format(w),
+            (1234567.891).toLocaleString(),
+            new Intl.NumberFormat("en-US", { style: "currency", currency: "EUR" }).format(-3.5),
+            new Intl.NumberFormat("de-DE", { maximumFractionDigits: 1 }).format(1234.56),
+            bad,
+            Object.isFrozen(Intl),
+          ];
+        })()"#,
+    )
+    .unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!([
+            "2026-08-18",
+            "Tue, Aug 18",
+            "8:30 AM",
+            "05/01/2026, 09:30:00",
+            "1/5/2026",
+            "Monday, January 5, 2026",
+            "1,234,567.891",
+            "-€3.50",
+            "1.234,6",
+            "RangeError",
+            true
+        ])
+    );
+}
+
+#[test]
+fn the_heap_image_a_tenure_restores_stays_small() {
+    // Every scheduled wake copies the image back: its size is a cost of
+    // every wake (spec/performance.md).
+    let sb = Sandbox::new_imaged(SandboxConfig::default(), &CF).expect("imaged");
+    let bytes = sb.image_bytes();
+    eprintln!("image: {bytes} bytes");
+    assert!(bytes > 100_000 && bytes < 900_000, "image of {bytes} bytes");
 }
