@@ -13,6 +13,7 @@ pub mod clock;
 pub mod compiler;
 pub mod console;
 pub mod debug;
+pub mod effects;
 pub mod host;
 pub mod http;
 pub mod http_client;

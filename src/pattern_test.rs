@@ -132,7 +132,13 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
             crate::compiler::render(&d)
         )
     })?;
-    crate::scenario::with_scratch_runtime("test", |rt, _, _| {
+    // As the reference's runner: `export const fetchMocks = [...]` answers
+    // the test's requests.
+    let mocks = match program.entry().consts.get("fetchMocks") {
+        Some(v) => crate::effects::mock::Mocks::from_json(v)?,
+        None => Default::default(),
+    };
+    crate::scenario::with_scratch_runtime("test", mocks, |rt, _, _, effects| {
         rt.seed_test_home().map_err(|e| e.to_string())?;
         let piece = rt
             .create_piece(&program, None, &json!({}))
@@ -166,7 +172,7 @@ fn run(file: &Path, results: &mut Vec<TestResult>) -> Result<(), String> {
             _ => None,
         };
         let tolerate = expected.is_some() || flag(rt, "allowRuntimeErrors")? == Value::Bool(true);
-        run_steps(rt, &piece, &steps, results, tolerate)?;
+        run_steps(rt, &piece, &steps, results, tolerate, effects)?;
         if let Some(want) = expected {
             let got = rt.failures().len();
             let name = "expectRuntimeErrors".to_string();
@@ -241,6 +247,7 @@ fn run_steps(
     steps: &[Value],
     results: &mut Vec<TestResult>,
     tolerate_errors: bool,
+    effects: &crate::scenario::ScratchEffects,
 ) -> Result<(), String> {
     let author = Author::principal("did:key:test");
     let (mut actions, mut assertions) = (0usize, 0usize);
@@ -256,7 +263,15 @@ fn run_steps(
         let has = |key: &str| step.get(key).is_some();
         let skip = step.get("skip") == Some(&Value::Bool(true));
         let after = (actions > 0).then(|| format!("action_{actions}"));
-        if has("label") || has("await") || has("settle") {
+        if has("settle") {
+            if !skip {
+                effects
+                    .settle(rt, piece, MAX_WAVES_PER_STEP)
+                    .map_err(|e| format!("step {i} (settle): {e}"))?;
+            }
+            continue;
+        }
+        if has("label") || has("await") {
             continue;
         }
         if has("render") {

@@ -163,79 +163,83 @@ fn run(
         )
     })?;
 
-    with_scratch_runtime("scenario", |rt, clock, jitter| {
-        let piece = rt
-            .create_piece(&program, sc.export_name.as_deref(), &sc.argument)
-            .map_err(|e| e.to_string())?;
-        rt.flush().map_err(|e| e.to_string())?;
-        let author = Author::principal("did:key:scenario");
-        for (n, step) in sc.steps.iter().enumerate() {
-            let n = n + 1;
-            if let Some(e) = step.pause_entry {
-                crate::schedule::ops::pause(rt.space(), &piece, e)
-                    .map_err(|e| format!("step {n}: {e}"))?;
-            }
-            if let Some(e) = step.resume_entry {
-                crate::schedule::ops::resume(rt.space(), &piece, e)
-                    .map_err(|e| format!("step {n}: {e}"))?;
-            }
-            if step.delete_piece {
-                rt.delete_piece(&piece)
-                    .map_err(|e| format!("step {n}: {e}"))?;
-                rt.flush().map_err(|e| format!("step {n}: {e}"))?;
-            }
-            if let Some(minutes) = step.advance_minutes {
-                if !(minutes.is_finite() && minutes >= 0.0) {
-                    return Err(format!(
+    with_scratch_runtime(
+        "scenario",
+        Default::default(),
+        |rt, clock, jitter, _effects| {
+            let piece = rt
+                .create_piece(&program, sc.export_name.as_deref(), &sc.argument)
+                .map_err(|e| e.to_string())?;
+            rt.flush().map_err(|e| e.to_string())?;
+            let author = Author::principal("did:key:scenario");
+            for (n, step) in sc.steps.iter().enumerate() {
+                let n = n + 1;
+                if let Some(e) = step.pause_entry {
+                    crate::schedule::ops::pause(rt.space(), &piece, e)
+                        .map_err(|e| format!("step {n}: {e}"))?;
+                }
+                if let Some(e) = step.resume_entry {
+                    crate::schedule::ops::resume(rt.space(), &piece, e)
+                        .map_err(|e| format!("step {n}: {e}"))?;
+                }
+                if step.delete_piece {
+                    rt.delete_piece(&piece)
+                        .map_err(|e| format!("step {n}: {e}"))?;
+                    rt.flush().map_err(|e| format!("step {n}: {e}"))?;
+                }
+                if let Some(minutes) = step.advance_minutes {
+                    if !(minutes.is_finite() && minutes >= 0.0) {
+                        return Err(format!(
                         "step {n}: advanceMinutes must be a non-negative number (got {minutes})"
                     ));
+                    }
+                    advance(rt, clock, jitter, (minutes * 60_000.0).round() as u64)
+                        .map_err(|e| format!("step {n}: advancing {minutes} minutes: {e}"))?;
                 }
-                advance(rt, clock, jitter, (minutes * 60_000.0).round() as u64)
-                    .map_err(|e| format!("step {n}: advancing {minutes} minutes: {e}"))?;
-            }
-            for (i, ev) in step.events.iter().enumerate() {
-                let path = parse_dotted(&ev.stream);
-                let is_stream = rt
-                    .stream_at(&piece, &path)
-                    .map_err(|e| format!("step {n}: event to {:?}: {e}", ev.stream))?
-                    .is_some();
-                let sent = if is_stream {
-                    rt.send(
-                        &piece,
-                        &path,
-                        &format!("scenario/step{n}/event{i}"),
-                        ev.payload.clone(),
-                        &author,
-                    )
-                    .map(|_| ())
-                } else {
-                    // As the reference harness: sending to a cell sets it.
-                    rt.set_path(&piece, &path, ev.payload.clone())
-                };
-                sent.map_err(|e| format!("step {n}: event to {:?}: {e}", ev.stream))?;
-            }
-            rt.settle(1_000).map_err(|e| format!("step {n}: {e}"))?;
-            for exp in &step.expect {
-                let actual = rt
-                    .read(&piece, &parse_dotted(&exp.path))
-                    .map_err(|e| format!("step {n}: reading {:?}: {e}", exp.path))?;
-                let (a, e) = (strip_reserved(&actual), strip_reserved(&exp.value));
-                if !json_eq(&a, &e) {
-                    failures.push(format!(
-                        "step {n}: path {:?}: expected {e}, got {a}",
-                        exp.path
-                    ));
+                for (i, ev) in step.events.iter().enumerate() {
+                    let path = parse_dotted(&ev.stream);
+                    let is_stream = rt
+                        .stream_at(&piece, &path)
+                        .map_err(|e| format!("step {n}: event to {:?}: {e}", ev.stream))?
+                        .is_some();
+                    let sent = if is_stream {
+                        rt.send(
+                            &piece,
+                            &path,
+                            &format!("scenario/step{n}/event{i}"),
+                            ev.payload.clone(),
+                            &author,
+                        )
+                        .map(|_| ())
+                    } else {
+                        // As the reference harness: sending to a cell sets it.
+                        rt.set_path(&piece, &path, ev.payload.clone())
+                    };
+                    sent.map_err(|e| format!("step {n}: event to {:?}: {e}", ev.stream))?;
                 }
+                rt.settle(1_000).map_err(|e| format!("step {n}: {e}"))?;
+                for exp in &step.expect {
+                    let actual = rt
+                        .read(&piece, &parse_dotted(&exp.path))
+                        .map_err(|e| format!("step {n}: reading {:?}: {e}", exp.path))?;
+                    let (a, e) = (strip_reserved(&actual), strip_reserved(&exp.value));
+                    if !json_eq(&a, &e) {
+                        failures.push(format!(
+                            "step {n}: path {:?}: expected {e}, got {a}",
+                            exp.path
+                        ));
+                    }
+                }
+                rt.flush().map_err(|e| format!("step {n}: {e}"))?;
             }
-            rt.flush().map_err(|e| format!("step {n}: {e}"))?;
-        }
-        notes.extend(
-            rt.failures()
-                .iter()
-                .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error)),
-        );
-        Ok(())
-    })
+            notes.extend(
+                rt.failures()
+                    .iter()
+                    .map(|f| format!("{} {} failed: {}", f.kind, f.action, f.error)),
+            );
+            Ok(())
+        },
+    )
 }
 
 /// Runs `f` on a fresh space named `space` of a real store in a temporary
@@ -245,12 +249,14 @@ fn run(
 /// the directory removed after.
 pub(crate) fn with_scratch_runtime<T>(
     space: &str,
-    f: impl FnOnce(&mut SpaceRuntime, &Arc<ManualClock>, &Jitter) -> Result<T, String>,
+    mocks: crate::effects::mock::Mocks,
+    f: impl FnOnce(&mut SpaceRuntime, &Arc<ManualClock>, &Jitter, &ScratchEffects) -> Result<T, String>,
 ) -> Result<T, String> {
     let dir = tempfile_dir()?;
     let result = (|| {
         let clock = Arc::new(ManualClock::default());
-        let store = Store::open(StoreConfig::new(&dir), clock.clone(), Counters::new())
+        let counters = Counters::new();
+        let store = Store::open(StoreConfig::new(&dir), clock.clone(), counters.clone())
             .map_err(|e| e.to_string())?;
         let jitter = Jitter::none();
         store.add_hook(Arc::new(ScheduleIndexHook::new(jitter.clone())));
@@ -259,14 +265,66 @@ pub(crate) fn with_scratch_runtime<T>(
             .map_err(|e| e.to_string())?;
         let opened = store.open_space(space).map_err(|e| e.to_string())?;
         let ttl = store.config().lease_ttl_ms;
-        let mut rt = SpaceRuntime::start(opened, clock.clone(), ttl, RuntimeConfig::default())
-            .map_err(|e| e.to_string())?;
-        let out = f(&mut rt, &clock, &jitter)?;
+        // Effects go through a broker of the runner's own, on the default
+        // policy (loopback refused), answered from the test's mocks first.
+        let mut cfg = RuntimeConfig::default();
+        let origin = url::Url::parse(&cfg.public_origin).map_err(|e| e.to_string())?;
+        let mut bcfg = crate::effects::BrokerConfig::new(origin);
+        bcfg.mocks = mocks;
+        cfg.effects = Some(crate::effects::Broker::new(bcfg, clock.clone(), counters)?);
+        let mut rt =
+            SpaceRuntime::start(opened, clock.clone(), ttl, cfg).map_err(|e| e.to_string())?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        rt.set_effect_sink(Arc::new(move |done| {
+            let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(done);
+        }));
+        let effects = ScratchEffects { rx };
+        let out = f(&mut rt, &clock, &jitter, &effects)?;
         rt.stop().map_err(|e| e.to_string())?;
         Ok(out)
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// The outcomes of a scratch runtime's effects, as they come back.
+pub(crate) struct ScratchEffects {
+    rx: std::sync::mpsc::Receiver<crate::runtime::effects::EffectDone>,
+}
+
+/// How long a runner waits for one effect's outcome (the broker's own
+/// total timeout is shorter, so an outcome always comes first).
+const EFFECT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl ScratchEffects {
+    /// Brings everything the piece's result reaches up to date and waits
+    /// for the effects that sends, applying each outcome and settling again,
+    /// until none is on its way (the reference runner's `{ settle: true }`).
+    pub(crate) fn settle(
+        &self,
+        rt: &mut SpaceRuntime,
+        piece: &str,
+        max_waves: usize,
+    ) -> Result<(), String> {
+        for _ in 0..max_waves {
+            rt.read(piece, &[]).map_err(|e| e.to_string())?;
+            rt.settle(max_waves).map_err(|e| e.to_string())?;
+            if rt.effects_in_flight() == 0 {
+                return Ok(());
+            }
+            let done = self
+                .rx
+                .recv_timeout(EFFECT_WAIT)
+                .map_err(|_| "an effect's outcome did not come back within 60 s".to_string())?;
+            rt.apply_effect(done).map_err(|e| e.to_string())?;
+            while let Ok(more) = self.rx.try_recv() {
+                rt.apply_effect(more).map_err(|e| e.to_string())?;
+            }
+            rt.settle(max_waves).map_err(|e| e.to_string())?;
+        }
+        Err("effects kept starting effects past the step's bound".to_string())
+    }
 }
 
 /// Moves the manual clock forward by `by_ms`, firing every wake that falls

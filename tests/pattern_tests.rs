@@ -126,6 +126,13 @@ fn pieces_reading_the_list_that_holds_them_never_run_on_nothing() {
 }
 
 #[test]
+fn fetch_mocks_answer_the_brokers_builtins_and_settle_waits_for_them() {
+    let (ok, out) = run(&["fetch-mocks.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("7 passed, 0 failed"));
+}
+
+#[test]
 fn expect_runtime_errors_tolerates_the_failures_it_counts() {
     let (ok, out) = run(&["runtime-errors.test.tsx"]);
     assert!(ok, "{out}");

@@ -51,7 +51,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the host: WebSocket sessions, the waker, the operator routes.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Validate patterns: one diagnostic per problem, exit 0 when all are valid.
     Check {
         /// Pattern entry files (.ts / .tsx).
@@ -304,7 +304,7 @@ pub(crate) fn open_existing(data: &std::path::Path) -> anyhow::Result<Store> {
 /// Runs the parsed command; the process exits with the code it returns.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Check { files } => Ok(crate::check::run(&files)),
         Command::Scenario { files } => Ok(crate::scenario::run_files(&files)),
         Command::Test { files } => Ok(crate::pattern_test::run_files(&files)),

@@ -186,6 +186,46 @@ pub struct ServeArgs {
         value_name = "DID"
     )]
     pub operator: Vec<String>,
+    /// A host (name or address, with or without a port) that pattern code's
+    /// requests may reach although the egress policy refuses it (loopback,
+    /// private networks, ...). Repeatable; env: comma-separated
+    /// (`spec/effects.md`).
+    #[arg(
+        long,
+        env = "SPACEWAKE_EGRESS_ALLOW",
+        value_delimiter = ',',
+        value_name = "HOST[:PORT]"
+    )]
+    pub egress_allow: Vec<crate::effects::policy::AllowEntry>,
+    /// How long one effect request may take in all (redirects and body
+    /// included) before it is an error.
+    #[arg(long, env = "SPACEWAKE_EFFECTS_TIMEOUT_MS", default_value_t = 30_000)]
+    pub effects_timeout_ms: u64,
+    /// How long connecting for an effect request may take.
+    #[arg(
+        long,
+        env = "SPACEWAKE_EFFECTS_CONNECT_TIMEOUT_MS",
+        default_value_t = 5_000
+    )]
+    pub effects_connect_timeout_ms: u64,
+    /// The largest response body an effect accepts; a larger one is an
+    /// error, never a truncated result.
+    #[arg(long, env = "SPACEWAKE_EFFECTS_MAX_RESPONSE_BYTES", default_value_t = 5 << 20)]
+    pub effects_max_response_bytes: usize,
+    /// Effect requests of one space on their way at once (more are held).
+    #[arg(long, env = "SPACEWAKE_EFFECTS_IN_FLIGHT", default_value_t = 8)]
+    pub effects_in_flight: usize,
+    /// Effect requests a second one space may send, sustained (its token
+    /// bucket; more are held).
+    #[arg(long, env = "SPACEWAKE_EFFECTS_PER_SECOND", default_value_t = 2.0)]
+    pub effects_per_second: f64,
+    /// Effect requests one space may send at once before the pace applies.
+    #[arg(long, env = "SPACEWAKE_EFFECTS_BURST", default_value_t = 20.0)]
+    pub effects_burst: f64,
+    /// Response bytes a second one space may receive, sustained (8 times as
+    /// many at once).
+    #[arg(long, env = "SPACEWAKE_EFFECTS_BYTES_PER_SECOND", default_value_t = 1 << 20)]
+    pub effects_bytes_per_second: u64,
     /// On SIGTERM or SIGINT, how long the graceful shutdown may take
     /// (finishing waves, closing sessions, releasing leases) before what is
     /// left is abandoned; a second signal exits at once.
@@ -299,6 +339,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         ..Default::default()
     };
+    let mut host_cfg = host_cfg;
+    host_cfg.runtime.effects = Some(broker(&args, &host_cfg.runtime.public_origin, &store)?);
     let host = crate::host::Host::new(store.clone(), host_cfg);
     let checked = crate::clock::Stopwatch::start();
     host.check_start().context("the start-up check failed")?;
@@ -507,4 +549,31 @@ async fn shut_down(
         line.push_str(&format!("; the host directory was not checkpointed: {e}"));
     }
     tracing::info!("{line}");
+}
+
+/// The host's effect broker, from the flags: relative URLs resolve against
+/// the serving origin.
+fn broker(
+    args: &ServeArgs,
+    origin: &str,
+    store: &Store,
+) -> anyhow::Result<Arc<crate::effects::Broker>> {
+    let origin =
+        url::Url::parse(origin).with_context(|| format!("the serving origin {origin:?}"))?;
+    let mut cfg = crate::effects::BrokerConfig::new(origin);
+    cfg.allow = crate::effects::policy::Allowlist::new(args.egress_allow.clone());
+    cfg.fetch = crate::effects::http::FetchLimits {
+        connect_timeout: Duration::from_millis(args.effects_connect_timeout_ms.max(1)),
+        total_timeout: Duration::from_millis(args.effects_timeout_ms.max(1)),
+        max_response_bytes: args.effects_max_response_bytes,
+    };
+    cfg.budget = crate::effects::budget::Limits {
+        in_flight: args.effects_in_flight.max(1),
+        requests_per_second: args.effects_per_second.max(0.001),
+        request_burst: args.effects_burst.max(1.0),
+        bytes_per_second: args.effects_bytes_per_second.max(1) as f64,
+        byte_burst: args.effects_bytes_per_second.max(1) as f64 * 8.0,
+    };
+    crate::effects::Broker::new(cfg, store.clock().clone(), store.counters().clone())
+        .map_err(|e| anyhow::anyhow!(e))
 }

@@ -875,6 +875,10 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                     // annotation): which payload references are cells.
                     self.plan_meta("action", it, &[("actionEvent", TySource::Param(0))]);
                 }
+                if other == "fetchJson" {
+                    // `fetchJson<T>(...)`: the response is checked against `T`.
+                    self.plan_meta("fetchJson", it, &[("result", TySource::Return)]);
+                }
                 if other == "computed" {
                     // Its declared result type (`computed<T>(...)`, `computed((): T => ...)`):
                     // a reader capturing it gets its `Writable` fields as cells.

@@ -160,6 +160,10 @@ pub struct CompiledModule {
     pub patterns: Vec<PatternInfo>,
     /// Every schema argument the compiler appended, in source order.
     pub schemas: Vec<CallSchema>,
+    /// Module-level `const`s whose value the compiler evaluated (literals):
+    /// what a test runner reads of a test module (`fetchMocks`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub consts: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// The schema argument appended to one `pattern`/`handler`/`lift` call.
@@ -791,5 +795,11 @@ fn emit_unit(u: &Unit) -> Result<CompiledModule, Vec<Diagnostic>> {
         imports: u.imports.clone(),
         patterns,
         schemas: u.schemas.clone(),
+        consts: u
+            .analysis
+            .consts
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().ok().map(|v| (k.clone(), v.clone())))
+            .collect(),
     })
 }

@@ -212,10 +212,11 @@ impl HostInner {
     ) -> Option<Vec<Cmd>> {
         let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
         let mut leftover = Vec::new();
-        // A clock's jump asks for nothing: it never keeps a space active.
+        // A clock's jump asks for nothing: it never keeps a space active;
+        // nor does an effect's late outcome (it is asked for again).
         leftover.extend(
             rx.try_iter()
-                .filter(|c| !matches!(c.req, Request::ClockMoved)),
+                .filter(|c| !matches!(c.req, Request::ClockMoved | Request::EffectDone(_))),
         );
         if !leftover.is_empty() {
             return Some(leftover);

@@ -678,6 +678,18 @@ impl HostInner {
         }
     }
 
+    /// Hands `req` to the space's server if it is active; nothing otherwise.
+    pub(crate) fn send_if_active(&self, id: &str, req: Request) {
+        if let Some(a) = self
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            let _ = a.tx.send(Cmd { req, reply: None });
+        }
+    }
+
     /// The host clock jumped: every active server looks at its timers.
     fn clock_moved(&self) {
         for a in self

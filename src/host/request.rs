@@ -159,6 +159,9 @@ pub enum Request {
     /// The host clock jumped (a manual clock): look at the timers again.
     /// Not activity: it postpones no park.
     ClockMoved,
+    /// An effect's outcome, from the broker: the next wave commits it. A
+    /// parked space drops it (the request is sent again when next pulled).
+    EffectDone(crate::runtime::effects::EffectDone),
 }
 
 /// What a space server answers; [`Ask`] unpacks it into the reply type of

@@ -169,6 +169,17 @@ pub(crate) fn run(
     };
     inner.clear_failures(&id);
     let mut rt = rt;
+    // An effect's outcome comes back as a command of this space (dropped if
+    // the space has parked since: it is asked for again when next pulled).
+    {
+        let weak = Arc::downgrade(&inner);
+        let space = id.clone();
+        rt.set_effect_sink(Arc::new(move |done| {
+            if let Some(inner) = weak.upgrade() {
+                inner.send_if_active(&space, Request::EffectDone(done));
+            }
+        }));
+    }
     // A firing that opened the tenure read every entry already: its report
     // sets the gauge (one statement fewer per wake).
     if fired_first.is_none() {
@@ -459,7 +470,7 @@ fn operate_parked(
             }
             // Shutting down: there is nothing to stop but this; and no
             // timer runs here.
-            Request::Stop | Request::ClockMoved => {}
+            Request::Stop | Request::ClockMoved | Request::EffectDone(_) => {}
             req => {
                 let mut cmds = vec![Cmd {
                     req,
@@ -531,9 +542,13 @@ impl Server {
         self.life.hold_until().map_or(at, |h| at.max(h))
     }
 
-    /// Nothing holds the space and its park time has come.
+    /// Nothing holds the space and its park time has come. An effect on
+    /// its way holds it (for at most the broker's total timeout).
     fn idle_past_park(&self) -> bool {
-        self.sessions.is_empty() && !self.work && self.inner.clock.now_ms() >= self.park_at()
+        self.sessions.is_empty()
+            && !self.work
+            && self.rt.effects_in_flight() == 0
+            && self.inner.clock.now_ms() >= self.park_at()
     }
 
     /// When the WAL gets its checkpoint: once the space has been quiet for
@@ -655,6 +670,16 @@ impl Server {
                 Ok(Reply::Done)
             }
             Request::Wake => {
+                self.work = true;
+                Ok(Reply::Done)
+            }
+            Request::EffectDone(done) => {
+                self.rt
+                    .apply_effect(done)
+                    .map_err(|e| HostError::Unavailable {
+                        space: self.id.clone(),
+                        reason: e.to_string(),
+                    })?;
                 self.work = true;
                 Ok(Reply::Done)
             }

@@ -1556,11 +1556,34 @@ export const generateText = unavailableEffect("generateText", "a space has no mo
 export const generateObject = unavailableEffect("generateObject", "a space has no model access");
 export const llm = unavailableEffect("llm", "a space has no model access");
 export const llmDialog = unavailableEffect("llmDialog", "a space has no model access");
-export const fetchData = unavailableEffect("fetchData", "a space has no network");
-export const fetchJson = unavailableEffect("fetchJson", "a space has no network");
-export const fetchJsonUnchecked = unavailableEffect("fetchJsonUnchecked", "a space has no network");
-export const fetchText = unavailableEffect("fetchText", "a space has no network");
-export const fetchBinary = unavailableEffect("fetchBinary", "a space has no network");
+// An effect the host's broker serves (`runtime/effects.rs`): a node of the
+// graph whose output, `{pending, result, error}`, the host computes when it
+// is pulled, by sending the request its inputs (`{url, options, …}`)
+// describe. The compiler adds `fetchJson<T>`'s `T` as `{result: schema}`.
+function brokeredEffect(name) {
+  return function (inputs, ...rest) {
+    const meta = rest.find((x) => x !== null && typeof x === "object" && !isRef(x) &&
+      Object.keys(x).length === 1 && x.result !== null && typeof x.result === "object");
+    if (builder === null || inHandler()) {
+      return settledState({
+        pending: false,
+        result: undefined,
+        error: "commonfabric: " + name + " is made in a pattern body (its result is state of the piece)",
+      });
+    }
+    const schema = meta ? meta.result : null;
+    const given = inputs === undefined ? {} : inputs;
+    const ref = addNode("effect", null, schema ? [name, given, schema] : [name, given], name);
+    ref[REF].schema = { type: "object", properties: { pending: { type: "boolean" }, result: schema || {}, error: {} } };
+    ref[REF].root = schema || ref[REF].schema;
+    return ref;
+  };
+}
+export const fetchData = brokeredEffect("fetchData");
+export const fetchJson = brokeredEffect("fetchJson");
+export const fetchJsonUnchecked = brokeredEffect("fetchJsonUnchecked");
+export const fetchText = brokeredEffect("fetchText");
+export const fetchBinary = brokeredEffect("fetchBinary");
 export const fetchProgram = unavailableEffect("fetchProgram", "a space has no network");
 export const streamData = unavailableEffect("streamData", "a space has no network");
 // `compileAndRun`: a pattern cannot compile code at run time here (the host

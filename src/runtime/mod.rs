@@ -44,6 +44,7 @@ pub mod argument;
 pub mod capability;
 mod console;
 mod documents;
+pub mod effects;
 pub mod graph;
 mod handlers;
 pub mod home;
@@ -169,6 +170,9 @@ pub struct RuntimeConfig {
     /// Where clients reach this host (its first `--public-origin`, else its
     /// listen address): what `getPatternEnvironment().apiUrl` answers.
     pub public_origin: Arc<str>,
+    /// The host's effect broker (`fetch*` builtins); `None`: effects answer
+    /// their error state.
+    pub effects: Option<Arc<crate::effects::Broker>>,
 }
 
 /// What the pattern code of one space may write. A run past one of them is
@@ -258,6 +262,7 @@ impl Default for RuntimeConfig {
             limits: WriteLimits::default(),
             doc_cache_bytes: DEFAULT_DOC_CACHE_BYTES,
             public_origin: Arc::from(DEFAULT_PUBLIC_ORIGIN),
+            effects: None,
         }
     }
 }
@@ -424,6 +429,10 @@ pub struct SpaceRuntime {
     storage_left: Option<u64>,
     /// `#now/N` clocks pulled this tenure: node -> (grid ms, tick it holds).
     ticking: BTreeMap<String, (u64, u64)>,
+    /// Effect requests of this tenure on their way (`effects.rs`).
+    effects_in_flight: HashMap<String, effects::InFlight>,
+    /// Where the broker hands outcomes back (the space server's queue).
+    effect_sink: Option<effects::EffectSink>,
     /// While `Some`, reads keep links to keyed elements (`elementById`)
     /// and collect their documents here (a handler's documents).
     element_links: Option<Vec<String>>,
@@ -577,6 +586,8 @@ impl SpaceRuntime {
             cache_estimate: 0,
             storage_left: None,
             ticking: BTreeMap::new(),
+            effects_in_flight: HashMap::new(),
+            effect_sink: None,
             element_links: None,
             sources: false,
             sources_made: 0,

@@ -72,8 +72,10 @@ impl SpaceRuntime {
         // Mark first: a cycle through this node then reads its old value
         // instead of recursing forever.
         self.fresh.insert(id.to_string());
-        if self.nodes[id].def.kind == "clock" {
-            return self.refresh_clock(id);
+        match self.nodes[id].def.kind.as_str() {
+            "clock" => return self.refresh_clock(id),
+            "effect" => return self.refresh_effect(id),
+            _ => {}
         }
         self.refreshing.push(id.to_string());
         let refreshed = self.refresh_marked(id);
@@ -111,20 +113,9 @@ impl SpaceRuntime {
         // A reactive map runs one sub-pattern per element, each reading its
         // own element: the map itself depends only on the source and length.
         let map_source = is_map.then(|| template.get(0).and_then(as_link)).flatten();
-        let outer_log = self.read_log.replace(HashSet::new());
         // A map reads its source's length here: its elements are references.
-        let resolved = self.resolve_sourced(template, !is_map);
-        let read = std::mem::replace(&mut self.read_log, outer_log).unwrap_or_default();
-        let (resolved, sourced) = resolved?;
+        let (resolved, sourced) = self.resolve_inputs(id, template, !is_map)?;
         let has_cells = has_cells || sourced;
-        for d in read {
-            if d != id {
-                let r = self.readers.entry(d).or_default();
-                if !r.contains(id) {
-                    r.insert(id.to_string());
-                }
-            }
-        }
         let map_len = resolved
             .get(0)
             .and_then(Value::as_array)
@@ -395,6 +386,28 @@ impl SpaceRuntime {
     /// A derivation's arguments resolved, the linked values in them saying
     /// where they came from when `sources` (`SpaceRuntime::sources`); the
     /// flag says whether any did.
+    /// A node's inputs resolved, every document they were read from
+    /// recorded as making the node stale when written.
+    pub(super) fn resolve_inputs(
+        &mut self,
+        id: &str,
+        template: Value,
+        sources: bool,
+    ) -> RuntimeResult<(Value, bool)> {
+        let outer_log = self.read_log.replace(HashSet::new());
+        let resolved = self.resolve_sourced(template, sources);
+        let read = std::mem::replace(&mut self.read_log, outer_log).unwrap_or_default();
+        for d in read {
+            if d != id {
+                let r = self.readers.entry(d).or_default();
+                if !r.contains(id) {
+                    r.insert(id.to_string());
+                }
+            }
+        }
+        resolved
+    }
+
     fn resolve_sourced(&mut self, template: Value, sources: bool) -> RuntimeResult<(Value, bool)> {
         let (outer, made) = (
             std::mem::replace(&mut self.sources, sources),
@@ -420,7 +433,8 @@ impl SpaceRuntime {
             .nodes
             .iter()
             .filter(|(id, n)| {
-                !matches!(n.def.kind.as_str(), "map" | "clock") && !self.framed.contains(*id)
+                !matches!(n.def.kind.as_str(), "map" | "clock" | "effect")
+                    && !self.framed.contains(*id)
             })
             .map(|(id, _)| id.clone())
             .collect();

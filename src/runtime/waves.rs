@@ -127,7 +127,11 @@ impl SpaceRuntime {
             let nodes = self
                 .nodes
                 .iter()
-                .filter(|(id, n)| n.def.kind != "clock" && !in_a_frame(id))
+                // Host nodes answer readers only: an effect nobody reads
+                // sends nothing.
+                .filter(|(id, n)| {
+                    !matches!(n.def.kind.as_str(), "clock" | "effect") && !in_a_frame(id)
+                })
                 .map(|(id, _)| id);
             let values = self
                 .nodes

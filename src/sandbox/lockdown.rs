@@ -118,6 +118,48 @@ export default (function (dateNow, nowFor, mathRandom, deny, log, zoneOffset) {
   // over CLDR data; zone offsets from the host's compiled-in zone database.
   installIntl(g, defineProperty, zoneOffset);
 
+  // `btoa` and `atob`, the web's base64 of byte strings: pure string work.
+  const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  // The web throws a DOMException named so; its `name` is what code reads.
+  const invalidCharacter = (message) => {
+    const e = new g.Error(message);
+    e.name = "InvalidCharacterError";
+    return e;
+  };
+  const btoa = function btoa(data) {
+    const s = g.String(data);
+    let out = "";
+    for (let i = 0; i < s.length; i += 3) {
+      const a = s.charCodeAt(i), b = s.charCodeAt(i + 1), c = s.charCodeAt(i + 2);
+      if (a > 255 || b > 255 || c > 255) {
+        throw invalidCharacter("The string to be encoded contains characters outside of the Latin1 range.");
+      }
+      const n = (a << 16) | ((b || 0) << 8) | (c || 0);
+      out += B64[n >> 18] + B64[(n >> 12) & 63] + (i + 1 < s.length ? B64[(n >> 6) & 63] : "=") + (i + 2 < s.length ? B64[n & 63] : "=");
+    }
+    return out;
+  };
+  const atob = function atob(data) {
+    let s = g.String(data).replace(/[\t\n\f\r ]/g, "");
+    if (s.length % 4 === 0) s = s.replace(/==?$/, "");
+    if (s.length % 4 === 1 || /[^A-Za-z0-9+/]/.test(s)) {
+      throw invalidCharacter("The string to be decoded is not correctly encoded.");
+    }
+    let out = "";
+    let bits = 0, n = 0;
+    for (let i = 0; i < s.length; i++) {
+      n = (n << 6) | B64.indexOf(s[i]);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out += g.String.fromCharCode((n >> bits) & 255);
+      }
+    }
+    return out;
+  };
+  defineProperty(g, "btoa", { value: btoa, writable: false, enumerable: false, configurable: false });
+  defineProperty(g, "atob", { value: atob, writable: false, enumerable: false, configurable: false });
+
   // The web's deep copy, for JSON-shaped data (what patterns hold): the
   // engine has none of its own.
   const parse = JSON.parse, stringify = JSON.stringify;

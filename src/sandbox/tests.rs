@@ -524,6 +524,9 @@ fn no_ambient_capabilities() {
         "URLSearchParams",
         // Pure formatting (`intl.js`; `intl_formats_dates_and_numbers_as_v8_does_in_any_zone`).
         "Intl",
+        // Base64 of byte strings (`btoa_and_atob_are_the_webs`).
+        "btoa",
+        "atob",
     ];
     let unexpected: Vec<&String> = names
         .iter()
@@ -1383,4 +1386,36 @@ fn the_heap_image_a_tenure_restores_stays_small() {
     let bytes = sb.image_bytes();
     eprintln!("image: {bytes} bytes");
     assert!(bytes > 100_000 && bytes < 900_000, "image of {bytes} bytes");
+}
+
+#[test]
+fn btoa_and_atob_are_the_webs() {
+    let sb = sandbox();
+    let v = eval(
+        &sb,
+        r#"(() => {
+          let bad = null;
+          try { btoa("\u0100"); } catch (e) { bad = e.name; }
+          let bad2 = null;
+          try { atob("a"); } catch (e) { bad2 = e.name; }
+          return [btoa(""), btoa("f"), btoa("fo"), btoa("foo"), btoa("\u00ff\u0000"),
+            atob("Zm9v"), atob("Zg=="), atob(" Zm 8= "), bad, bad2];
+        })()"#,
+    )
+    .unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!([
+            "",
+            "Zg==",
+            "Zm8=",
+            "Zm9v",
+            "/wA=",
+            "foo",
+            "f",
+            "fo",
+            "InvalidCharacterError",
+            "InvalidCharacterError"
+        ])
+    );
 }

@@ -1,6 +1,7 @@
 //! Shared test fixtures: a real store in a temporary directory on a manual clock.
 #![allow(dead_code)]
 
+pub mod origin;
 pub mod pg;
 pub mod server;
 pub mod webdriver;

@@ -1,0 +1,186 @@
+//! Effect nodes: `fetchJson`, `fetchText`, … as nodes of a piece's graph
+//! whose output the runtime computes with the host's broker
+//! (`crate::effects`).
+//!
+//! Pulled, an effect node resolves its inputs (reading them makes it stale
+//! when they change, as any derivation) and names its request by a hash of
+//! the builtin and those inputs. That hash is kept as the node's inputs hash
+//! (`action_hash`, stored with the wave):
+//! - the same request, answered: the committed `{pending: false, …}` is
+//!   the answer (`effects.reused`), at any later activation or after a
+//!   restart, with nothing sent;
+//! - the same request, pending, but not in flight in this tenure: it was
+//!   lost when the space parked or the host stopped; sent again
+//!   (`effects.reissued`);
+//! - a new request: `{pending: true}` is written and the request submitted
+//!   (`effects.requested`).
+//!
+//! The outcome comes back through the space's [`EffectSink`] (the space
+//! server's queue) and [`SpaceRuntime::apply_effect`] writes the settled
+//! state in the next wave, which commits it whole. An outcome for inputs
+//! that have changed since is dropped (`effects.discarded`). Nobody pulls
+//! an effect node no one demands, so no request is sent for it: effects are
+//! as lazy as derivations.
+
+use super::*;
+use crate::effects::{state, EffectKind, FetchSpec, Outcome};
+
+/// Where the broker hands an outcome back: a function of the space's host
+/// side (its server's command queue, a runner's channel). Called on a
+/// broker thread.
+pub type EffectSink = Arc<dyn Fn(EffectDone) + Send + Sync>;
+
+/// An outcome on its way back to the node that asked.
+#[derive(Debug, Clone)]
+pub struct EffectDone {
+    pub node: String,
+    /// The request's hash: the outcome applies only while the node still
+    /// asks the same.
+    pub key: String,
+    pub outcome: Outcome,
+}
+
+/// A request of this tenure on its way.
+#[derive(Debug, Clone)]
+pub(super) struct InFlight {
+    key: String,
+    kind: EffectKind,
+    inputs: Value,
+}
+
+impl SpaceRuntime {
+    /// Where outcomes of this runtime's effects go; without one, an effect
+    /// answers its error state.
+    pub fn set_effect_sink(&mut self, sink: EffectSink) {
+        self.effect_sink = Some(sink);
+    }
+
+    /// Effect requests of this tenure still on their way: the space stays
+    /// active for them.
+    pub fn effects_in_flight(&self) -> usize {
+        self.effects_in_flight.len()
+    }
+
+    /// Brings an effect node up to date (already marked fresh): see the
+    /// module's doc.
+    pub(super) fn refresh_effect(&mut self, id: &str) -> RuntimeResult<()> {
+        let template = self.nodes[id].def.args.clone();
+        let name = template
+            .get(0)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let Some(kind) = EffectKind::from_name(&name) else {
+            return self.write(
+                id,
+                &[],
+                state::error("unsupported", &format!("{name} is not an effect")),
+            );
+        };
+        let rest = Value::Array(
+            template
+                .as_array()
+                .map(|a| a[1..].to_vec())
+                .unwrap_or_default(),
+        );
+        let (resolved, _) = self.resolve_inputs(id, rest, false)?;
+        let mut inputs = resolved.get(0).cloned().unwrap_or(Value::Null);
+        if let (Some(schema), Some(o)) = (
+            resolved.get(1).filter(|s| s.is_object()),
+            inputs.as_object_mut(),
+        ) {
+            o.insert("schema".to_string(), schema.clone());
+        }
+        let spec = FetchSpec::from_inputs(&inputs);
+        let key = match &spec {
+            None => "effect idle".to_string(),
+            Some(_) => format!(
+                "effect {}",
+                blake3::hash(format!("{name} {inputs}").as_bytes()).to_hex()
+            ),
+        };
+        let answered = self.action_hash.get(id) == Some(&key);
+        if answered {
+            if let Some(current) = self.doc(id)? {
+                if current.get("pending") != Some(&Value::Bool(true)) {
+                    self.counters.inc(Counter::EffectsReused);
+                    return Ok(());
+                }
+                if self.effects_in_flight.get(id).is_some_and(|f| f.key == key) {
+                    return Ok(());
+                }
+                if let Some(spec) = spec {
+                    self.counters.inc(Counter::EffectsReissued);
+                    return self.submit_effect(id, key, kind, inputs, spec);
+                }
+            }
+        }
+        // New inputs: whatever was asked before no longer answers them.
+        self.effects_in_flight.remove(id);
+        self.action_hash.insert(id.to_string(), key.clone());
+        self.hashes_to_store.insert(id.to_string(), key.clone());
+        let Some(spec) = spec else {
+            return self.write(id, &[], state::idle());
+        };
+        self.counters.inc(Counter::EffectsRequested);
+        self.submit_effect(id, key, kind, inputs, spec)
+    }
+
+    fn submit_effect(
+        &mut self,
+        id: &str,
+        key: String,
+        kind: EffectKind,
+        inputs: Value,
+        spec: FetchSpec,
+    ) -> RuntimeResult<()> {
+        let (Some(broker), Some(sink)) = (self.cfg.effects.clone(), self.effect_sink.clone())
+        else {
+            return self.write(
+                id,
+                &[],
+                state::error("unavailable", "this runtime has no effect broker"),
+            );
+        };
+        self.write(id, &[], state::pending())?;
+        self.effects_in_flight.insert(
+            id.to_string(),
+            InFlight {
+                key: key.clone(),
+                kind,
+                inputs,
+            },
+        );
+        let node = id.to_string();
+        broker.submit(
+            self.space.id(),
+            spec,
+            Box::new(move |outcome| sink(EffectDone { node, key, outcome })),
+        );
+        Ok(())
+    }
+
+    /// Writes an outcome into its node, for the next wave to commit;
+    /// dropped when the node no longer asks that request.
+    pub fn apply_effect(&mut self, done: EffectDone) -> RuntimeResult<()> {
+        let asked = self
+            .effects_in_flight
+            .get(&done.node)
+            .is_some_and(|f| f.key == done.key)
+            && self.nodes.contains_key(&done.node);
+        let Some(f) = asked
+            .then(|| self.effects_in_flight.remove(&done.node))
+            .flatten()
+        else {
+            self.counters.inc(Counter::EffectsDiscarded);
+            return Ok(());
+        };
+        self.counters.inc(match &done.outcome {
+            Outcome::Response { .. } => Counter::EffectsCompleted,
+            Outcome::Refused(_) => Counter::EffectsRefused,
+            Outcome::Failed { .. } => Counter::EffectsFailed,
+        });
+        let settled = state::settled(f.kind, &f.inputs, &done.outcome);
+        self.write(&done.node, &[], settled)
+    }
+}
