@@ -96,7 +96,7 @@ pub const MAX_MODULES: usize = 512;
 
 /// Bytes of one file a program attaches with `dataFile` (its text is inlined into the emitted
 /// module, and stored with the program).
-pub const MAX_DATA_FILE_BYTES: usize = 1 << 20;
+pub const MAX_DATA_FILE_BYTES: usize = 4 << 20;
 
 /// A whole compiled pattern program.
 #[derive(Debug, Clone, Serialize)]

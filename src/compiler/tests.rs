@@ -970,3 +970,29 @@ export default pattern(({ n, child }: { n: Writable<number>; child: { update: un
     // `child.update.send()`: `update` is a field here, not a call of `update`.
     assert!(js.contains("{ child }, [])"), "{js}");
 }
+
+#[test]
+fn a_data_file_may_hold_4_mib_and_not_a_byte_more() {
+    let main = r#"import { dataFile, pattern } from "commonfabric";
+const words = dataFile("./words.txt");
+export default pattern(() => ({ n: words.length }));
+"#;
+    let fits = "a".repeat(super::MAX_DATA_FILE_BYTES);
+    let p = compile(
+        "main.tsx",
+        &mem(&[("main.tsx", main), ("words.txt", &fits)]),
+    )
+    .unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(p.data_files.len(), 1);
+    let over = "a".repeat(super::MAX_DATA_FILE_BYTES + 1);
+    let d = compile(
+        "main.tsx",
+        &mem(&[("main.tsx", main), ("words.txt", &over)]),
+    )
+    .unwrap_err();
+    let text = render(&d);
+    assert!(
+        text.contains("DATA_FILE_TOO_LARGE") && text.contains("4194304"),
+        "{text}"
+    );
+}

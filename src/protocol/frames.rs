@@ -30,6 +30,12 @@ use super::messages::{Access, ClientMessage, ErrorCode, ErrorReply, RequestId, S
 /// bounded per session, so a thousand sessions cannot exhaust the host.
 pub const MAX_FRAME_BYTES: usize = 1 << 20;
 
+/// The limit of a `deploy` frame alone: a program's sources with the data
+/// files it attaches (`dataFile`, each up to 4 MiB: a word list, a
+/// gazetteer). Only a frame that parses and says `"type": "deploy"` may be
+/// this large; deploys come from owners and writers, not from every session.
+pub const MAX_DEPLOY_FRAME_BYTES: usize = 8 << 20;
+
 /// The message-size limit to give the WebSocket library (16 MiB). It is set
 /// above [`MAX_FRAME_BYTES`] on purpose: a frame between the two limits
 /// reaches [`parse_client_frame`] and is answered with a `frameTooLarge`
@@ -164,19 +170,28 @@ pub fn parse_client_frame(frame: Frame<'_>) -> Result<ClientMessage, ProtocolErr
             ))
         }
     };
-    if text.len() > MAX_FRAME_BYTES {
-        return Err(ProtocolError::new(
+    let too_large = |limit: usize, what: &str| {
+        ProtocolError::new(
             ErrorCode::FrameTooLarge,
             format!(
-                "frame is {} bytes; the limit is {MAX_FRAME_BYTES} bytes (1 MiB)",
+                "frame is {} bytes; the limit is {limit} bytes ({what})",
                 text.len()
             ),
         )
-        .with_details(serde_json::json!({ "size": text.len(), "limit": MAX_FRAME_BYTES })));
+        .with_details(serde_json::json!({ "size": text.len(), "limit": limit }))
+    };
+    if text.len() > MAX_DEPLOY_FRAME_BYTES {
+        return Err(too_large(MAX_DEPLOY_FRAME_BYTES, "8 MiB, for a deploy"));
     }
     let value: Json = serde_json::from_str(text).map_err(|e| {
+        if text.len() > MAX_FRAME_BYTES {
+            return too_large(MAX_FRAME_BYTES, "1 MiB");
+        }
         ProtocolError::new(ErrorCode::BadJson, format!("frame is not valid JSON: {e}"))
     })?;
+    if text.len() > MAX_FRAME_BYTES && value.get("type").and_then(Json::as_str) != Some("deploy") {
+        return Err(too_large(MAX_FRAME_BYTES, "1 MiB"));
+    }
     let Json::Object(object) = value else {
         return Err(ProtocolError::new(
             ErrorCode::BadJson,
@@ -385,6 +400,23 @@ pub(crate) mod tests {
         let err = parse(&huge).unwrap_err();
         assert_eq!(err.code, ErrorCode::FrameTooLarge);
         assert!(err.message.contains("1048576"), "{}", err.message);
+        // A deploy may be larger (its data files), up to its own limit.
+        let deploy = |n: usize| {
+            format!(
+                r#"{{"type":"deploy","id":1,"entry":"p.tsx","files":{{"p.tsx":"{}"}}}}"#,
+                "a".repeat(n)
+            )
+        };
+        assert_ne!(
+            parse(&deploy(2 * MAX_FRAME_BYTES)).map_err(|e| e.code),
+            Err(ErrorCode::FrameTooLarge)
+        );
+        let err = parse(&deploy(MAX_DEPLOY_FRAME_BYTES)).unwrap_err();
+        assert_eq!(err.code, ErrorCode::FrameTooLarge);
+        assert!(err.message.contains("8388608"), "{}", err.message);
+        // Not JSON and over 1 MiB: too large, whatever it says.
+        let err = parse(&format!("{{{}", "a".repeat(MAX_FRAME_BYTES))).unwrap_err();
+        assert_eq!(err.code, ErrorCode::FrameTooLarge);
         // Exactly at the limit is fine as far as size goes.
         let pad = MAX_FRAME_BYTES - r#"{"type":"ping","id":""}"#.len();
         let at_limit = format!(r#"{{"type":"ping","id":"{}"}}"#, " ".repeat(pad));

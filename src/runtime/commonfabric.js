@@ -105,7 +105,14 @@ function makeRef(doc, path, schema, root) {
     get(_t, prop) {
       if (prop === REF) return meta;
       if (typeof prop === "symbol") return undefined;
-      if (prop === "key") return (...ks) => ks.reduce((r, k) => childRef(r[REF], String(k)), self);
+      if (prop === "key") {
+        return (...ks) => ks.some(isRef)
+          // A key that is itself reactive (`rack.key(letter.index)` in a
+          // rendering map): the value there, as a derivation of both.
+          ? addNode("lift", (base, keys) => keys.reduce((v, k) => (v === null || v === undefined ? undefined : v[k]), base),
+            [self, ks], "key")
+          : ks.reduce((r, k) => childRef(r[REF], String(k)), self);
+      }
       if (prop === "getAsNormalizedFullLink") return () => normalizedLink(doc, path);
       if (prop === "sourceURI") return entityUri(doc);
       if (prop === "map") return (fn) => mapNode(self, fn);

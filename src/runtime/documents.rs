@@ -153,7 +153,10 @@ impl SpaceRuntime {
             self.following = outer;
             pulled?;
         }
-        let mut cur = self.doc(doc)?.unwrap_or(Value::Null);
+        let Some(mut cur) = self.doc(doc)? else {
+            self.last_absent = true;
+            return Ok(Value::Null);
+        };
         for (i, seg) in path.iter().enumerate() {
             if let Some(l) = as_link(&cur) {
                 let mut rest = l.path.clone();
@@ -164,11 +167,16 @@ impl SpaceRuntime {
                 Some(v) => v.clone(),
                 None => match graph::length_of(&cur, seg) {
                     Some(n) => n,
-                    None => return Ok(Value::Null),
+                    None => {
+                        self.last_absent = true;
+                        return Ok(Value::Null);
+                    }
                 },
             };
         }
-        self.resolve_deep(cur, depth + 1)
+        let v = self.resolve_deep(cur, depth + 1);
+        self.last_absent = false;
+        v
     }
 
     pub(super) fn resolve_deep(&mut self, v: Value, depth: usize) -> RuntimeResult<Value> {
@@ -262,7 +270,14 @@ impl SpaceRuntime {
                 }
                 let mut out = serde_json::Map::new();
                 for (k, x) in m {
-                    out.insert(k, self.resolve_deep(x, depth)?);
+                    let linked = as_link(&x).is_some();
+                    self.last_absent = false;
+                    let v = self.resolve_deep(x, depth)?;
+                    // A link to nothing: the field is left out (undefined).
+                    if !(linked && self.last_absent) {
+                        out.insert(k, v);
+                    }
+                    self.last_absent = false;
                 }
                 Value::Object(out)
             }

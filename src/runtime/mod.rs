@@ -443,6 +443,10 @@ pub struct SpaceRuntime {
     sources_made: u64,
     /// The links a deep resolution is inside of (`resolve_deep`).
     following: Vec<(String, Vec<PathSeg>)>,
+    /// The last link resolved led nowhere (no such document or field): an
+    /// object field holding it is left out, so pattern code reads
+    /// `undefined` there, as in the reference, not `null`.
+    last_absent: bool,
     /// The nodes nothing links to, pulled in every wave for what they write
     /// (`None`: the graph changed since they were found).
     effects: Option<Vec<String>>,
@@ -592,6 +596,7 @@ impl SpaceRuntime {
             sources: false,
             sources_made: 0,
             following: Vec::new(),
+            last_absent: false,
             effects: None,
         };
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
