@@ -133,6 +133,13 @@ fn fetch_mocks_answer_the_brokers_builtins_and_settle_waits_for_them() {
 }
 
 #[test]
+fn a_derivation_reads_the_fields_it_uses_and_steps_run_when_reached() {
+    let (ok, out) = run(&["reads-what-it-uses.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("4 passed, 0 failed"));
+}
+
+#[test]
 fn expect_runtime_errors_tolerates_the_failures_it_counts() {
     let (ok, out) = run(&["runtime-errors.test.tsx"]);
     assert!(ok, "{out}");

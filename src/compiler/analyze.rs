@@ -877,12 +877,16 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                 }
                 if other == "fetchJson" {
                     // `fetchJson<T>(...)`: the response is checked against `T`.
-                    self.plan_meta("fetchJson", it, &[("result", TySource::Return)]);
+                    self.plan_meta("fetchJson", it, &[("__resultSchema", TySource::Return)]);
+                }
+                if other == "wish" {
+                    // `wish<T>(...)`: `T`'s default answers an unanswered wish.
+                    self.plan_meta("wish", it, &[("__resultSchema", TySource::Return)]);
                 }
                 if other == "computed" {
                     // Its declared result type (`computed<T>(...)`, `computed((): T => ...)`):
                     // a reader capturing it gets its `Writable` fields as cells.
-                    self.plan_meta("computed", it, &[("result", TySource::Return)]);
+                    self.plan_meta("computed", it, &[("__resultSchema", TySource::Return)]);
                 }
                 if other == "lift" {
                     self.plan_meta(

@@ -23,11 +23,11 @@
 //! - closures with a rest parameter, or that are not inline function literals, are left as they
 //!   are (the runtime then sees them as plain closures).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use oxc_ast::ast::{
     Argument, ArrowFunctionExpression, CallExpression, Expression, FormalParameters,
-    IdentifierReference,
+    IdentifierReference, StaticMemberExpression,
 };
 use oxc_ast_visit::{walk, Visit};
 use oxc_semantic::{Scoping, SymbolId};
@@ -157,6 +157,27 @@ impl<'a> Visit<'a> for Captures<'_> {
 /// The edits that make a closure's captures explicit, or nothing when it has none (or cannot
 /// be rewritten safely). Captures (and a `derive`'s input) that the closure uses as cells are
 /// passed as cells; the second value says whether the edits call the lowering helpers.
+/// `{ a, b: { x: b.x } }`: [`captures_object`], with the captures read only
+/// through fields given as those fields.
+fn captures_object_with_paths(
+    names: &[String],
+    cells: &HashSet<String>,
+    paths: &HashMap<String, BTreeSet<String>>,
+) -> String {
+    let given: Vec<String> = names
+        .iter()
+        .map(|n| match paths.get(n) {
+            Some(fields) if !cells.contains(n) => {
+                let inner: Vec<String> = fields.iter().map(|f| format!("{f}: {n}.{f}")).collect();
+                format!("{n}: {{ {} }}", inner.join(", "))
+            }
+            _ if cells.contains(n) => format!("{n}: {NS}.__asCell({n})"),
+            _ => n.clone(),
+        })
+        .collect();
+    format!("{{ {} }}", given.join(", "))
+}
+
 pub(crate) fn rewrite(
     kind: ClosureKind,
     call: &CallExpression,
@@ -220,7 +241,12 @@ pub(crate) fn rewrite(
         cells
     };
     helpers |= !cells.is_empty();
-    let given = captures_object(&cap.names, &cells);
+    let given = if kind == ClosureKind::Computed {
+        let paths = path_captures(arg, &scope, &cap.names);
+        captures_object_with_paths(&cap.names, &cells, &paths)
+    } else {
+        captures_object(&cap.names, &cells)
+    };
     let mut list: Vec<String> = params
         .items
         .iter()
@@ -295,6 +321,107 @@ pub(crate) fn inline_handler(f: &ArrowFunctionExpression, scope: Scope, text: &s
     let cells = serde_json::to_string(&cell_names).expect("names serialise");
     edits.push(Edit::insert(f.span.end, format!(", {given}, {cells})")));
     edits
+}
+
+/// For each capture the closure reads only through static fields
+/// (`subject.title`, `subject?.items`), never whole, never calling a
+/// method on it: those fields. Such a capture is handed over as an object
+/// of its fields' references, so the derivation reads (and depends on)
+/// what it uses, not the whole document behind the name: a piece's result
+/// read for one field does not compute its UI, as in the reference, whose
+/// transformer captures paths.
+struct PathUses<'s> {
+    scoping: &'s Scoping,
+    /// Capture symbol → its name.
+    names: HashMap<SymbolId, String>,
+    fields: HashMap<String, BTreeSet<String>>,
+    whole: HashSet<String>,
+}
+
+impl PathUses<'_> {
+    fn captured(&self, id: &IdentifierReference) -> Option<String> {
+        let sym = self
+            .scoping
+            .get_reference(id.reference_id.get()?)
+            .symbol_id()?;
+        self.names.get(&sym).cloned()
+    }
+}
+
+impl<'a> Visit<'a> for PathUses<'_> {
+    fn visit_identifier_reference(&mut self, it: &IdentifierReference<'a>) {
+        if let Some(n) = self.captured(it) {
+            self.whole.insert(n);
+        }
+    }
+
+    fn visit_static_member_expression(&mut self, it: &StaticMemberExpression<'a>) {
+        if let Expression::Identifier(id) = &it.object {
+            if let Some(n) = self.captured(id) {
+                self.fields
+                    .entry(n)
+                    .or_default()
+                    .insert(it.property.name.to_string());
+                return;
+            }
+        }
+        walk::walk_static_member_expression(self, it);
+    }
+
+    fn visit_call_expression(&mut self, it: &CallExpression<'a>) {
+        // `name.method(...)`: the method needs the value it is called on.
+        if let Expression::StaticMemberExpression(m) = it.callee.get_inner_expression() {
+            if let Expression::Identifier(id) = &m.object {
+                if let Some(n) = self.captured(id) {
+                    self.whole.insert(n);
+                }
+            }
+        }
+        walk::walk_call_expression(self, it);
+    }
+
+    fn visit_simple_assignment_target(&mut self, it: &oxc_ast::ast::SimpleAssignmentTarget<'a>) {
+        // Written to (`name.x = …`): the value itself, as before.
+        if let oxc_ast::ast::SimpleAssignmentTarget::StaticMemberExpression(m) = it {
+            if let Expression::Identifier(id) = &m.object {
+                if let Some(n) = self.captured(id) {
+                    self.whole.insert(n);
+                }
+            }
+        }
+        walk::walk_simple_assignment_target(self, it);
+    }
+}
+
+/// The captures of `arg` read only through fields, with those fields.
+fn path_captures(
+    arg: &Argument,
+    scope: &Scope,
+    names: &[String],
+) -> HashMap<String, BTreeSet<String>> {
+    let mut symbols = HashMap::new();
+    for sym in scope.bound.iter() {
+        let name = scope.scoping.symbol_name(*sym);
+        if names.iter().any(|n| n == name) {
+            symbols.insert(*sym, name.to_string());
+        }
+    }
+    let mut uses = PathUses {
+        scoping: scope.scoping,
+        names: symbols,
+        fields: HashMap::new(),
+        whole: HashSet::new(),
+    };
+    match arg {
+        Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
+        Argument::FunctionExpression(f) => {
+            walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
+        }
+        _ => {}
+    }
+    let whole = uses.whole;
+    uses.fields.retain(|n, _| !whole.contains(n));
+    uses.fields
 }
 
 /// Which of `names` the closure `arg` uses as cells.

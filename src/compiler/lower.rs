@@ -429,6 +429,17 @@ impl Lower<'_, '_> {
         if !builds && !self.mentions(inner) {
             return;
         }
+        // `recv.mapWithPattern(Pattern, params)`: the reference's map of a
+        // pattern over a reactive list, a map node here too (its arguments
+        // are a pattern and plain params: nothing to lower in them).
+        if let Expression::CallExpression(c) = inner {
+            if let Expression::StaticMemberExpression(s) = c.callee.get_inner_expression() {
+                if s.property.name == "mapWithPattern" && self.mentions(&s.object) {
+                    self.site(&s.object);
+                    return;
+                }
+            }
+        }
         if let Some((recv, f)) = self.subpattern_map(inner) {
             self.site(recv);
             match f {

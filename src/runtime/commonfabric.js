@@ -116,6 +116,11 @@ function makeRef(doc, path, schema, root) {
       if (prop === "getAsNormalizedFullLink") return () => normalizedLink(doc, path);
       if (prop === "sourceURI") return entityUri(doc);
       if (prop === "map") return (fn) => mapNode(self, fn);
+      // The reference's `mapWithPattern(P, params)`: `P` instantiated per
+      // element with `{element, index, array, params}`.
+      if (prop === "mapWithPattern") {
+        return (p, params) => mapNode(self, (element, index) => p({ element, index, array: self, params: params === undefined ? {} : params }));
+      }
       // `.for(cause)` names a cell for id stability in the reference (here
       // ids come from the graph's order); `.asSchema(s)` and
       // `.resolveAsCell()` view the same cell.
@@ -145,10 +150,15 @@ function childSchema(schema, root, prop) {
   if (!s || typeof s !== "object") return null;
   if (s.properties && s.properties[prop] !== undefined) return s.properties[prop];
   if (s.items && /^[0-9]+$/.test(prop)) return s.items;
+  // A union: the branch that types the field as a cell, if one does (its
+  // value is then a cell wherever it is one), else the first that types it.
+  let first = null;
   for (const branch of s.anyOf || s.oneOf || []) {
     const b = childSchema(branch, root, prop);
-    if (b !== null) return b;
+    if (b !== null && cellShape(b, root) !== null) return b;
+    if (first === null) first = b;
   }
+  if (first !== null) return first;
   if (s.additionalProperties && typeof s.additionalProperties === "object") return s.additionalProperties;
   return null;
 }
@@ -180,7 +190,7 @@ function serialize(v, depth) {
   if (depth > 64) throw new Error("commonfabric: value nested too deeply");
   if (v === undefined || typeof v === "function" && !isRef(v)) return null;
   if (v === null || typeof v !== "object" && typeof v !== "function") return v;
-  if (v[CELL_INPUT] === true) return v.toJSON();
+  if (v[CELL_INPUT] === true || v[HANDLE] === true) return v.toJSON();
   if (v instanceof ReadCell) {
     const l = ReadCell.linkOf(v);
     return l ? { $link: { doc: l.doc, path: l.path } } : serialize(v.get(), depth + 1);
@@ -204,7 +214,12 @@ function serialize(v, depth) {
 
 function addNode(kind, fn, args, label) {
   const id = nextId("n");
-  builder.nodes.push({ id, kind, fn: registerFn(fn), args: serialize(args), label: label || kind });
+  serializedHandle = false;
+  const stored = serialize(args);
+  const index = registerFn(fn);
+  if (serializedHandle) HANDLE_FNS.add(index);
+  serializedHandle = false;
+  builder.nodes.push({ id, kind, fn: index, args: stored, label: label || kind });
   const ref = makeRef(id, []);
   ref[REF].node = true;
   return ref;
@@ -357,25 +372,43 @@ export function derive(input, fn, captures) {
 }
 
 export function computed(fn, ...rest) {
-  // The compiler adds the declared result type as `{result}` beside the captures.
-  const isMeta = (x) => x !== null && typeof x === "object" && !isRef(x) &&
-    Object.keys(x).length === 1 && x.result !== null && typeof x.result === "object" && !isRef(x.result);
-  const meta = rest.find(isMeta);
+  // The compiler adds the declared result type as `{__resultSchema}` beside
+  // the captures.
+  const meta = rest.find(isResultMeta);
   const captures = rest.find((x) => x !== meta);
   if (inHandler()) return fn(captures);
   if (inRun() && !hasRefs(captures, 0)) return fn(captures);
   const out = addNode("computed", fn, captures === undefined ? [] : [withArgumentCells(captures)], "computed");
-  if (meta) { out[REF].schema = meta.result; out[REF].root = meta.result; }
+  if (meta) { out[REF].schema = meta.__resultSchema; out[REF].root = meta.__resultSchema; }
   return out;
 }
 
 // Captures that are a pattern's whole argument (`computed(() =>
 // state.value.get())`): given field by field, each field its argument type
 // says is a cell as a cell, as the reference gives `state.value`.
+// The schema of a declared result the compiler appends to a call
+// (`computed<T>`, `fetchJson<T>`): a key no capture object has.
+function isResultMeta(x) {
+  return x !== null && typeof x === "object" && !isRef(x) && Object.keys(x).length === 1 &&
+    x.__resultSchema !== null && typeof x.__resultSchema === "object";
+}
+
 function withArgumentCells(captures) {
   if (captures === null || typeof captures !== "object" || isRef(captures)) return captures;
   const out = {};
-  for (const k of Object.keys(captures)) out[k] = argumentFields(captures[k]);
+  for (const k of Object.keys(captures)) {
+    const v = captures[k];
+    // A capture handed over as its fields (`{ subject: { title: subject.title } }`):
+    // each field by its own type.
+    if (v !== null && typeof v === "object" && !isRef(v) && !Array.isArray(v) && v[CELL_INPUT] !== true &&
+        v[ARG_SCHEMA] === undefined && Object.getPrototypeOf(v) === Object.prototype && Object.values(v).some(isRef)) {
+      const fields = {};
+      for (const f of Object.keys(v)) fields[f] = argumentFields(v[f]);
+      out[k] = fields;
+    } else {
+      out[k] = argumentFields(v);
+    }
+  }
   return out;
 }
 function argumentFields(v) {
@@ -744,7 +777,8 @@ function instantiateBinding(instance, name, pieceId) {
 // handlers, cells, inner patterns) joins the graph under the node's id, as
 // the reference runs a frame's builders as a pattern.
 export function __runNode(fnIndex, args, nodeId, hasCells) {
-  const given = hasCells ? withSources(args.map(withCells), 0, null) : args;
+  let given = hasCells ? withSources(args.map(withCells), 0, null) : args;
+  if (HANDLE_FNS.has(fnIndex)) given = withHandles(given, 0);
   const savedBuilder = builder, savedKind = runKind, savedId = runId;
   builder = null;
   runKind = "node";
@@ -1474,7 +1508,12 @@ function unsupported(name, why) {
 // (`runtime/now.rs`). Every other query is one a space cannot answer
 // here, and gets the reference's not-found state; a malformed `#now` gets
 // its error state. A wish never throws.
-export function wish(target, _schema) {
+export function wish(target, ...rest) {
+  // `wish<T>`: the compiler appends `T` as `{__resultSchema}`; a default in
+  // it is what an unanswered wish's `result` reads, as the reference's read
+  // through the schema gives.
+  const meta = rest.find(isResultMeta);
+  const fallback = meta && meta.__resultSchema && "default" in meta.__resultSchema ? clone(meta.__resultSchema.default) : undefined;
   const query = typeof target === "string" ? target : target && typeof target === "object" && !isRef(target) ? target.query : undefined;
   const interval = typeof query === "string" ? nowInterval(query.trim()) : null;
   if (typeof interval === "string") {
@@ -1493,7 +1532,7 @@ export function wish(target, _schema) {
     const ref = makeRef(HOME_DOC, home);
     return { result: ref, candidates: [ref] };
   }
-  return settledState({ result: undefined, candidates: [] });
+  return settledState({ result: fallback, candidates: [] });
 }
 
 // The space's home document (`runtime::HOME_DOC`): what the reference keeps
@@ -1566,11 +1605,10 @@ export const llmDialog = unavailableEffect("llmDialog", "a space has no model ac
 // An effect the host's broker serves (`runtime/effects.rs`): a node of the
 // graph whose output, `{pending, result, error}`, the host computes when it
 // is pulled, by sending the request its inputs (`{url, options, …}`)
-// describe. The compiler adds `fetchJson<T>`'s `T` as `{result: schema}`.
+// describe. The compiler adds `fetchJson<T>`'s `T` as `{__resultSchema}`.
 function brokeredEffect(name) {
   return function (inputs, ...rest) {
-    const meta = rest.find((x) => x !== null && typeof x === "object" && !isRef(x) &&
-      Object.keys(x).length === 1 && x.result !== null && typeof x.result === "object");
+    const meta = rest.find(isResultMeta);
     if (builder === null || inHandler()) {
       return settledState({
         pending: false,
@@ -1578,7 +1616,7 @@ function brokeredEffect(name) {
         error: "commonfabric: " + name + " is made in a pattern body (its result is state of the piece)",
       });
     }
-    const schema = meta ? meta.result : null;
+    const schema = meta ? meta.__resultSchema : null;
     const given = inputs === undefined ? {} : inputs;
     const ref = addNode("effect", null, schema ? [name, given, schema] : [name, given], name);
     ref[REF].schema = { type: "object", properties: { pending: { type: "boolean" }, result: schema || {}, error: {} } };
@@ -1697,12 +1735,30 @@ export const cfSqlite = {
 function sqliteUnavailableQuery() {
   return settledState({ pending: false, result: undefined, error: SQLITE_UNAVAILABLE });
 }
+// A database handle: stored as a marker, and a handle again in the
+// derivations it is handed to (`db.query(...)` in a computed answers the
+// unavailable state there too, never "not a function").
+const SQLITE_MARKER = "$sqliteDatabase";
+const HANDLE = Symbol("commonfabric.handle");
 function sqliteDatabaseImpl() {
   return {
     query: sqliteUnavailableQuery,
     exec() { throw new Error(SQLITE_UNAVAILABLE); },
-    toJSON() { return { error: SQLITE_UNAVAILABLE }; },
+    toJSON() { serializedHandle = true; return { [SQLITE_MARKER]: "unavailable", error: SQLITE_UNAVAILABLE }; },
+    [HANDLE]: true,
   };
+}
+// Set while a node's arguments are serialized, when they hold a handle.
+let serializedHandle = false;
+// Node functions whose arguments hold handles to rebuild at each run.
+const HANDLE_FNS = new Set();
+function withHandles(v, depth) {
+  if (v === null || typeof v !== "object" || depth > 32) return v;
+  if (Array.isArray(v)) return v.map((x) => withHandles(x, depth + 1));
+  if (v[SQLITE_MARKER] !== undefined) return sqliteDatabaseImpl();
+  const out = {};
+  for (const k of Object.keys(v)) out[k] = withHandles(v[k], depth + 1);
+  return out;
 }
 sqliteDatabaseImpl.asScope = () => sqliteDatabaseImpl;
 export const sqliteDatabase = sqliteDatabaseImpl;

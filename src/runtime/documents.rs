@@ -270,7 +270,11 @@ impl SpaceRuntime {
                 }
                 let mut out = serde_json::Map::new();
                 for (k, x) in m {
-                    let linked = as_link(&x).is_some();
+                    // A link read as a value (a cell over nothing is still a cell).
+                    let linked = as_link(&x).is_some()
+                        && !graph::link_wants_cell(&x)
+                        && !graph::link_wants_cell_items(&x)
+                        && graph::link_cell_fields(&x).is_none();
                     self.last_absent = false;
                     let v = self.resolve_deep(x, depth)?;
                     // A link to nothing: the field is left out (undefined).
