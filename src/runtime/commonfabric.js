@@ -378,7 +378,9 @@ export function computed(fn, ...rest) {
   const captures = rest.find((x) => x !== meta);
   if (inHandler()) return fn(captures);
   if (inRun() && !hasRefs(captures, 0)) return fn(captures);
-  const out = addNode("computed", fn, captures === undefined ? [] : [withArgumentCells(captures)], "computed");
+  const given = captures === undefined ? undefined : withArgumentCells(captures);
+  const out = addNode("computed", fn, given === undefined ? [] : [given], "computed");
+  registerCellTypes(given);
   if (meta) { out[REF].schema = meta.__resultSchema; out[REF].root = meta.__resultSchema; }
   return out;
 }
@@ -391,6 +393,21 @@ export function computed(fn, ...rest) {
 function isResultMeta(x) {
   return x !== null && typeof x === "object" && !isRef(x) && Object.keys(x).length === 1 &&
     x.__resultSchema !== null && typeof x.__resultSchema === "object";
+}
+
+// The last node's captures that are typed cells: their types, by key.
+function registerCellTypes(given) {
+  if (given === null || typeof given !== "object" || isRef(given)) return;
+  const types = { type: "object", properties: {} };
+  let any = false;
+  for (const k of Object.keys(given)) {
+    const v = given[k];
+    if (v !== null && typeof v === "object" && v[CELL_INPUT] === true && v[REF] && v[REF].schema) {
+      types.properties[k] = { __typed: v[REF].schema, __root: v[REF].root };
+      any = true;
+    }
+  }
+  if (any) TYPED_FNS.set(builder.nodes[builder.nodes.length - 1].fn, types);
 }
 
 function withArgumentCells(captures) {
@@ -552,9 +569,17 @@ export function __inlineAction(fn, captures, cellKeys) {
 
 function bindStream(fn, ctx, contextSchema, kind) {
   const id = nextId("s");
-  builder.streams.push({ id, kind, fn: registerFn(fn), context: serialize(ctx), schema: contextSchema });
+  const index = registerFn(fn);
+  if (contextSchema) TYPED_FNS.set(index, contextSchema);
+  builder.streams.push({ id, kind, fn: index, context: serialize(ctx), schema: contextSchema });
   return makeStreamRef(id);
 }
+
+// The declared types of what a function is handed (a handler's context, a
+// derivation's captures), by function: a cell it gets hands out the cells
+// its type names inside its value (`entry.piece.get()`), as the
+// reference's schema-driven reads do.
+const TYPED_FNS = new Map();
 
 export function pattern(a, b, c) {
   let name = null, fn, schema;
@@ -779,6 +804,13 @@ function instantiateBinding(instance, name, pieceId) {
 export function __runNode(fnIndex, args, nodeId, hasCells) {
   let given = hasCells ? withSources(args.map(withCells), 0, null) : args;
   if (HANDLE_FNS.has(fnIndex)) given = withHandles(given, 0);
+  const typed = TYPED_FNS.get(fnIndex);
+  if (typed && hasCells && given[0] !== null && typeof given[0] === "object") {
+    for (const k of Object.keys(typed.properties)) {
+      const c = given[0][k];
+      if (c instanceof ReadCell) given[0][k] = ReadCell.typed(c, typed.properties[k].__typed, typed.properties[k].__root);
+    }
+  }
   const savedBuilder = builder, savedKind = runKind, savedId = runId;
   builder = null;
   runKind = "node";
@@ -849,7 +881,7 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
   const writes = [];
   const sends = [];
   const local = JSON.parse(JSON.stringify(docs || {}));
-  const arg = buildContext(ctx, local, writes, sends, shape);
+  const arg = buildContext(ctx, local, writes, sends, shape, null);
   const eventSchema = EVENT_SCHEMAS.get(fns[fnIndex]);
   event = eventArg(event, eventSchema, eventSchema, local, writes, sends, 0);
   // The handler's frame (made on first use): patterns it calls become
@@ -887,12 +919,13 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
   return async ? Promise.resolve(ran).then(done) : done();
 }
 
-function buildContext(ctx, docs, writes, sends, shape) {
+function buildContext(ctx, docs, writes, sends, shape, schema) {
   if (shape === "value") return ctx.value;
   const out = {};
   for (const k of Object.keys(ctx || {})) {
     const f = ctx[k];
-    if (f.cell) out[k] = cellView(new Cell(MINT, f.cell.doc, f.cell.path, docs, writes, sends));
+    const typed = f.cell && schema ? childSchema(schema, schema, k) : null;
+    if (f.cell) out[k] = cellView(new Cell(MINT, f.cell.doc, f.cell.path, docs, writes, sends, typed, typed && schema));
     else if (f.stream) out[k] = new Stream(MINT, f.stream, sends);
     else out[k] = withSources(withStreams(f.value, sends, 0), 0, null);
   }
@@ -917,6 +950,34 @@ function withStreams(v, sends, depth) {
 const ELEMENT_MARK = "/#el/";
 function encodeSegment(s) {
   return encodeURIComponent(String(s)).replace(/~/g, "%7E");
+}
+
+// `v` (read from the cell at `loc`, `{doc, path}`) with each part below the
+// top that its type says is a cell made one by `make(value, loc, schema)`.
+// `addressed`: locations by the path from the cell (a handler's cells: a
+// write through them follows the links on the way, within what the handler
+// was given), else where each part was read from.
+function typedCells(v, schema, root, loc, depth, make, addressed) {
+  if (depth > 32 || !schema || v === undefined) return v;
+  const t = !addressed && v !== null && typeof v === "object" ? targetOf(v) : undefined;
+  if (depth > 0 && cellShape(schema, root) === "cell") return make(v, t !== undefined ? t : loc, schema);
+  if (v === null || typeof v !== "object") return v;
+  const base = t !== undefined ? t : loc;
+  const child = (k) => base && { doc: base.doc, path: base.path.map(String).concat([String(k)]) };
+  if (Array.isArray(v)) {
+    const s = schemaRef(schema, root);
+    const arrays = s ? [s].concat((s.anyOf || s.oneOf || []).map((b) => schemaRef(b, root))) : [];
+    const items = (arrays.find((b) => b && b.items) || {}).items;
+    if (!items) return v;
+    for (let i = 0; i < v.length; i++) v[i] = typedCells(v[i], items, root, child(i), depth + 1, make, addressed);
+    return v;
+  }
+  const props = schemaProps(schema, root);
+  if (!props) return v;
+  for (const k of Object.keys(props)) {
+    if (k in v) v[k] = typedCells(v[k], props[k], root, child(k), depth + 1, make, addressed);
+  }
+  return v;
 }
 
 // A value read in a handler, with the links to element documents the run
@@ -1132,10 +1193,11 @@ function clone(v) {
 const MINT = Symbol("commonfabric.mint");
 
 class Cell {
-  #doc; #path; #docs; #writes; #sends;
-  constructor(mint, doc, path, docs, writes, sends) {
+  #doc; #path; #docs; #writes; #sends; #schema; #root;
+  constructor(mint, doc, path, docs, writes, sends, schema, root) {
     if (mint !== MINT) throw new TypeError("commonfabric: cells are given, not made");
     this.#doc = doc; this.#path = path; this.#docs = docs; this.#writes = writes; this.#sends = sends;
+    this.#schema = schema || null; this.#root = root || schema || null;
     Object.freeze(this);
   }
   // Streams in the value are sendable (a button's `onClick` in a piece's UI).
@@ -1143,10 +1205,14 @@ class Cell {
     const v = withElements(clone(locate(this.#docs, this.#doc, this.#path).value), this.#docs, 0);
     const here = Cell.resolved(this);
     // An element's whole value is that element (handed on, it is its link).
-    if (here.path.length === 0 && here.doc.includes(ELEMENT_MARK) && v !== null && typeof v === "object") {
-      return withSources({ $from: here, $at: here, value: withStreams(v, this.#sends, 0) }, 0, null);
-    }
-    return withSources(withStreams(v, this.#sends, 0), 0, { base: here });
+    const read = here.path.length === 0 && here.doc.includes(ELEMENT_MARK) && v !== null && typeof v === "object"
+      ? withSources({ $from: here, $at: here, value: withStreams(v, this.#sends, 0) }, 0, null)
+      : withSources(withStreams(v, this.#sends, 0), 0, { base: here });
+    if (!this.#schema) return read;
+    const [docs, writes, sends, root] = [this.#docs, this.#writes, this.#sends, this.#root];
+    const from = { doc: this.#doc, path: this.#path.map(String) };
+    return typedCells(read, this.#schema, root, from, 0,
+      (_value, at, sub) => cellView(new Cell(MINT, at.doc, at.path, docs, writes, sends, sub, root)), true);
   }
   set(value) {
     const at = { doc: this.#doc, path: this.#path };
@@ -1200,7 +1266,9 @@ class Cell {
     this.#write(clone(serializeValue(cur.filter((x) => JSON.stringify(serializeValue(x)) !== s), { doc: this.#doc, path: this.#path })));
   }
   key(...ks) {
-    return cellView(new Cell(MINT, this.#doc, this.#path.concat(ks.map(String)), this.#docs, this.#writes, this.#sends));
+    let sub = this.#schema;
+    for (const k of ks.map(String)) sub = sub && childSchema(sub, this.#root, k);
+    return cellView(new Cell(MINT, this.#doc, this.#path.concat(ks.map(String)), this.#docs, this.#writes, this.#sends, sub, this.#root));
   }
   // The reference's keyed element of an array: a document of its own, named
   // after the array (its document and path) and the key, so the same key
@@ -1341,16 +1409,24 @@ class Stream {
 
 // A cell given to a derivation: it reads; writing belongs in a handler.
 class ReadCell {
-  #value; #link;
-  constructor(mint, value, link) {
+  #value; #link; #schema; #root;
+  constructor(mint, value, link, schema, root) {
     if (mint !== MINT) throw new TypeError("commonfabric: cells are given, not made");
     this.#value = value;
     this.#link = link || null;
+    this.#schema = schema || null;
+    this.#root = root || schema || null;
     Object.freeze(this);
+  }
+  // The same cell, read as `schema` says.
+  static typed(c, schema, root) {
+    return new ReadCell(MINT, c.#value, c.#link, schema, root);
   }
   get() {
     const l = this.#link;
-    return withSources(clone(this.#value), 0, l ? { base: { doc: l.doc, path: l.path.map(String) } } : null);
+    const v = withSources(clone(this.#value), 0, l ? { base: { doc: l.doc, path: l.path.map(String) } } : null);
+    const loc = l && { doc: l.doc, path: l.path.map(String) };
+    return this.#schema ? typedCells(v, this.#schema, this.#root, loc, 0, (value, at, sub) => new ReadCell(MINT, value, at, sub, this.#root), false) : v;
   }
   sample() { return this.get(); }
   // Links on the way are followed; one stored at the last key is kept, for
@@ -1362,7 +1438,9 @@ class ReadCell {
       v = v !== null && typeof v === "object" ? v[k] : undefined;
       l = l && { doc: l.doc, path: l.path.concat([k]) };
     }
-    return new ReadCell(MINT, v, l);
+    let sub = this.#schema;
+    for (const k of ks.map(String)) sub = sub && childSchema(sub, this.#root, k);
+    return new ReadCell(MINT, v, l, sub, this.#root);
   }
   for() { return this; }
   asSchema() { return this; }
@@ -1421,6 +1499,7 @@ function serializeValue(v, at, cx, loc, inArray) {
     const r = Cell.resolved(v);
     // A cell over a list's slot holding an element is that element.
     if (r.path.length === 0 && r.doc.includes(ELEMENT_MARK) && !overlaps(r, at)) return { $link: { doc: r.doc, path: [] } };
+
     // An inline element of a list is copied as it is now (a card taken
     // out of one pile and put on another: the slot will hold another card);
     // any other cell is stored as its link.
