@@ -108,7 +108,7 @@ fn wishes_for_the_space_home_share_one_registry_and_add_piece_registers_once() {
 fn cells_follow_their_types_and_the_reference_cell_surface_works() {
     let (ok, out) = run(&["cell-types.test.tsx"]);
     assert!(ok, "{out}");
-    assert_eq!(out.lines().last(), Some("11 passed, 0 failed"));
+    assert_eq!(out.lines().last(), Some("12 passed, 0 failed"));
 }
 
 #[test]

@@ -230,13 +230,7 @@ pub(crate) fn rewrite(
             names: &cap.cell_names,
             found: HashSet::new(),
         };
-        match arg {
-            Argument::ArrowFunctionExpression(f) => handed.visit_arrow_function_expression(f),
-            Argument::FunctionExpression(f) => {
-                walk::walk_function(&mut handed, f, oxc_semantic::ScopeFlags::Function)
-            }
-            _ => {}
-        }
+        visit_closure(&mut handed, arg);
         cells.extend(handed.found);
         cells
     };
@@ -412,16 +406,21 @@ fn path_captures(
         fields: HashMap::new(),
         whole: HashSet::new(),
     };
-    match arg {
-        Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
-        Argument::FunctionExpression(f) => {
-            walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
-        }
-        _ => {}
-    }
+    visit_closure(&mut uses, arg);
     let whole = uses.whole;
     uses.fields.retain(|n, _| !whole.contains(n));
     uses.fields
+}
+
+/// Walks the closure `arg` (an arrow or a function expression) with `v`.
+fn visit_closure<'a>(v: &mut impl Visit<'a>, arg: &Argument<'a>) {
+    match arg {
+        Argument::ArrowFunctionExpression(f) => v.visit_arrow_function_expression(f),
+        Argument::FunctionExpression(f) => {
+            walk::walk_function(v, f, oxc_semantic::ScopeFlags::Function)
+        }
+        _ => {}
+    }
 }
 
 /// Which of `names` the closure `arg` uses as cells.
@@ -435,12 +434,6 @@ fn used_as_cells(
         found: HashSet::new(),
         is_builder,
     };
-    match arg {
-        Argument::ArrowFunctionExpression(f) => uses.visit_arrow_function_expression(f),
-        Argument::FunctionExpression(f) => {
-            walk::walk_function(&mut uses, f, oxc_semantic::ScopeFlags::Function)
-        }
-        _ => {}
-    }
+    visit_closure(&mut uses, arg);
     uses.found
 }
