@@ -136,7 +136,14 @@ fn fetch_mocks_answer_the_brokers_builtins_and_settle_waits_for_them() {
 fn a_derivation_reads_the_fields_it_uses_and_steps_run_when_reached() {
     let (ok, out) = run(&["reads-what-it-uses.test.tsx"]);
     assert!(ok, "{out}");
-    assert_eq!(out.lines().last(), Some("4 passed, 0 failed"));
+    assert_eq!(out.lines().last(), Some("5 passed, 0 failed"));
+}
+
+#[test]
+fn a_handlers_cells_hand_out_the_cells_their_type_names_and_keep_them_when_moved() {
+    let (ok, out) = run(&["handler-cells.test.tsx"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().last(), Some("5 passed, 0 failed"));
 }
 
 #[test]

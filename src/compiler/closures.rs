@@ -168,7 +168,13 @@ fn captures_object_with_paths(
         .iter()
         .map(|n| match paths.get(n) {
             Some(fields) if !cells.contains(n) => {
-                let inner: Vec<String> = fields.iter().map(|f| format!("{f}: {n}.{f}")).collect();
+                let inner: Vec<String> = fields
+                    .iter()
+                    .map(|f| match f.starts_with('[') {
+                        true => format!("{f}: {n}{f}"),
+                        false => format!("{f}: {n}.{f}"),
+                    })
+                    .collect();
                 format!("{n}: {{ {} }}", inner.join(", "))
             }
             _ if cells.contains(n) => format!("{n}: {NS}.__asCell({n})"),
@@ -235,8 +241,8 @@ pub(crate) fn rewrite(
         cells
     };
     helpers |= !cells.is_empty();
-    let given = if kind == ClosureKind::Computed {
-        let paths = path_captures(arg, &scope, &cap.names);
+    let given = if matches!(kind, ClosureKind::Computed | ClosureKind::Action) {
+        let paths = path_captures(arg, &scope, &cap.names, kind == ClosureKind::Action);
         captures_object_with_paths(&cap.names, &cells, &paths)
     } else {
         captures_object(&cap.names, &cells)
@@ -330,9 +336,20 @@ struct PathUses<'s> {
     names: HashMap<SymbolId, String>,
     fields: HashMap<String, BTreeSet<String>>,
     whole: HashSet<String>,
+    /// An action's: a field used as a cell needs the whole capture.
+    fields_as_cells: bool,
 }
 
 impl PathUses<'_> {
+    /// Whether `id` names a module-level binding (so it reads the same where
+    /// the captures object is built).
+    fn module_level(&self, id: &IdentifierReference) -> bool {
+        id.reference_id
+            .get()
+            .and_then(|r| self.scoping.get_reference(r).symbol_id())
+            .is_some_and(|sym| self.scoping.symbol_scope_id(sym) == self.scoping.root_scope_id())
+    }
+
     fn captured(&self, id: &IdentifierReference) -> Option<String> {
         let sym = self
             .scoping
@@ -362,12 +379,48 @@ impl<'a> Visit<'a> for PathUses<'_> {
         walk::walk_static_member_expression(self, it);
     }
 
+    fn visit_computed_member_expression(
+        &mut self,
+        it: &oxc_ast::ast::ComputedMemberExpression<'a>,
+    ) {
+        // `name[NAME]`, `name[UI]`: a field keyed by a module-level symbol
+        // (the API's imports), read as a path like a static one.
+        if let (Expression::Identifier(id), Expression::Identifier(key)) =
+            (&it.object, &it.expression)
+        {
+            if let (Some(n), true) = (self.captured(id), self.module_level(key)) {
+                self.fields
+                    .entry(n)
+                    .or_default()
+                    .insert(format!("[{}]", key.name));
+                return;
+            }
+        }
+        walk::walk_computed_member_expression(self, it);
+    }
+
     fn visit_call_expression(&mut self, it: &CallExpression<'a>) {
         // `name.method(...)`: the method needs the value it is called on.
         if let Expression::StaticMemberExpression(m) = it.callee.get_inner_expression() {
             if let Expression::Identifier(id) = &m.object {
                 if let Some(n) = self.captured(id) {
                     self.whole.insert(n);
+                }
+            }
+            // An action's `name.field.get()` / `.set(…)`: the field is a cell
+            // its type names inside a derived value, which only the whole
+            // value hands out (sending to a field's stream is a path read).
+            let method = m.property.name.as_str();
+            if self.fields_as_cells
+                && method != "send"
+                && super::lower::CELL_METHODS.contains(&method)
+            {
+                if let Expression::StaticMemberExpression(inner) = m.object.get_inner_expression() {
+                    if let Expression::Identifier(id) = inner.object.get_inner_expression() {
+                        if let Some(n) = self.captured(id) {
+                            self.whole.insert(n);
+                        }
+                    }
                 }
             }
         }
@@ -392,6 +445,7 @@ fn path_captures(
     arg: &Argument,
     scope: &Scope,
     names: &[String],
+    fields_as_cells: bool,
 ) -> HashMap<String, BTreeSet<String>> {
     let mut symbols = HashMap::new();
     for sym in scope.bound.iter() {
@@ -405,6 +459,7 @@ fn path_captures(
         names: symbols,
         fields: HashMap::new(),
         whole: HashSet::new(),
+        fields_as_cells,
     };
     visit_closure(&mut uses, arg);
     let whole = uses.whole;

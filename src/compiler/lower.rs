@@ -57,7 +57,7 @@ use super::Edit;
 pub(crate) const NS: &str = "__cf";
 
 /// Methods that make a captured value a cell (it is read or written as one).
-const CELL_METHODS: &[&str] = &[
+pub(crate) const CELL_METHODS: &[&str] = &[
     "get",
     "set",
     "update",

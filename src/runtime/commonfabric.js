@@ -150,10 +150,11 @@ function childSchema(schema, root, prop) {
   if (!s || typeof s !== "object") return null;
   if (s.properties && s.properties[prop] !== undefined) return s.properties[prop];
   if (s.items && /^[0-9]+$/.test(prop)) return s.items;
-  // A union: the branch that types the field as a cell, if one does (its
-  // value is then a cell wherever it is one), else the first that types it.
+  // A union (or an intersection, `Omit<T, "k"> & {k: Cell<U>}`): the branch
+  // that types the field as a cell, if one does (its value is then a cell
+  // wherever it is one), else the first that types it.
   let first = null;
-  for (const branch of s.anyOf || s.oneOf || []) {
+  for (const branch of branches(s)) {
     const b = childSchema(branch, root, prop);
     if (b !== null && cellShape(b, root) !== null) return b;
     if (first === null) first = b;
@@ -260,11 +261,16 @@ function markedAs(v, shape) {
 
 // An object schema's properties, those of every branch of a union merged
 // (a field typed a cell in the branch that has it).
+// The branches of a union or an intersection.
+function branches(s) {
+  return [].concat(s.anyOf || [], s.oneOf || [], s.allOf || []);
+}
+
 function schemaProps(schema, root, depth) {
   const s = schemaRef(schema, root);
   if (!s || typeof s !== "object" || (depth || 0) > 8) return null;
   let out = s.properties ? Object.assign({}, s.properties) : null;
-  for (const b of s.anyOf || s.oneOf || []) {
+  for (const b of branches(s)) {
     const p = schemaProps(b, root, (depth || 0) + 1);
     if (p) {
       out = out || {};
@@ -291,7 +297,7 @@ function cellShape(schema, root, depth) {
   if (s.asCell) return "cell";
   const items = s.items && schemaRef(s.items, root);
   if (items && items.asCell) return "items";
-  for (const b of s.anyOf || s.oneOf || []) {
+  for (const b of branches(s)) {
     const k = cellShape(b, root, (depth || 0) + 1);
     if (k) return k;
   }
@@ -881,7 +887,7 @@ export function __runHandler(fnIndex, event, ctx, docs, shape, frameId) {
   const writes = [];
   const sends = [];
   const local = JSON.parse(JSON.stringify(docs || {}));
-  const arg = buildContext(ctx, local, writes, sends, shape, null);
+  const arg = buildContext(ctx, local, writes, sends, shape, TYPED_FNS.get(fnIndex) || null)
   const eventSchema = EVENT_SCHEMAS.get(fns[fnIndex]);
   event = eventArg(event, eventSchema, eventSchema, local, writes, sends, 0);
   // The handler's frame (made on first use): patterns it calls become
@@ -966,7 +972,7 @@ function typedCells(v, schema, root, loc, depth, make, addressed) {
   const child = (k) => base && { doc: base.doc, path: base.path.map(String).concat([String(k)]) };
   if (Array.isArray(v)) {
     const s = schemaRef(schema, root);
-    const arrays = s ? [s].concat((s.anyOf || s.oneOf || []).map((b) => schemaRef(b, root))) : [];
+    const arrays = s ? [s].concat(branches(s).map((b) => schemaRef(b, root))) : [];
     const items = (arrays.find((b) => b && b.items) || {}).items;
     if (!items) return v;
     for (let i = 0; i < v.length; i++) v[i] = typedCells(v[i], items, root, child(i), depth + 1, make, addressed);
@@ -1158,6 +1164,17 @@ function locate(docs, doc, path) {
   }
   return { doc: at.doc, path: at.path, value: cur };
 }
+// The link stored at `doc`/`path` in a run's documents (the slot itself
+// holds a reference), or undefined when a value is stored there.
+function storedLinkIn(docs, doc, path) {
+  if (path.length === 0) return undefined;
+  const parent = locate(docs, doc, path.slice(0, -1)).value;
+  if (parent === null || typeof parent !== "object") return undefined;
+  const cur = parent[String(path[path.length - 1])];
+  if (isFrom(cur)) return linkOfJson(cur.$from);
+  if (cur !== null && typeof cur === "object" && cur.$link && Object.keys(cur).length === 1) return linkOfJson(cur.$link);
+  return undefined;
+}
 // What `v` refers to, resolved, if it is a cell or a reference: for
 // `equals`, which compares references by where they lead.
 function targetOf(v) {
@@ -1342,6 +1359,10 @@ class Cell {
     const t = CELL_VIEWS.get(c) || c;
     return { doc: t.#doc, path: t.#path };
   }
+  static storedLink(c) {
+    const t = CELL_VIEWS.get(c) || c;
+    return storedLinkIn(t.#docs, t.#doc, t.#path);
+  }
 }
 
 // What pattern code holds of a handler's cell: the cell, whose other
@@ -1504,7 +1525,12 @@ function serializeValue(v, at, cx, loc, inArray) {
     // out of one pile and put on another: the slot will hold another card);
     // any other cell is stored as its link.
     const inlineElement = r.path.length > 0 && /^[0-9]+$/.test(String(r.path[r.path.length - 1]));
-    return !inlineElement && !overlaps(l, at) ? { $link: { doc: l.doc, path: l.path } } : v.get();
+    if (inlineElement || overlaps(l, at)) return v.get();
+    // A cell addressed through a link (`entry.piece` read from a list) is
+    // stored as where it leads: the slot it was read through may be gone
+    // when the link is next read (the entry moved to the trash).
+    const stored = r.doc !== l.doc ? Cell.storedLink(v) : undefined;
+    return { $link: stored !== undefined ? stored : { doc: l.doc, path: l.path } };
   }
   if (isRef(v)) { const m = v[REF]; return { $link: { doc: m.doc, path: m.path } }; }
   if (v instanceof Stream) return v.toJSON();

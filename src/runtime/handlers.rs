@@ -2,6 +2,7 @@
 //! its writes and sends.
 
 use super::*;
+use std::collections::HashSet;
 
 /// Keyed element documents one handler run is given at most.
 const MAX_HANDLER_ELEMENTS: usize = 10_000;
@@ -46,15 +47,15 @@ impl SpaceRuntime {
     }
 
     /// An event's payload as its handler gets it: each reference in it
-    /// (a piece or a cell a client or another handler sent) that leads into
-    /// the handler's own piece, or that the handler could reach anyway,
-    /// becomes `{$from: the link, $at: where it leads, value}`, whose
-    /// document is given beside the others, and which the run may write
-    /// through, as in the reference (the handler's event type then decides
-    /// between a cell and the value). Any other reference stays plain JSON:
-    /// whoever sends an event cannot hand a piece what it was not given. An
-    /// object in the payload shaped like the host's answer loses its `$at`:
-    /// only the host says where a link leads.
+    /// (a piece or a cell a client or another handler sent) becomes
+    /// `{$from: the link, $at: where it leads, value}`, whose document is
+    /// given beside the others (the handler's event type then decides
+    /// between a cell and the value). The run may read it and send to the
+    /// streams in it, and write through it only where it leads into the
+    /// handler's own piece or under a cell it was given: whoever sends an
+    /// event cannot hand a piece a write it was not given. An object in the
+    /// payload shaped like the host's answer loses its `$at`: only the host
+    /// says where a link leads.
     fn event_payload(
         &mut self,
         v: &Value,
@@ -68,11 +69,13 @@ impl SpaceRuntime {
         }
         if let Some(l) = as_link(v) {
             let (doc, path) = self.cell_target(&l)?;
+            // The sender held the link (a handler's sends are checked against
+            // its own reach; a session's sender may write the space), so the
+            // handler may read what it leads to, as the reference resolves an
+            // event's links with the sender's rights; it may write through it
+            // only where its own reach or its piece allows.
             let writable =
                 capability::owned_by(&doc, piece) || reach.check_write(&doc, &path).is_ok();
-            if !writable && reach.check_value(v).is_err() {
-                return Ok(v.clone());
-            }
             if !docs.contains_key(&doc) {
                 let whole = self.handler_doc(&doc, docs)?;
                 docs.insert(doc.clone(), whole);
@@ -157,10 +160,17 @@ impl SpaceRuntime {
                         let (doc, path) = self.cell_target(&l)?;
                         reach.add_cell(&doc, &path);
                         if !docs.contains_key(&doc) {
+                            let before: HashSet<String> = docs.keys().cloned().collect();
                             let v = self.handler_doc(&doc, &mut docs)?;
-                            // What is reachable through the cell is given too.
+                            // What is reachable through the cell is given too,
+                            // in the list elements it holds as well.
                             if let Some(under) = get_at(&v, &path) {
                                 reach.add_refs_in(under);
+                            }
+                            for (e, ev) in docs.iter().filter(|(e, _)| !before.contains(*e)) {
+                                if reach.check_write(e, &[]).is_ok() {
+                                    reach.add_refs_in(ev);
+                                }
                             }
                             docs.insert(doc.clone(), v);
                         }
