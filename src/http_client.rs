@@ -1,176 +1,157 @@
-//! A small blocking HTTP/1.1 client over `std::net::TcpStream`, for plain
-//! `http://` URLs only (TLS belongs to a sidecar): the OTLP span exporter's
-//! transport and the CLI's operator commands.
+//! The host's client for its own outgoing requests (the CLI's operator
+//! commands against a server, the OTLP span exporter): reqwest's blocking
+//! client over rustls, the crate the effect broker uses, so `http://` and
+//! `https://` both work and a chunked response is read whole.
+//!
+//! Blocking, because neither caller runs in an async runtime: the operator
+//! commands run on `main`, the exporter on the batch span processor's own
+//! thread. No proxy is taken from the environment: an operator command
+//! means the server it names.
 
 use opentelemetry_http::{Bytes, HttpError, Request, Response};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::Read;
 use std::time::Duration;
 
-/// A blocking HTTP/1.1 client for plain `http://` URLs: one connection per
-/// request (`Connection: close`), bounded by a timeout on connect, each
-/// write and each read. It needs no async runtime: the OTLP exporter calls
-/// it from the batch span processor's own thread, the CLI's operator
-/// commands from `main`.
+/// A blocking HTTP client with a timeout on connect and on the whole
+/// exchange, and a cap on the response body.
 #[derive(Debug)]
-pub struct PlainHttpClient {
-    timeout: Duration,
-    /// Largest response body kept; the rest is not read.
+pub struct BlockingHttp {
+    client: reqwest::blocking::Client,
+    /// Largest response body accepted; a larger one is an error.
     body_limit: usize,
 }
 
-impl PlainHttpClient {
-    pub fn new(timeout: Duration, body_limit: usize) -> Self {
-        PlainHttpClient {
-            timeout,
-            body_limit,
-        }
+impl BlockingHttp {
+    pub fn new(timeout: Duration, body_limit: usize) -> Result<Self, HttpError> {
+        let client = reqwest::blocking::Client::builder()
+            .connect_timeout(timeout)
+            .timeout(timeout)
+            .no_proxy()
+            .build()?;
+        Ok(BlockingHttp { client, body_limit })
     }
 
     /// Send `request` and return the response (any status).
     pub fn send_blocking(&self, request: &Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let uri = request.uri();
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some(other) => {
-                return Err(
-                    format!("{uri}: scheme {other} is not supported (plain http only)").into(),
-                )
-            }
-            None => return Err(format!("{uri}: no scheme").into()),
-        }
-        let host = uri.host().ok_or_else(|| format!("{uri}: no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
-        // `[::1]` in a URI is `::1` to the resolver.
-        let bare_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs = (bare_host, port)
-            .to_socket_addrs()
-            .map_err(|e| format!("{uri}: resolving {host}: {e}"))?;
-        let mut last_err = None;
-        let mut stream = None;
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, self.timeout) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last_err = Some(format!("{uri}: connecting to {addr}: {e}")),
-            }
-        }
-        let mut stream = stream
-            .ok_or_else(|| last_err.unwrap_or_else(|| format!("{uri}: {host} has no address")))?;
-        stream.set_write_timeout(Some(self.timeout))?;
-        stream.set_read_timeout(Some(self.timeout))?;
-        let _ = stream.set_nodelay(true);
-
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let authority = uri.authority().map_or(host, |a| a.as_str());
-        let body = request.body();
-        let mut head = format!(
-            "{} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\nConnection: close\r\n",
-            request.method(),
-            body.len()
-        )
-        .into_bytes();
+        let uri = request.uri().to_string();
+        let method = reqwest::Method::from_bytes(request.method().as_str().as_bytes())?;
+        let mut out = self
+            .client
+            .request(method, &uri)
+            .body(request.body().to_vec());
         for (name, value) in request.headers() {
-            if matches!(name.as_str(), "host" | "content-length" | "connection") {
-                continue;
-            }
-            head.extend_from_slice(name.as_str().as_bytes());
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(value.as_bytes());
-            head.extend_from_slice(b"\r\n");
+            out = out.header(name.as_str(), value.as_bytes());
         }
-        head.extend_from_slice(b"\r\n");
-        stream
-            .write_all(&head)
-            .and_then(|()| stream.write_all(body))
-            .and_then(|()| stream.flush())
-            .map_err(|e| format!("{uri}: sending the request: {e}"))?;
-
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        reader
-            .read_line(&mut line)
-            .map_err(|e| format!("{uri}: reading the response: {e}"))?;
-        let status = parse_status_line(&line)
-            .ok_or_else(|| format!("{uri}: malformed status line {:?}", line.trim_end()))?;
-        let mut content_length = None;
-        let mut chunked = false;
-        loop {
-            line.clear();
-            let n = reader
-                .read_line(&mut line)
-                .map_err(|e| format!("{uri}: reading response headers: {e}"))?;
-            if n == 0 || line == "\r\n" || line == "\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                let name = name.trim();
-                let value = value.trim();
-                if name.eq_ignore_ascii_case("content-length") {
-                    content_length = value.parse::<usize>().ok();
-                } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = value.to_ascii_lowercase().contains("chunked");
-                }
-            }
-        }
-        // Chunked bodies are not read: neither the collectors nor this
-        // host's own routes send them.
+        let response = out.send().map_err(|e| describe(&uri, &e))?;
+        let status = response.status().as_u16();
         let mut body = Vec::new();
-        if !chunked {
-            let limit = content_length
-                .unwrap_or(self.body_limit)
-                .min(self.body_limit);
-            let _ = reader.take(limit as u64).read_to_end(&mut body);
+        response
+            .take(self.body_limit as u64 + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| format!("{uri}: reading the response: {e}"))?;
+        if body.len() > self.body_limit {
+            return Err(format!(
+                "{uri}: the response is larger than {} bytes",
+                self.body_limit
+            )
+            .into());
         }
         Ok(Response::builder().status(status).body(Bytes::from(body))?)
     }
 }
 
-fn parse_status_line(line: &str) -> Option<u16> {
-    let mut parts = line.split_ascii_whitespace();
-    let version = parts.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
+/// A request error with its causes (reqwest's own message omits them:
+/// "error sending request" says nothing of a refused connection).
+fn describe(uri: &str, e: &reqwest::Error) -> HttpError {
+    let mut text = format!("{uri}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
     }
-    parts.next()?.parse().ok()
+    text.into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// A one-shot server answering every connection with `answer`.
+    fn answering(answer: &'static [u8]) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(4) {
+                let mut stream = stream.unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = std::io::Read::read(&mut stream, &mut buf);
+                stream.write_all(answer).unwrap();
+            }
+        });
+        port
+    }
+
+    fn get(port: u16, limit: usize) -> Result<Response<Bytes>, HttpError> {
+        let request = Request::get(format!("http://127.0.0.1:{port}/x"))
+            .body(Bytes::new())
+            .unwrap();
+        BlockingHttp::new(Duration::from_secs(5), limit)
+            .unwrap()
+            .send_blocking(&request)
+    }
 
     #[test]
-    fn an_unreachable_collector_is_a_clear_error() {
+    fn a_chunked_response_is_read_whole() {
+        let port = answering(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+              5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        );
+        let r = get(port, 1024).unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.body().as_ref(), b"hello world");
+    }
+
+    #[test]
+    fn a_body_over_the_cap_is_an_error_not_a_truncation() {
+        let port = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world");
+        let err = get(port, 5).unwrap_err().to_string();
+        assert!(err.contains("larger than 5 bytes"), "{err}");
+    }
+
+    #[test]
+    fn an_unreachable_server_is_a_clear_error() {
         // Bind then drop: nothing listens on this port any more.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
+        let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let request = Request::post(format!("http://127.0.0.1:{port}/v1/traces"))
-            .body(Bytes::from_static(b"x"))
-            .unwrap();
-        let err = PlainHttpClient::new(Duration::from_secs(2), 1024)
-            .send_blocking(&request)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("connecting to 127.0.0.1:"), "{err}");
-        let https = Request::post("https://127.0.0.1/v1/traces")
-            .body(Bytes::new())
-            .unwrap();
-        let err = PlainHttpClient::new(Duration::from_secs(2), 1024)
-            .send_blocking(&https)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("plain http only"), "{err}");
+        let err = get(port, 1024).unwrap_err().to_string();
+        assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+        assert!(err.to_lowercase().contains("refused"), "{err}");
     }
 
     #[test]
-    fn status_lines() {
-        assert_eq!(parse_status_line("HTTP/1.1 200 OK\r\n"), Some(200));
-        assert_eq!(parse_status_line("HTTP/1.0 503\r\n"), Some(503));
-        assert_eq!(parse_status_line("SSH-2.0\r\n"), None);
+    fn https_speaks_tls() {
+        // A plain-http server answering a TLS client: the handshake fails,
+        // as a TLS error (not "scheme not supported").
+        let port = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        let request = Request::get(format!("https://127.0.0.1:{port}/x"))
+            .body(Bytes::new())
+            .unwrap();
+        let err = BlockingHttp::new(Duration::from_secs(5), 1024)
+            .unwrap()
+            .send_blocking(&request)
+            .unwrap_err()
+            .to_string()
+            .to_lowercase();
+        assert!(!err.contains("not supported"), "{err}");
+        assert!(
+            err.contains("tls") || err.contains("corrupt message") || err.contains("record"),
+            "{err}"
+        );
     }
 }

@@ -10,11 +10,10 @@
 //! `events`, `seq`, `handlers` and `derivations` — are batched by the SDK's
 //! batch span processor (its own OS thread; no tokio runtime needed) and
 //! POSTed as OTLP/HTTP protobuf to `<endpoint>/v1/traces` by
-//! [`crate::http_client::PlainHttpClient`], a small blocking HTTP/1.1 client
-//! over `std::net::TcpStream`. Only plain
-//! `http://` endpoints are supported: terminate TLS in a collector sidecar.
+//! [`crate::http_client::BlockingHttp`] (reqwest over rustls), to an
+//! `http://` or `https://` endpoint.
 
-use crate::http_client::PlainHttpClient;
+use crate::http_client::BlockingHttp;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
@@ -109,7 +108,7 @@ pub fn init(default_filter: &str, otlp_endpoint: Option<&str>) -> anyhow::Result
 pub fn tracer_provider(traces_url: &str, timeout: Duration) -> anyhow::Result<SdkTracerProvider> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_http_client(OtlpHttpClient::new(timeout))
+        .with_http_client(OtlpHttpClient::new(timeout)?)
         .with_endpoint(traces_url)
         .with_timeout(timeout)
         .build()
@@ -133,19 +132,13 @@ pub fn tracer_provider(traces_url: &str, timeout: Duration) -> anyhow::Result<Sd
 
 /// The OTLP/HTTP traces URL for a base endpoint (`http://host:4318` →
 /// `http://host:4318/v1/traces`; an endpoint already ending in `/v1/traces`
-/// is kept). Only `http://` is accepted.
+/// is kept). `http://` and `https://` are accepted.
 pub fn traces_url(endpoint: &str) -> anyhow::Result<String> {
     let endpoint = endpoint.trim();
     let lower = endpoint.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        anyhow::bail!(
-            "OTLP endpoint {endpoint}: https is not supported; send plain http to a \
-             collector (sidecar) that terminates TLS"
-        );
-    }
     anyhow::ensure!(
-        lower.starts_with("http://"),
-        "OTLP endpoint {endpoint}: expected an http:// URL such as http://127.0.0.1:4318"
+        lower.starts_with("http://") || lower.starts_with("https://"),
+        "OTLP endpoint {endpoint}: expected an http:// or https:// URL such as http://127.0.0.1:4318"
     );
     let base = endpoint.trim_end_matches('/');
     let url = if base.ends_with(TRACES_PATH) {
@@ -172,21 +165,22 @@ fn timeout_from_env() -> Duration {
         .map_or(DEFAULT_TIMEOUT, Duration::from_millis)
 }
 
-/// The OTLP exporter's HTTP client: [`PlainHttpClient`], logging a
+/// The OTLP exporter's HTTP client: [`BlockingHttp`], logging a
 /// failing collector once per outage rather than once per batch.
 #[derive(Debug)]
 pub struct OtlpHttpClient {
-    http: PlainHttpClient,
+    http: BlockingHttp,
     /// Set while the last export failed.
     failing: AtomicBool,
 }
 
 impl OtlpHttpClient {
-    pub fn new(timeout: Duration) -> Self {
-        OtlpHttpClient {
-            http: PlainHttpClient::new(timeout, MAX_RESPONSE_BODY),
+    pub fn new(timeout: Duration) -> anyhow::Result<Self> {
+        Ok(OtlpHttpClient {
+            http: BlockingHttp::new(timeout, MAX_RESPONSE_BODY)
+                .map_err(|e| anyhow::anyhow!("making the OTLP HTTP client: {e}"))?,
             failing: AtomicBool::new(false),
-        }
+        })
     }
 }
 
@@ -228,7 +222,10 @@ mod tests {
             traces_url("http://collector/otlp/v1/traces").unwrap(),
             "http://collector/otlp/v1/traces"
         );
-        assert!(traces_url("https://collector:4318").is_err());
+        assert_eq!(
+            traces_url("https://collector:4318").unwrap(),
+            "https://collector:4318/v1/traces"
+        );
         assert!(traces_url("collector:4318").is_err());
         assert!(traces_url("http://").is_err());
     }

@@ -477,10 +477,29 @@ async fn the_cli_talks_to_the_server_holding_the_directory_and_says_so() {
             "{out}"
         );
         assert!(
-            out.contains(&format!("(via the server at {})", server.addr)),
+            out.contains(&format!("(via the server at http://{})", server.addr)),
             "{out}"
         );
     }
+    // https:// speaks TLS (this server does not: a clear error, not "unsupported").
+    let out = cli(&[
+        "ledger",
+        "--data",
+        &data,
+        "--server",
+        &format!("https://{}", server.addr),
+        "--space",
+        "demo",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!(
+            "cannot reach the server at https://{}",
+            server.addr
+        )),
+        "{err}"
+    );
     let friend = Identity::generate();
     let out = stdout_ok(&cli(&[
         "grant",

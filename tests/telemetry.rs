@@ -453,7 +453,7 @@ async fn without_an_endpoint_nothing_is_exported() {
 }
 
 #[test]
-fn an_https_endpoint_is_refused_with_a_clear_error() {
+fn an_endpoint_that_is_not_http_or_https_is_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
         .args([
@@ -461,7 +461,7 @@ fn an_https_endpoint_is_refused_with_a_clear_error() {
             "--listen",
             "127.0.0.1:0",
             "--otlp-endpoint",
-            "https://collector.invalid:4318",
+            "ftp://collector.invalid:4318",
             "--data",
         ])
         .arg(dir.path())
@@ -469,6 +469,6 @@ fn an_https_endpoint_is_refused_with_a_clear_error() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("https is not supported"), "{err}");
+    assert!(err.contains("expected an http:// or https:// URL"), "{err}");
     assert!(out.stdout.is_empty(), "serve did not start");
 }

@@ -382,7 +382,16 @@ impl ClientArgs {
     /// holding `--data`, else the default listen address.
     pub fn server_addr(&self) -> anyhow::Result<String> {
         match &self.server {
-            Some(s) => remote::host_port(s),
+            Some(s) => {
+                let base = remote::server_base(s)?;
+                match base.strip_prefix("http://") {
+                    Some(addr) => Ok(addr.to_string()),
+                    None => anyhow::bail!(
+                        "--server {s:?}: a session over TLS (wss://) is not supported by this \
+                         command yet; operator commands accept https://"
+                    ),
+                }
+            }
             None => Ok(crate::store::lock::holder(&self.data)
                 .and_then(|info| info.listen)
                 .unwrap_or_else(|| "127.0.0.1:8080".to_string())),

@@ -10,7 +10,7 @@
 
 use super::DataArgs;
 use crate::clock::{Clock, SystemClock};
-use crate::http_client::PlainHttpClient;
+use crate::http_client::BlockingHttp;
 use crate::protocol::Identity;
 use crate::store::lock::{self, DirectoryLock, LockInfo};
 use crate::store::Store;
@@ -25,8 +25,8 @@ use std::time::Duration;
 pub struct OperatorArgs {
     #[command(flatten)]
     pub data: DataArgs,
-    /// A running server to act through (`host:port`, `http://…` or
-    /// `ws://…`); without it, the server holding `--data` is found through
+    /// A running server to act through (`host:port`, `http://…`,
+    /// `https://…`, `ws://…` or `wss://…`); without it, the server holding `--data` is found through
     /// the directory's lock, and with no server the directory is edited
     /// directly.
     #[arg(long, env = "SPACEWAKE_SERVER")]
@@ -74,9 +74,9 @@ impl Target {
     pub fn find(args: &OperatorArgs, command: &str) -> anyhow::Result<Target> {
         let data = &args.data.data;
         if let Some(server) = &args.server {
-            let addr = host_port(server)?;
+            let base = server_base(server)?;
             let key = signing_key(args)?;
-            return Ok(Target::Server(Box::new(Remote::new(addr, key, None))));
+            return Ok(Target::Server(Box::new(Remote::new(base, key, None)?)));
         }
         if let Some(url) = &args.data.store {
             let store = super::open_database(
@@ -101,7 +101,12 @@ impl Target {
                 );
             };
             let key = signing_key(args)?;
-            return Ok(Target::Server(Box::new(Remote::new(addr, key, Some(info)))));
+            let base = format!("http://{addr}");
+            return Ok(Target::Server(Box::new(Remote::new(
+                base,
+                key,
+                Some(info),
+            )?)));
         }
         // Refuse a directory that is not one before creating a lock file in it.
         if !data.join("host.sqlite").is_file() {
@@ -130,7 +135,8 @@ impl Target {
             Target::Server(r) => match &r.lock {
                 Some(info) => format!(
                     "(via the running server at {}, pid {}, which holds the data directory)",
-                    r.addr, info.pid
+                    r.addr.trim_start_matches("http://"),
+                    info.pid
                 ),
                 None => format!("(via the server at {})", r.addr),
             },
@@ -161,31 +167,36 @@ fn signing_key(args: &OperatorArgs) -> anyhow::Result<Identity> {
     Identity::load(&path).with_context(|| format!("reading the key {}", path.display()))
 }
 
-/// `host:port` from `host:port`, `http://host:port/…` or `ws://host:port/…`.
-pub fn host_port(server: &str) -> anyhow::Result<String> {
-    let rest = ["http://", "ws://"]
-        .iter()
-        .find_map(|p| server.strip_prefix(p))
-        .unwrap_or(server);
-    if server.starts_with("https://") || server.starts_with("wss://") {
-        bail!("--server {server:?}: TLS is not supported here (terminate it in a proxy)");
-    }
+/// The base URL of a server named as `host:port`, `http://host:port/…`,
+/// `https://…`, `ws://…` or `wss://…` (a WebSocket URL names the same
+/// host's HTTP side).
+pub fn server_base(server: &str) -> anyhow::Result<String> {
+    let (scheme, rest) = [
+        ("https://", "https"),
+        ("wss://", "https"),
+        ("http://", "http"),
+        ("ws://", "http"),
+    ]
+    .iter()
+    .find_map(|(p, s)| server.strip_prefix(p).map(|r| (*s, r)))
+    .unwrap_or(("http", server));
     let addr = rest.split('/').next().unwrap_or_default();
     let valid = addr
         .rsplit_once(':')
         .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
     if !valid {
-        bail!("--server {server:?} is not host:port, http://host:port or ws://host:port");
+        bail!("--server {server:?} is not host:port, http(s)://host:port or ws(s)://host:port");
     }
-    Ok(addr.to_string())
+    Ok(format!("{scheme}://{addr}"))
 }
 
 /// A running server's operator API.
 pub struct Remote {
+    /// `http://host:port` or `https://host:port`.
     pub addr: String,
     key: Identity,
     lock: Option<LockInfo>,
-    http: PlainHttpClient,
+    http: BlockingHttp,
 }
 
 /// An error the server answered with.
@@ -198,13 +209,14 @@ pub struct RemoteError {
 }
 
 impl Remote {
-    fn new(addr: String, key: Identity, lock: Option<LockInfo>) -> Remote {
-        Remote {
+    fn new(addr: String, key: Identity, lock: Option<LockInfo>) -> anyhow::Result<Remote> {
+        Ok(Remote {
             addr,
             key,
             lock,
-            http: PlainHttpClient::new(Duration::from_secs(60), 256 << 20),
-        }
+            http: BlockingHttp::new(Duration::from_secs(60), 256 << 20)
+                .map_err(|e| anyhow!("cannot make an HTTP client: {e}"))?,
+        })
     }
 
     pub fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> anyhow::Result<T> {
@@ -231,7 +243,7 @@ impl Remote {
             crate::protocol::sign_operator(&self.key, time, method, path_and_query, &bytes);
         let request = http::Request::builder()
             .method(method)
-            .uri(format!("http://{}{path_and_query}", self.addr))
+            .uri(format!("{}{path_and_query}", self.addr))
             .header("x-spacewake-did", self.key.did())
             .header("x-spacewake-time", time.to_string())
             .header("x-spacewake-signature", signature)
@@ -268,21 +280,24 @@ impl Remote {
 
 #[cfg(test)]
 mod tests {
-    use super::host_port;
+    use super::server_base;
 
     #[test]
-    fn a_server_is_host_port_http_or_ws_alike() {
+    fn a_server_is_host_port_http_https_or_ws_alike() {
         for s in [
             "127.0.0.1:8080",
             "http://127.0.0.1:8080",
             "http://127.0.0.1:8080/",
             "ws://127.0.0.1:8080/ws",
         ] {
-            assert_eq!(host_port(s).unwrap(), "127.0.0.1:8080", "{s}");
+            assert_eq!(server_base(s).unwrap(), "http://127.0.0.1:8080", "{s}");
         }
-        assert_eq!(host_port("localhost:9").unwrap(), "localhost:9");
-        for bad in ["127.0.0.1", "http://", "https://x:1", "x:port", ":80"] {
-            assert!(host_port(bad).is_err(), "{bad}");
+        for s in ["https://example.org:443", "wss://example.org:443/ws"] {
+            assert_eq!(server_base(s).unwrap(), "https://example.org:443", "{s}");
+        }
+        assert_eq!(server_base("localhost:9").unwrap(), "http://localhost:9");
+        for bad in ["127.0.0.1", "http://", "https://x", "x:port", ":80"] {
+            assert!(server_base(bad).is_err(), "{bad}");
         }
     }
 }

@@ -173,8 +173,8 @@ pub struct ServeArgs {
     #[arg(long, env = "SPACEWAKE_LEDGER_WINDOW_HOURS", default_value_t = 24)]
     pub ledger_window_hours: u64,
     /// Export tracing spans (one per wave) as OTLP/HTTP protobuf to this
-    /// collector base URL (`/v1/traces` is appended). Plain `http://` only;
-    /// terminate TLS in a collector sidecar. No export when omitted.
+    /// collector base URL (`/v1/traces` is appended), `http://` or
+    /// `https://`. No export when omitted.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
     /// A did:key allowed to use the operator API (repeatable; env:
