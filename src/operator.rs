@@ -98,6 +98,8 @@ pub struct View<'a> {
     /// The host's default scheduled budget, when known (a running server
     /// knows its flag; the CLI on a bare directory does not).
     pub host_budget: Option<Limit>,
+    /// The host's default effect knobs, when known (a server with a broker).
+    pub host_effects: Option<crate::effects::budget::Limits>,
 }
 
 // ----- the host -----------------------------------------------------------------
@@ -656,12 +658,14 @@ pub struct BudgetView {
 }
 
 /// A space's ledger: its budget, every window and bucket, the top actions.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LedgerView {
     pub space: String,
     pub window_ms: u64,
     pub budget: BudgetView,
+    /// The space's effect knobs.
+    pub effects: EffectsView,
     pub rows: Vec<LedgerRow>,
     pub top: Vec<ActionCost>,
     pub now_ms: u64,
@@ -688,10 +692,189 @@ pub fn ledger(v: &View<'_>, space: &str, top: usize) -> OpResult<LedgerView> {
         space: space.to_string(),
         window_ms: v.window_ms,
         budget: budget_view(&mut sp, v.host_budget)?,
+        effects: effects_view(&mut sp, v.host_effects)?,
         rows: sp.ledger()?,
         top: sp.action_costs(top.min(1_000))?,
         now_ms: v.now_ms,
     })
+}
+
+/// A space's effect knobs: its own settings, and what applies (when the
+/// host's defaults are known).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectsView {
+    pub own: crate::effects::budget::Overrides,
+    pub effective: Option<crate::effects::budget::Overrides>,
+}
+
+impl EffectsView {
+    /// For a person: each knob as it applies, and whose setting it is.
+    pub fn describe(&self) -> String {
+        let eff = self.effective.unwrap_or_default();
+        let one = |own: Option<String>, eff: Option<String>| match (own, eff) {
+            (Some(o), _) => format!("{o} (this space's)"),
+            (None, Some(e)) => format!("{e} (the host's)"),
+            (None, None) => "the host's".to_string(),
+        };
+        format!(
+            "in flight {}; requests/s {}; bytes/s {}",
+            one(
+                self.own.in_flight.map(|n| n.to_string()),
+                eff.in_flight.map(|n| n.to_string())
+            ),
+            one(
+                self.own.per_second.map(|r| r.to_string()),
+                eff.per_second.map(|r| r.to_string())
+            ),
+            one(
+                self.own.bytes_per_second.map(crate::human::bytes),
+                eff.bytes_per_second.map(crate::human::bytes)
+            ),
+        )
+    }
+}
+
+fn effects_view(
+    sp: &mut Space,
+    host: Option<crate::effects::budget::Limits>,
+) -> OpResult<EffectsView> {
+    let own = crate::accounting::effect_overrides(sp)?;
+    let effective = host.map(|h| {
+        let l = own.apply(&h);
+        crate::effects::budget::Overrides {
+            in_flight: Some(l.in_flight),
+            per_second: Some(l.requests_per_second),
+            bytes_per_second: Some(l.bytes_per_second as u64),
+        }
+    });
+    Ok(EffectsView { own, effective })
+}
+
+/// One knob's new setting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Knob<T> {
+    Keep,
+    Default,
+    Set(T),
+}
+
+impl<T: std::str::FromStr + Copy> Knob<T> {
+    /// `default`, or a number, as the CLI and the console write them
+    /// (blank: keep).
+    pub fn parse(text: &str, what: &str) -> OpResult<Knob<T>> {
+        match text.trim() {
+            "" => Ok(Knob::Keep),
+            "default" => Ok(Knob::Default),
+            n => n.parse().map(Knob::Set).map_err(|_| {
+                OpError::BadRequest(format!("{what} is a number or `default` (got {n:?})"))
+            }),
+        }
+    }
+
+    /// The API's field: absent (keep), `"default"`, or a number.
+    pub fn from_json(v: Option<&Value>, what: &str) -> OpResult<Knob<T>> {
+        match v {
+            None => Ok(Knob::Keep),
+            Some(Value::String(s)) if s == "default" => Ok(Knob::Default),
+            Some(Value::Number(n)) => Knob::parse(&n.to_string(), what),
+            Some(other) => Err(OpError::BadRequest(format!(
+                "{what} is a number or \"default\" (got {other})"
+            ))),
+        }
+    }
+
+    fn over(self, current: Option<T>) -> Option<T> {
+        match self {
+            Knob::Keep => current,
+            Knob::Default => None,
+            Knob::Set(v) => Some(v),
+        }
+    }
+}
+
+/// New settings of a space's effect knobs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EffectsSetting {
+    pub in_flight: Knob<usize>,
+    pub per_second: Knob<f64>,
+    pub bytes_per_second: Knob<u64>,
+}
+
+impl EffectsSetting {
+    /// The API's body: `{inFlight, perSecond, bytesPerSecond}`, each
+    /// optional.
+    pub fn from_json(v: &Value) -> OpResult<EffectsSetting> {
+        let Some(o) = v.as_object() else {
+            return Err(OpError::BadRequest("the body is a JSON object".into()));
+        };
+        if let Some(k) = o
+            .keys()
+            .find(|k| !["inFlight", "perSecond", "bytesPerSecond"].contains(&k.as_str()))
+        {
+            return Err(OpError::BadRequest(format!(
+                "unknown field {k:?} (expected inFlight, perSecond, bytesPerSecond)"
+            )));
+        }
+        let s = EffectsSetting {
+            in_flight: Knob::from_json(o.get("inFlight"), "inFlight")?,
+            per_second: Knob::from_json(o.get("perSecond"), "perSecond")?,
+            bytes_per_second: Knob::from_json(o.get("bytesPerSecond"), "bytesPerSecond")?,
+        };
+        s.check()?;
+        Ok(s)
+    }
+
+    /// Refuses settings no space could run with.
+    pub fn check(&self) -> OpResult<()> {
+        let bad = matches!(self.in_flight, Knob::Set(0))
+            || matches!(self.per_second, Knob::Set(r) if !(r.is_finite() && r > 0.0))
+            || matches!(self.bytes_per_second, Knob::Set(0));
+        if bad {
+            return Err(OpError::BadRequest(
+                "effect knobs are positive numbers (or `default`)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// As the API's body (fields kept are left out).
+    pub fn to_json(self) -> Value {
+        let mut o = serde_json::Map::new();
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                o.insert(k.to_string(), v);
+            }
+        };
+        fn j<T: Into<Value>>(k: Knob<T>) -> Option<Value> {
+            match k {
+                Knob::Keep => None,
+                Knob::Default => Some(Value::from("default")),
+                Knob::Set(v) => Some(v.into()),
+            }
+        }
+        put("inFlight", j(self.in_flight));
+        put("perSecond", j(self.per_second));
+        put("bytesPerSecond", j(self.bytes_per_second));
+        Value::Object(o)
+    }
+}
+
+/// Sets a space's effect knobs; returns its settings and what applies.
+pub fn set_effects(
+    sp: &mut Space,
+    setting: EffectsSetting,
+    host: Option<crate::effects::budget::Limits>,
+) -> OpResult<EffectsView> {
+    setting.check()?;
+    let cur = crate::accounting::effect_overrides(sp)?;
+    let new = crate::effects::budget::Overrides {
+        in_flight: setting.in_flight.over(cur.in_flight),
+        per_second: setting.per_second.over(cur.per_second),
+        bytes_per_second: setting.bytes_per_second.over(cur.bytes_per_second),
+    };
+    crate::accounting::set_effect_overrides(sp, &new)?;
+    effects_view(sp, host)
 }
 
 /// A new scheduled budget for a space.

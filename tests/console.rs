@@ -319,6 +319,18 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     let ledger = call(&server, "GET", "/api/operator/spaces/demo/ledger");
     assert_eq!(ledger["budget"]["overrideUs"], json!(250_000));
     assert_eq!(server.host_counter("operator", "consoleActions"), 3);
+    // Set one of its effect knobs; the others stay the host's.
+    b.type_into("#effects-in-flight", "3");
+    b.submit("#set-effects");
+    eventually("the effect knobs set", || {
+        b.goto(&page);
+        b.text("#effects")
+            .starts_with("in flight 3 (this space's); requests/s 2 (the host's)")
+    });
+    let ledger = call(&server, "GET", "/api/operator/spaces/demo/ledger");
+    assert_eq!(ledger["effects"]["own"]["inFlight"], json!(3));
+    assert_eq!(ledger["effects"]["own"]["perSecond"], json!(null));
+    assert_eq!(server.host_counter("operator", "consoleActions"), 4);
     b.screenshot(&shots().join("space.png"));
     // The spaces table shows each space's own budget.
     b.goto(&format!("{base}/console/spaces"));

@@ -11,7 +11,7 @@ use spacewake::clock::SystemClock;
 use spacewake::effects::budget::Limits;
 use spacewake::effects::http::FetchLimits;
 use spacewake::effects::policy::Allowlist;
-use spacewake::effects::{Broker, BrokerConfig, FetchSpec, Outcome};
+use spacewake::effects::{Broker, BrokerConfig, FetchSpec, Outcome, Request};
 use spacewake::metrics::{Counter, Counters};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -36,18 +36,18 @@ fn broker_with(
     )
 }
 
-fn get(url: &str) -> FetchSpec {
-    FetchSpec {
+fn get(url: &str) -> Request {
+    Request::Fetch(FetchSpec {
         url: url.to_string(),
         method: "GET".into(),
         headers: vec![],
         body: None,
-    }
+    })
 }
 
-fn fetch(b: &Arc<Broker>, spec: FetchSpec) -> Outcome {
+fn fetch(b: &Arc<Broker>, spec: Request) -> Outcome {
     let (tx, rx) = mpsc::channel();
-    b.submit("s", spec, Box::new(move |o| tx.send(o).unwrap()));
+    b.submit("s", spec, Box::new(move |o, _| tx.send(o).unwrap()));
     rx.recv_timeout(Duration::from_secs(20))
         .expect("an outcome")
 }
@@ -139,11 +139,19 @@ fn the_allowlist_opens_the_test_server_and_nothing_on_the_way_escapes_the_policy
         "{r}"
     );
     // `Authorization` goes along within the origin, never to another one.
-    let mut spec = get(&o.url("/near"));
-    spec.headers = vec![("Authorization".into(), "Bearer secret".into())];
-    assert_eq!(body(&fetch(&b, spec.clone())), "Bearer secret");
-    spec.url = o.url("/far");
-    assert_eq!(body(&fetch(&b, spec)), "none");
+    let authorized = |url: String| {
+        Request::Fetch(FetchSpec {
+            url,
+            method: "GET".into(),
+            headers: vec![("Authorization".into(), "Bearer secret".into())],
+            body: None,
+        })
+    };
+    assert_eq!(
+        body(&fetch(&b, authorized(o.url("/near")))),
+        "Bearer secret"
+    );
+    assert_eq!(body(&fetch(&b, authorized(o.url("/far")))), "none");
 }
 
 #[test]
@@ -188,7 +196,7 @@ fn a_thousand_requests_of_one_space_are_held_by_its_budget_and_another_space_goe
         b.submit(
             "busy",
             get(&o.url("/slow")),
-            Box::new(move |o| tx.send(("busy", o)).unwrap()),
+            Box::new(move |o, _| tx.send(("busy", o)).unwrap()),
         );
     }
     // Another space's request is not queued behind them.
@@ -196,7 +204,7 @@ fn a_thousand_requests_of_one_space_are_held_by_its_budget_and_another_space_goe
     b.submit(
         "quiet",
         get(&o.url("/text")),
-        Box::new(move |o| tx2.send(("quiet", o)).unwrap()),
+        Box::new(move |o, _| tx2.send(("quiet", o)).unwrap()),
     );
     let mut busy_before_quiet = 0;
     let mut busy = 0;

@@ -19,12 +19,22 @@ use std::sync::Arc;
 const FEED: &str = include_str!("../fixtures/patterns/feed.tsx");
 
 fn host(dir: &std::path::Path, clock: Arc<ManualClock>, allow: &str) -> Host {
+    host_counting(dir, clock, allow, spacewake::metrics::Counters::new())
+}
+
+/// A host whose broker counts into `counters` (held requests are counted
+/// there).
+fn host_counting(
+    dir: &std::path::Path,
+    clock: Arc<ManualClock>,
+    allow: &str,
+    counters: Arc<spacewake::metrics::Counters>,
+) -> Host {
     common::manual_host(dir, clock.clone(), |cfg| {
         cfg.schedule.jitter_window_ms = 0;
         let mut b = BrokerConfig::new(url::Url::parse("http://127.0.0.1:1").unwrap());
         b.allow = Allowlist::new(vec![allow.parse().unwrap()]);
-        cfg.runtime.effects =
-            Some(Broker::new(b, clock, spacewake::metrics::Counters::new()).unwrap());
+        cfg.runtime.effects = Some(Broker::new(b, clock, counters).unwrap());
     })
 }
 
@@ -118,4 +128,191 @@ fn a_refused_fetch_is_the_pieces_error_state_not_a_failed_wave() {
     );
     assert_eq!(o.seen.total_hits(), 0);
     assert_eq!(h.counters().space_value("s", Counter::ActionsFailed), 0);
+}
+
+const CHAINED: &str = include_str!("../fixtures/patterns/chained-fetch.tsx");
+
+#[test]
+fn a_spent_scheduled_budget_stops_a_wakes_effects_and_a_sessions_go_through_booked_per_bucket() {
+    let o = origin::start();
+    let index = |v: u32| format!(r#"{{"next":"{}?v={v}"}}"#, o.url("/json"));
+    o.seen.set_feed("application/json", &index(1));
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = host(dir.path(), clock.clone(), &o.allow());
+    let c = |h: &Host, k: Counter| h.counters().space_value("s", k);
+    h.store().create_space("s", "did:key:owner").unwrap();
+    let piece = h
+        .deploy_file_blocking(
+            "s",
+            "chained-fetch.tsx",
+            CHAINED,
+            json!({"url": o.url("/feed")}),
+        )
+        .expect("deploy");
+    common::wait("the chain at deploy", || {
+        c(&h, Counter::EffectsCompleted) == 2
+    });
+    common::park(&h, &clock, "s");
+    assert_eq!((o.seen.hits("/feed"), o.seen.hits("/json")), (1, 1));
+
+    // A scheduled budget of 1 µs: the wake is admitted (nothing spent in
+    // this window yet), its first wave spends it; the index it fetched then
+    // names a new document, which that activation does not fetch.
+    {
+        let mut sp = h.store().open_space("s").unwrap();
+        sp.plane(|p| p.set_policy(spacewake::accounting::POLICY_SCHEDULED_BUDGET_US, Some("1")))
+            .unwrap();
+    }
+    o.seen.set_feed("application/json", &index(2));
+    let row = || h.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    clock.set_ms(row().next_due_ms);
+    common::wait("the wake's index", || c(&h, Counter::EffectsCompleted) == 3);
+    common::wait("the detail skipped", || {
+        c(&h, Counter::EffectsSkippedBudget) == 1
+    });
+    common::wait("park", || common::settled(&h, "s"));
+    assert_eq!((o.seen.hits("/feed"), o.seen.hits("/json")), (2, 1));
+
+    // A session reads the piece: its fetch of the new document goes through.
+    common::read(&h, "s", &piece, "label");
+    common::wait("the session's detail", || {
+        c(&h, Counter::EffectsCompleted) == 4
+    });
+    assert_eq!(o.seen.hits("/json"), 2);
+    assert_eq!(common::read(&h, "s", &piece, "label"), json!("real"));
+
+    // The ledger books them per bucket.
+    let ledger = h.store().open_space("s").unwrap().ledger().unwrap();
+    let sum = |b: spacewake::store::Bucket, f: fn(&spacewake::store::LedgerDelta) -> u64| {
+        ledger
+            .iter()
+            .filter(|r| r.bucket == b)
+            .map(|r| f(&r.totals))
+            .sum::<u64>()
+    };
+    use spacewake::store::Bucket::{Scheduled, Session};
+    assert_eq!(sum(Scheduled, |t| t.effects_requested), 1, "{ledger:?}");
+    assert_eq!(sum(Scheduled, |t| t.effects_completed), 1, "{ledger:?}");
+    assert!(sum(Scheduled, |t| t.effect_bytes) > 0, "{ledger:?}");
+    assert_eq!(sum(Session, |t| t.effects_requested), 3, "{ledger:?}");
+    assert_eq!(sum(Session, |t| t.effects_completed), 3, "{ledger:?}");
+    let answer = r#"{"answer":42,"label":"real"}"#.len();
+    assert_eq!(
+        sum(Session, |t| t.effect_bytes) + sum(Scheduled, |t| t.effect_bytes),
+        (index(1).len() + index(2).len() + 2 * answer) as u64,
+        "{ledger:?}"
+    );
+}
+
+const LOOP: &str = include_str!("../fixtures/patterns/fetch-loop.tsx");
+
+#[test]
+fn a_pattern_that_retriggers_its_own_fetch_is_paced_by_its_bucket_and_other_spaces_are_not() {
+    let o = origin::start();
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let broker_counters = spacewake::metrics::Counters::new();
+    let h = host_counting(
+        dir.path(),
+        clock.clone(),
+        &o.allow(),
+        broker_counters.clone(),
+    );
+    let held = |space: &str| broker_counters.space_value(space, Counter::EffectsHeld);
+    h.store().create_space("loop", "did:key:owner").unwrap();
+    h.store().create_space("s", "did:key:owner").unwrap();
+    let lp = h
+        .deploy_file_blocking(
+            "loop",
+            "fetch-loop.tsx",
+            LOOP,
+            json!({"url": o.url("/json")}),
+        )
+        .expect("deploy");
+    // The clock stands still: the bucket's burst (20) goes, the next
+    // request is held, counted, not dropped.
+    // A reader keeps asking for the answer: each answer asks again.
+    let completed = || h.counters().space_value("loop", Counter::EffectsCompleted);
+    for i in 1..=30 {
+        if held("loop") >= 1 {
+            break;
+        }
+        common::read(&h, "loop", &lp, "answer");
+        common::wait("an answer, or the loop held", || {
+            completed() >= i || held("loop") >= 1
+        });
+    }
+    common::wait("the loop held", || held("loop") >= 1);
+    common::wait("the burst answered", || o.seen.hits("/json") == 20);
+    assert_eq!(held("loop"), 1, "one request waits; the loop waits on it");
+    assert_eq!(
+        h.counters().space_value("loop", Counter::EffectsRequested),
+        21
+    );
+    assert_eq!(
+        h.counters().space_value("loop", Counter::EffectsCompleted),
+        20
+    );
+    // Another space is not slowed: its fetch goes at once.
+    let piece = h
+        .deploy_file_blocking("s", "feed.tsx", FEED, json!({"url": o.url("/feed")}))
+        .expect("deploy");
+    common::wait("the other space's fetch", || {
+        h.counters().space_value("s", Counter::EffectsCompleted) == 1
+    });
+    assert_eq!(held("s"), 0);
+    assert_eq!(common::read(&h, "s", &piece, "status"), json!("ok"));
+    assert_eq!(o.seen.hits("/json"), 20, "the loop is still held");
+}
+
+#[test]
+fn a_spaces_own_effect_knobs_reach_the_broker_at_activation() {
+    let o = origin::start();
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let broker_counters = spacewake::metrics::Counters::new();
+    let h = host_counting(
+        dir.path(),
+        clock.clone(),
+        &o.allow(),
+        broker_counters.clone(),
+    );
+    h.store().create_space("slow", "did:key:owner").unwrap();
+    // A quarter of the host's pace: its burst is 5, not 20.
+    {
+        let mut sp = h.store().open_space("slow").unwrap();
+        let mut setting = spacewake::operator::EffectsSetting {
+            in_flight: spacewake::operator::Knob::Keep,
+            per_second: spacewake::operator::Knob::Set(0.5),
+            bytes_per_second: spacewake::operator::Knob::Keep,
+        };
+        let v = spacewake::operator::set_effects(&mut sp, setting, None).unwrap();
+        assert_eq!(v.own.per_second, Some(0.5));
+        setting.per_second = spacewake::operator::Knob::Keep;
+        setting.in_flight = spacewake::operator::Knob::Set(3);
+        let v = spacewake::operator::set_effects(&mut sp, setting, None).unwrap();
+        assert_eq!((v.own.in_flight, v.own.per_second), (Some(3), Some(0.5)));
+    }
+    let lp = h
+        .deploy_file_blocking(
+            "slow",
+            "fetch-loop.tsx",
+            LOOP,
+            json!({"url": o.url("/json")}),
+        )
+        .expect("deploy");
+    let held = || broker_counters.space_value("slow", Counter::EffectsHeld);
+    let completed = || h.counters().space_value("slow", Counter::EffectsCompleted);
+    for i in 1..=10 {
+        if held() >= 1 {
+            break;
+        }
+        common::read(&h, "slow", &lp, "answer");
+        common::wait("an answer, or the loop held", || {
+            completed() >= i || held() >= 1
+        });
+    }
+    common::wait("the loop held", || held() >= 1);
+    common::wait("its burst answered", || o.seen.hits("/json") == 5);
 }

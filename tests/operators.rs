@@ -481,6 +481,42 @@ async fn the_cli_talks_to_the_server_holding_the_directory_and_says_so() {
             "{out}"
         );
     }
+    // A space's effect knobs, set through the server, shown by `ledger`.
+    let out = stdout_ok(&cli(&[
+        "ledger",
+        "--data",
+        &data,
+        "--space",
+        "demo",
+        "--set-effects-in-flight",
+        "2",
+        "--set-effects-bytes-per-second",
+        "65536",
+    ]));
+    assert!(
+        out.contains("effect knobs of demo: in flight 2 (this space's); requests/s 2 (the host's); bytes/s 64.0 KiB (this space's)"),
+        "{out}"
+    );
+    let out = stdout_ok(&cli(&["ledger", "--data", &data, "--space", "demo"]));
+    assert!(
+        out.contains("effect knobs: in flight 2 (this space's)"),
+        "{out}"
+    );
+    let bad = cli(&[
+        "ledger",
+        "--data",
+        &data,
+        "--space",
+        "demo",
+        "--set-effects-in-flight",
+        "0",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("positive numbers"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     // https:// speaks TLS (this server does not: a clear error, not "unsupported").
     let out = cli(&[
         "ledger",

@@ -89,6 +89,46 @@ pub fn budget_override(space: &mut Space) -> StoreResult<BudgetOverride> {
     })
 }
 
+/// Policy keys of a space's effect knobs (`crate::effects::budget::Overrides`).
+pub const POLICY_EFFECTS_IN_FLIGHT: &str = "effectsInFlight";
+pub const POLICY_EFFECTS_PER_SECOND: &str = "effectsPerSecond";
+pub const POLICY_EFFECTS_BYTES_PER_SECOND: &str = "effectsBytesPerSecond";
+
+/// The space's own settings of its effect knobs. An unreadable value reads
+/// as no setting.
+pub fn effect_overrides(space: &mut Space) -> StoreResult<crate::effects::budget::Overrides> {
+    let mut get = |k: &str| space.plane(|p| p.policy(k));
+    Ok(crate::effects::budget::Overrides {
+        in_flight: get(POLICY_EFFECTS_IN_FLIGHT)?.and_then(|v| v.parse().ok()),
+        per_second: get(POLICY_EFFECTS_PER_SECOND)?
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|r| r.is_finite() && *r > 0.0),
+        bytes_per_second: get(POLICY_EFFECTS_BYTES_PER_SECOND)?.and_then(|v| v.parse().ok()),
+    })
+}
+
+/// Stores the space's effect knobs (`None`: the host's default).
+pub fn set_effect_overrides(
+    space: &mut Space,
+    o: &crate::effects::budget::Overrides,
+) -> StoreResult<()> {
+    let values = [
+        (POLICY_EFFECTS_IN_FLIGHT, o.in_flight.map(|n| n.to_string())),
+        (
+            POLICY_EFFECTS_PER_SECOND,
+            o.per_second.map(|r| r.to_string()),
+        ),
+        (
+            POLICY_EFFECTS_BYTES_PER_SECOND,
+            o.bytes_per_second.map(|b| b.to_string()),
+        ),
+    ];
+    for (k, v) in values {
+        space.plane(|p| p.set_policy(k, v.as_deref()))?;
+    }
+    Ok(())
+}
+
 /// Stores the space's budget setting.
 pub fn set_budget_override(space: &mut Space, o: BudgetOverride) -> StoreResult<()> {
     let value = match o {

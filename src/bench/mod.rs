@@ -1,5 +1,6 @@
 pub mod accounting;
 pub mod console;
+pub mod effects;
 pub mod fleet;
 pub mod patterns;
 pub mod schedule;

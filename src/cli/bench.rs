@@ -22,6 +22,12 @@ pub enum BenchCommand {
         #[arg(long)]
         store: Option<String>,
     },
+    /// The CPU a wake spends fetching a small JSON document from a local
+    /// server, beside the same wake without the fetch.
+    Effects {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Wave time with compute metering on vs off.
     Accounting {
         #[arg(long, default_value_t = 1.0)]
@@ -88,6 +94,7 @@ pub fn run(which: BenchCommand) -> anyhow::Result<ExitCode> {
             parked,
         } => crate::bench::serve::memory_probe(spaces, &template, &piece, parked),
         BenchCommand::Accounting { scale } => crate::bench::accounting::run(scale),
+        BenchCommand::Effects { scale } => crate::bench::effects::run(scale),
         BenchCommand::Console { scale } => crate::bench::console::run(scale),
         BenchCommand::Fleet { scale, store } => crate::bench::fleet::run(scale, store),
         BenchCommand::Schedule {

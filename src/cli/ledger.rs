@@ -7,7 +7,7 @@ use super::remote::{OperatorArgs, Target};
 use super::spaces::cpu_ms;
 use super::table;
 use crate::clock::{Clock, SystemClock};
-use crate::human::{format_utc_ms, human_duration_ms, thousands};
+use crate::human::{bytes, format_utc_ms, human_duration_ms, thousands};
 use crate::operator::{self as op, BudgetSetting, BudgetView, LedgerView, Limit};
 use serde_json::json;
 use std::process::ExitCode;
@@ -17,8 +17,33 @@ pub fn run(
     space: &str,
     top: usize,
     set_budget_ms: Option<String>,
+    set_effects: [Option<String>; 3],
 ) -> anyhow::Result<ExitCode> {
     let target = Target::find(args, "ledger")?;
+    if set_effects.iter().any(Option::is_some) {
+        let text = |i: usize| set_effects[i].clone().unwrap_or_default();
+        let setting = op::EffectsSetting {
+            in_flight: op::Knob::parse(&text(0), "--set-effects-in-flight")?,
+            per_second: op::Knob::parse(&text(1), "--set-effects-per-second")?,
+            bytes_per_second: op::Knob::parse(&text(2), "--set-effects-bytes-per-second")?,
+        };
+        setting.check()?;
+        let v: op::EffectsView = match &target {
+            Target::Server(r) => r.put(
+                &format!("/api/operator/spaces/{space}/effects"),
+                &setting.to_json(),
+            )?,
+            Target::Directory(l) => {
+                let mut sp = op::open(&l.store, space)?;
+                op::set_effects(&mut sp, setting, None)?
+            }
+        };
+        println!("effect knobs of {space}: {}", v.describe());
+        println!("{}", target.note());
+        if set_budget_ms.is_none() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     if let Some(v) = set_budget_ms {
         let setting = BudgetSetting::parse(&v)?;
         let b: BudgetView = match &target {
@@ -47,22 +72,33 @@ pub fn run(
         budget_text(&v.budget),
         window_text(v.window_ms)
     );
+    println!("effect knobs: {}", v.effects.describe());
     if v.rows.is_empty() {
         println!("no compute recorded");
     } else {
-        let rows: Vec<[String; 8]> = v
+        let rows: Vec<[String; 13]> = v
             .rows
             .iter()
             .map(|r| {
+                let t = &r.totals;
                 [
                     format_utc_ms(r.window_start_ms),
                     r.bucket.as_str().to_string(),
-                    cpu_ms(r.totals.cpu_us),
-                    cpu_ms(r.totals.wall_us),
-                    thousands(r.totals.waves),
-                    thousands(r.totals.actions),
-                    thousands(r.totals.commits),
-                    thousands(r.totals.budget_skips),
+                    cpu_ms(t.cpu_us),
+                    cpu_ms(t.wall_us),
+                    thousands(t.waves),
+                    thousands(t.actions),
+                    thousands(t.commits),
+                    thousands(t.budget_skips),
+                    thousands(t.effects_requested),
+                    thousands(t.effects_refused),
+                    bytes(t.effect_bytes),
+                    format!(
+                        "{} / {}",
+                        thousands(t.prompt_tokens),
+                        thousands(t.completion_tokens)
+                    ),
+                    cpu_ms(t.model_wall_us),
                 ]
             })
             .collect();
@@ -76,8 +112,13 @@ pub fn run(
                 "ACTIONS",
                 "COMMITS",
                 "SKIPS",
+                "EFFECTS",
+                "REFUSED",
+                "RECEIVED",
+                "TOKENS IN / OUT",
+                "MODEL TIME",
             ],
-            &[2, 3, 4, 5, 6, 7],
+            &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
             &rows,
         );
         if !v.top.is_empty() {

@@ -94,7 +94,8 @@ pub enum Command {
         #[command(subcommand)]
         which: schedules::SchedulesCommand,
     },
-    /// Show a space's compute ledger and top actions, or set its scheduled budget.
+    /// Show a space's compute ledger and top actions, or set its scheduled
+    /// budget or its effect knobs.
     Ledger {
         #[command(flatten)]
         op: remote::OperatorArgs,
@@ -107,6 +108,18 @@ pub enum Command {
         /// `none` (unlimited) or `default` (the host's).
         #[arg(long)]
         set_budget_ms: Option<String>,
+        /// Set the space's cap on effect requests in flight (`default`: the
+        /// host's `--effects-in-flight`).
+        #[arg(long, value_name = "N|default")]
+        set_effects_in_flight: Option<String>,
+        /// Set the space's sustained effect requests per second (`default`:
+        /// the host's `--effects-per-second`).
+        #[arg(long, value_name = "R|default")]
+        set_effects_per_second: Option<String>,
+        /// Set the space's sustained response bytes per second (`default`:
+        /// the host's `--effects-bytes-per-second`).
+        #[arg(long, value_name = "N|default")]
+        set_effects_bytes_per_second: Option<String>,
     },
     /// Grant a principal read or write access to a space (`none` revokes).
     Grant {
@@ -324,7 +337,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             space,
             top,
             set_budget_ms,
-        } => ledger::run(&op, &space, top, set_budget_ms),
+            set_effects_in_flight,
+            set_effects_per_second,
+            set_effects_bytes_per_second,
+        } => ledger::run(
+            &op,
+            &space,
+            top,
+            set_budget_ms,
+            [
+                set_effects_in_flight,
+                set_effects_per_second,
+                set_effects_bytes_per_second,
+            ],
+        ),
         Command::Schedules { which } => schedules::run(which),
         Command::Deploy {
             client,

@@ -65,6 +65,7 @@ impl Local {
             active: Default::default(),
             window_ms: crate::accounting::DEFAULT_WINDOW_MS,
             host_budget: None,
+            host_effects: None,
         }
     }
 }

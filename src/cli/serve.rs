@@ -222,6 +222,22 @@ pub struct ServeArgs {
     /// Effect requests one space may send at once before the pace applies.
     #[arg(long, env = "SPACEWAKE_EFFECTS_BURST", default_value_t = 20.0)]
     pub effects_burst: f64,
+    /// The model endpoint `generateText`, `generateObject` and `llm` call:
+    /// the base URL of a server speaking the OpenAI-compatible
+    /// chat-completions protocol (`URL/chat/completions`), e.g.
+    /// `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`. Without
+    /// one, model calls answer their error state (`noModel`).
+    #[arg(long, env = "SPACEWAKE_MODEL_ENDPOINT", value_name = "URL")]
+    pub model_endpoint: Option<url::Url>,
+    /// A file holding the endpoint's API key (sent as a bearer token).
+    #[arg(long, env = "SPACEWAKE_MODEL_KEY_FILE", value_name = "FILE")]
+    pub model_key_file: Option<PathBuf>,
+    /// The model asked for when a call names none.
+    #[arg(long, env = "SPACEWAKE_MODEL", default_value = "gpt-4o-mini")]
+    pub model: String,
+    /// How long one model call may take in all before it is an error.
+    #[arg(long, env = "SPACEWAKE_MODEL_TIMEOUT_MS", default_value_t = 120_000)]
+    pub model_timeout_ms: u64,
     /// Response bytes a second one space may receive, sustained (8 times as
     /// many at once).
     #[arg(long, env = "SPACEWAKE_EFFECTS_BYTES_PER_SECOND", default_value_t = 1 << 20)]
@@ -574,6 +590,27 @@ fn broker(
         bytes_per_second: args.effects_bytes_per_second.max(1) as f64,
         byte_burst: args.effects_bytes_per_second.max(1) as f64 * 8.0,
     };
+    if let Some(endpoint) = &args.model_endpoint {
+        let key = match &args.model_key_file {
+            Some(f) => Some(
+                std::fs::read_to_string(f)
+                    .with_context(|| format!("reading the model key file {}", f.display()))?
+                    .trim()
+                    .to_string(),
+            )
+            .filter(|k| !k.is_empty()),
+            None => None,
+        };
+        cfg.model = Some(crate::effects::model::ModelConfig {
+            endpoint: endpoint.clone(),
+            key,
+            default_model: args.model.clone(),
+            timeout: Duration::from_millis(args.model_timeout_ms.max(1)),
+            max_response_bytes: args.effects_max_response_bytes,
+        });
+    } else if args.model_key_file.is_some() {
+        anyhow::bail!("--model-key-file needs --model-endpoint");
+    }
     crate::effects::Broker::new(cfg, store.clock().clone(), store.counters().clone())
         .map_err(|e| anyhow::anyhow!(e))
 }

@@ -875,9 +875,15 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                     // annotation): which payload references are cells.
                     self.plan_meta("action", it, &[("actionEvent", TySource::Param(0))]);
                 }
-                if other == "fetchJson" {
-                    // `fetchJson<T>(...)`: the response is checked against `T`.
-                    self.plan_meta("fetchJson", it, &[("__resultSchema", TySource::Return)]);
+                if other == "fetchJson" || other == "generateObject" {
+                    // `fetchJson<T>(...)`, `generateObject<T>(...)`: the
+                    // answer is checked against `T`.
+                    let api = if other == "fetchJson" {
+                        "fetchJson"
+                    } else {
+                        "generateObject"
+                    };
+                    self.plan_meta(api, it, &[("__resultSchema", TySource::Return)]);
                 }
                 if other == "wish" {
                     // `wish<T>(...)`: `T`'s default answers an unanswered wish.

@@ -479,6 +479,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                 tr { th scope="row" { "undelivered events" } td { @if s.undelivered { "yes" } @else { "no" } } }
                 tr { th scope="row" { "dead letters" } td class="num" { (d.dead_letters) } }
                 tr { th scope="row" { "scheduled budget per window" } td id="budget" { (d.ledger.budget.setting) ": " (limit_text(d.ledger.budget.effective)) } }
+                tr { th scope="row" { "effect knobs" } td id="effects" { (d.ledger.effects.describe()) } }
             }
         } }
         form method="post" action={"/console/spaces/" (s.id) "/budget"} {
@@ -486,6 +487,19 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
             input type="text" id="budget-ms" name="budget" required disabled[!f.signed_in] size="10";
             " "
             button type="submit" id="set-budget" disabled[!f.signed_in] { "Set budget" }
+        }
+        form method="post" action={"/console/spaces/" (s.id) "/effects"} {
+            "Effect knobs (a number, " code { "default" } " for the host's, blank to keep): "
+            label for="effects-in-flight" { "in flight " }
+            input type="text" id="effects-in-flight" name="in_flight" disabled[!f.signed_in] size="5";
+            " "
+            label for="effects-per-second" { "requests/s " }
+            input type="text" id="effects-per-second" name="per_second" disabled[!f.signed_in] size="5";
+            " "
+            label for="effects-bytes-per-second" { "bytes/s " }
+            input type="text" id="effects-bytes-per-second" name="bytes_per_second" disabled[!f.signed_in] size="9";
+            " "
+            button type="submit" id="set-effects" disabled[!f.signed_in] { "Set effect knobs" }
         }
         h2 { "Pieces" }
         div class="scroll" { table id="pieces" {
@@ -561,6 +575,8 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
             thead { tr {
                 th scope="col" { "window (UTC)" } th scope="col" { "bucket" } th scope="col" class="num" { "CPU" }
                 th scope="col" class="num" { "waves" } th scope="col" class="num" { "actions" } th scope="col" class="num" { "budget skips" }
+                th scope="col" class="num" { "effects" } th scope="col" class="num" { "refused" } th scope="col" class="num" { "received" }
+                th scope="col" class="num" { "tokens in / out" } th scope="col" class="num" { "model time" }
             } }
             tbody {
                 @for r in d.ledger.rows.iter().rev() {
@@ -571,6 +587,11 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                         td class="num" { (r.totals.waves) }
                         td class="num" { (r.totals.actions) }
                         td class="num" { (r.totals.budget_skips) }
+                        td class="num" { (r.totals.effects_requested) }
+                        td class="num" { (r.totals.effects_refused) }
+                        td class="num" { (crate::human::bytes(r.totals.effect_bytes)) }
+                        td class="num" { (r.totals.prompt_tokens) " / " (r.totals.completion_tokens) }
+                        td class="num" { (cpu(r.totals.model_wall_us)) }
                     }
                 }
             }

@@ -33,6 +33,42 @@ impl Default for Limits {
     }
 }
 
+/// A space's own settings of its knobs (operator API, CLI, console), each
+/// over the host's default when set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overrides {
+    pub in_flight: Option<usize>,
+    pub per_second: Option<f64>,
+    pub bytes_per_second: Option<u64>,
+}
+
+impl Overrides {
+    /// The host's limits with these settings applied; a sustained rate
+    /// keeps the host's ratio of burst to rate.
+    pub fn apply(&self, host: &Limits) -> Limits {
+        let mut l = *host;
+        if let Some(n) = self.in_flight {
+            l.in_flight = n.max(1);
+        }
+        if let Some(r) = self.per_second {
+            let r = r.max(0.001);
+            l.request_burst = (host.request_burst * r / host.requests_per_second).max(1.0);
+            l.requests_per_second = r;
+        }
+        if let Some(b) = self.bytes_per_second {
+            let b = b.max(1) as f64;
+            l.byte_burst = host.byte_burst * b / host.bytes_per_second;
+            l.bytes_per_second = b;
+        }
+        l
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Overrides::default()
+    }
+}
+
 /// Whether a request may go now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admit {
@@ -111,6 +147,15 @@ impl SpaceBudget {
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
+
+    /// Nothing in flight and both buckets full again at `now_ms`: the
+    /// state is what a new budget starts with, so it may be forgotten.
+    pub fn at_rest(&mut self, limits: &Limits, now_ms: u64) -> bool {
+        self.refill(limits, now_ms);
+        self.in_flight == 0
+            && self.requests >= limits.request_burst
+            && self.bytes >= limits.byte_burst
+    }
 }
 
 #[cfg(test)]
@@ -164,5 +209,37 @@ mod tests {
         b.finished(&l, 0, 300); // 200 bytes in debt: two seconds
         assert_eq!(b.admit(&l, 0), Admit::Hold { at_ms: Some(2000) });
         assert_eq!(b.admit(&l, 2000), Admit::Go);
+    }
+
+    #[test]
+    fn a_spaces_settings_apply_over_the_hosts_keeping_the_burst_ratio() {
+        let host = Limits::default();
+        assert_eq!(Overrides::default().apply(&host), host);
+        let l = Overrides {
+            in_flight: Some(2),
+            per_second: Some(1.0),
+            bytes_per_second: Some(1024),
+        }
+        .apply(&host);
+        assert_eq!(l.in_flight, 2);
+        assert_eq!((l.requests_per_second, l.request_burst), (1.0, 10.0));
+        assert_eq!((l.bytes_per_second, l.byte_burst), (1024.0, 8192.0));
+        let zero = Overrides {
+            in_flight: Some(0),
+            ..Overrides::default()
+        };
+        assert_eq!(zero.apply(&host).in_flight, 1, "never none at all");
+    }
+
+    #[test]
+    fn a_budget_is_at_rest_only_when_idle_and_full_again() {
+        let l = Limits::default();
+        let mut b = SpaceBudget::new(&l, 0);
+        assert!(b.at_rest(&l, 0));
+        assert_eq!(b.admit(&l, 0), Admit::Go);
+        assert!(!b.at_rest(&l, 0), "in flight");
+        b.finished(&l, 0, 10);
+        assert!(!b.at_rest(&l, 0), "a token and some bytes spent");
+        assert!(b.at_rest(&l, 1_000), "refilled after a second");
     }
 }

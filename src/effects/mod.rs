@@ -20,6 +20,7 @@ pub mod broker;
 pub mod budget;
 pub mod http;
 pub mod mock;
+pub mod model;
 pub mod policy;
 pub mod state;
 
@@ -36,6 +37,10 @@ pub enum EffectKind {
     FetchBinary,
     /// The older `fetchData({url, mode, options})`: JSON unless `mode: "text"`.
     FetchData,
+    /// Model calls to the operator's endpoint ([`model`]).
+    GenerateText,
+    GenerateObject,
+    Llm,
 }
 
 impl EffectKind {
@@ -46,6 +51,9 @@ impl EffectKind {
             "fetchText" => Self::FetchText,
             "fetchBinary" => Self::FetchBinary,
             "fetchData" => Self::FetchData,
+            "generateText" => Self::GenerateText,
+            "generateObject" => Self::GenerateObject,
+            "llm" => Self::Llm,
             _ => return None,
         })
     }
@@ -57,6 +65,32 @@ impl EffectKind {
             Self::FetchText => "fetchText",
             Self::FetchBinary => "fetchBinary",
             Self::FetchData => "fetchData",
+            Self::GenerateText => "generateText",
+            Self::GenerateObject => "generateObject",
+            Self::Llm => "llm",
+        }
+    }
+
+    pub fn is_model(self) -> bool {
+        matches!(self, Self::GenerateText | Self::GenerateObject | Self::Llm)
+    }
+}
+
+/// What the broker is asked to do: an HTTP request under the egress
+/// policy, or a call to the operator's model endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Fetch(FetchSpec),
+    Model(model::ModelCall),
+}
+
+impl Request {
+    /// The request a builtin's resolved inputs ask for, if any.
+    pub fn from_inputs(kind: EffectKind, inputs: &Value) -> Option<Request> {
+        if kind.is_model() {
+            model::ModelCall::from_inputs(kind, inputs).map(Request::Model)
+        } else {
+            FetchSpec::from_inputs(inputs).map(Request::Fetch)
         }
     }
 }

@@ -37,6 +37,9 @@ pub fn settled(kind: EffectKind, inputs: &Value, outcome: &Outcome) -> Value {
             body,
         } => (*status, media_type, body),
     };
+    if kind.is_model() {
+        return settled_model(kind, inputs, status, body);
+    }
     if !(200..300).contains(&status) {
         return error("http", &format!("the server answered {status}"));
     }
@@ -69,6 +72,9 @@ pub fn settled(kind: EffectKind, inputs: &Value, outcome: &Outcome) -> Value {
             }
             v
         }
+        EffectKind::GenerateText | EffectKind::GenerateObject | EffectKind::Llm => {
+            unreachable!("answered by settled_model")
+        }
         EffectKind::FetchData => {
             if inputs.get("mode").and_then(Value::as_str) == Some("text") {
                 Value::String(text())
@@ -81,6 +87,39 @@ pub fn settled(kind: EffectKind, inputs: &Value, outcome: &Outcome) -> Value {
         }
     };
     json!({"pending": false, "result": result})
+}
+
+/// A model call's state: the completion's text (`generateText`, `llm`) or
+/// the JSON value in it, checked against the call's schema
+/// (`generateObject`).
+fn settled_model(kind: EffectKind, inputs: &Value, status: u16, body: &[u8]) -> Value {
+    if !(200..300).contains(&status) {
+        let said = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        return error(
+            "model",
+            &format!("the model endpoint answered {status}: {}", said.trim()),
+        );
+    }
+    let completion = match super::model::parse_completion(body) {
+        Ok(c) => c,
+        Err(why) => return error("model", &why),
+    };
+    if kind != EffectKind::GenerateObject {
+        return json!({"pending": false, "result": completion.text});
+    }
+    let v = match super::model::json_in(&completion.text) {
+        Ok(v) => v,
+        Err(why) => return error("invalidJson", &why),
+    };
+    if let Some(schema) = inputs.get("schema").filter(|s| s.is_object()) {
+        if let Err(why) = validate(schema, schema, &v, "", 0) {
+            return error(
+                "schemaMismatch",
+                &format!("the model's answer does not match its type: {why}"),
+            );
+        }
+    }
+    json!({"pending": false, "result": v})
 }
 
 /// Checks `v` against the schema dialect the compiler emits, with objects

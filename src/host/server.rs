@@ -964,6 +964,22 @@ impl Server {
         self.turn_inner()
     }
 
+    /// Whether the space's scheduled budget for this window is spent.
+    fn scheduled_budget_spent(&mut self) -> Result<bool, RuntimeError> {
+        let host_default = self.inner.cfg.schedule.scheduled_budget_us;
+        let now = self.inner.clock.now_ms();
+        let window = self.inner.cfg.runtime.ledger_window_ms;
+        let space = self.rt.space();
+        let Some(budget) = crate::accounting::scheduled_budget_us(space, host_default)? else {
+            return Ok(false);
+        };
+        let spent = crate::accounting::scheduled_spent_us(space, now, window)?;
+        Ok(!crate::accounting::may_activate_scheduled(
+            spent,
+            Some(budget),
+        ))
+    }
+
     fn turn_inner(&mut self) -> Result<(), RuntimeError> {
         if self.demand_dirty {
             self.demand_pass()?;
@@ -976,12 +992,19 @@ impl Server {
         let running = Stopwatch::start();
         // Waves of a tenure started by a scheduled wake, with no session
         // attached, bill the scheduled bucket; everything else bills session.
-        self.rt
-            .set_bucket(if self.life.bills_scheduled(!self.sessions.is_empty()) {
-                crate::store::Bucket::Scheduled
-            } else {
-                crate::store::Bucket::Session
-            });
+        let scheduled = self.life.bills_scheduled(!self.sessions.is_empty());
+        self.rt.set_bucket(if scheduled {
+            crate::store::Bucket::Scheduled
+        } else {
+            crate::store::Bucket::Session
+        });
+        if scheduled {
+            // A spent scheduled budget stops this tenure's effects (its
+            // compute was admitted at activation, its waves committed since
+            // are in the ledger).
+            let spent = self.scheduled_budget_spent()?;
+            self.rt.set_scheduled_budget_spent(spent);
+        }
         loop {
             let span = tracing::info_span!("wave", space = %self.id);
             let _entered = span.enter();

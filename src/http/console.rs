@@ -12,7 +12,7 @@
 //! `SameSite=Strict`, and a request whose `Origin` is another site is
 //! refused, so another page cannot act with an operator's cookie.
 
-use super::operator::{acted, operate_on, to_json, view, NotDone};
+use super::operator::{acted, effects_setter, operate_on, to_json, view, NotDone};
 use super::HttpState;
 use crate::console::auth::{session_in, ConsoleAuth, COOKIE, SESSION_MS};
 use crate::console::guard::{
@@ -114,6 +114,7 @@ pub fn routes(state: &HttpState) -> Router<HttpState> {
             post(entry_action),
         )
         .route("/console/spaces/{space}/budget", post(set_budget))
+        .route("/console/spaces/{space}/effects", post(set_effects))
         .route(pages::STYLE_PATH, get(style_sheet))
         .route(pages::SCRIPT_PATH, get(refresh_script))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
@@ -614,6 +615,45 @@ async fn set_budget(
     })
     .await
     {
+        Ok(_) => Redirect::to(&format!("/console/spaces/{space}")).into_response(),
+        Err(e) => not_done(&s, &headers, e),
+    }
+}
+
+#[derive(Deserialize)]
+struct EffectsForm {
+    /// Each a number, `default`, or blank (kept).
+    in_flight: String,
+    per_second: String,
+    bytes_per_second: String,
+}
+
+async fn set_effects(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Path(space): Path<String>,
+    Form(form): Form<EffectsForm>,
+) -> Response {
+    if let Some(refused) = gate(&s, &headers) {
+        return refused;
+    }
+    let setting = (|| {
+        let setting = op::EffectsSetting {
+            in_flight: op::Knob::parse(&form.in_flight, "in flight")?,
+            per_second: op::Knob::parse(&form.per_second, "requests per second")?,
+            bytes_per_second: op::Knob::parse(&form.bytes_per_second, "bytes per second")?,
+        };
+        setting.check()?;
+        Ok::<_, OpError>(setting)
+    })();
+    let setting = match setting {
+        Ok(v) => v,
+        Err(e) => return not_done(&s, &headers, NotDone::Op(e)),
+    };
+    acted(&s, "console", "effects", &space);
+    s.host.counters().add_host(Counter::ConsoleActions, 1);
+    let f = effects_setter(&s.host, &space, setting);
+    match operate_on(&s, &space, f).await {
         Ok(_) => Redirect::to(&format!("/console/spaces/{space}")).into_response(),
         Err(e) => not_done(&s, &headers, e),
     }

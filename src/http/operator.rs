@@ -84,6 +84,7 @@ pub fn routes() -> Router<HttpState> {
             "/api/operator/spaces/{space}/ledger/budget",
             put(set_budget),
         )
+        .route("/api/operator/spaces/{space}/effects", put(set_effects))
 }
 
 /// One authenticated operator request: who signed it, and its body.
@@ -293,6 +294,7 @@ pub(super) fn view(host: &Host) -> View<'_> {
         active: host.active_spaces().into_iter().collect(),
         window_ms: cfg.runtime.ledger_window_ms,
         host_budget: Some(Limit::of(cfg.schedule.scheduled_budget_us)),
+        host_effects: cfg.runtime.effects.as_ref().map(|b| b.limits()),
     }
 }
 
@@ -604,6 +606,43 @@ async fn ledger(
 struct BudgetBody {
     /// Milliseconds per window, `"none"` (unlimited) or `"default"`.
     budget_ms: Value,
+}
+
+async fn set_effects(
+    State(s): State<HttpState>,
+    Params(space): Params<String>,
+    signed: Signed,
+) -> Response {
+    let body: Value = match signed.json("a JSON object") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let setting = match op::EffectsSetting::from_json(&body) {
+        Ok(e) => e,
+        Err(e) => return op_error(e),
+    };
+    acted(&s, &signed.did, "effects", &space);
+    let f = effects_setter(&s.host, &space, setting);
+    operate(&s, &space, f).await
+}
+
+/// Stores a space's effect knobs and hands them to the broker at once (an
+/// active space's next request obeys them).
+pub(super) fn effects_setter(
+    host: &Host,
+    space: &str,
+    setting: op::EffectsSetting,
+) -> impl FnOnce(&mut crate::store::Space) -> op::OpResult<Value> + Send + 'static {
+    let broker = host.config().runtime.effects.clone();
+    let host_limits = broker.as_ref().map(|b| b.limits());
+    let name = space.to_string();
+    move |sp| {
+        let v = op::set_effects(sp, setting, host_limits)?;
+        if let Some(b) = &broker {
+            b.set_space_limits(&name, &v.own);
+        }
+        to_json(v)
+    }
 }
 
 async fn set_budget(

@@ -412,6 +412,17 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
         host_default: Some(Limit::Unlimited),
         effective: Some(Limit::CpuUs(5)),
     };
+    let effects = crate::operator::EffectsView {
+        own: crate::effects::budget::Overrides {
+            in_flight: Some(2),
+            ..Default::default()
+        },
+        effective: Some(crate::effects::budget::Overrides {
+            in_flight: Some(2),
+            per_second: Some(2.0),
+            bytes_per_second: Some(1 << 20),
+        }),
+    };
     let json = |v: &dyn erased::Ser| v.to_json();
     vec![
         (
@@ -519,12 +530,14 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
             }),
         ),
         ("budgetView", json(&budget)),
+        ("effectsView", json(&effects)),
         (
             "ledgerView",
             json(&LedgerView {
                 space: "home".into(),
                 window_ms: 86_400_000,
                 budget: budget.clone(),
+                effects: effects.clone(),
                 rows: vec![LedgerRow {
                     bucket: Bucket::Scheduled,
                     window_start_ms: 0,
@@ -561,6 +574,10 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
         ),
         ("budgetBody", serde_json::json!({"budgetMs": 500})),
         ("budgetBody", serde_json::json!({"budgetMs": "none"})),
+        (
+            "effectsBody",
+            serde_json::json!({"inFlight": 2, "perSecond": 0.5, "bytesPerSecond": "default"}),
+        ),
     ]
 }
 
@@ -599,4 +616,12 @@ fn operator_views_match_the_operator_schema() {
     assert!(validate(&root, spaces, &bad, "").is_err());
     let budget = &root["$defs"]["budgetBody"];
     assert!(validate(&root, budget, &serde_json::json!({"budgetMs": "lots"}), "").is_err());
+    let effects = &root["$defs"]["effectsBody"];
+    for bad in [
+        serde_json::json!({"inFlight": "lots"}),
+        serde_json::json!({"inFlight": 0}),
+        serde_json::json!({"burst": 3}),
+    ] {
+        assert!(validate(&root, effects, &bad, "").is_err(), "{bad}");
+    }
 }

@@ -1703,9 +1703,6 @@ function unavailableEffect(name, why) {
     });
   };
 }
-export const generateText = unavailableEffect("generateText", "a space has no model access");
-export const generateObject = unavailableEffect("generateObject", "a space has no model access");
-export const llm = unavailableEffect("llm", "a space has no model access");
 export const llmDialog = unavailableEffect("llmDialog", "a space has no model access");
 // An effect the host's broker serves (`runtime/effects.rs`): a node of the
 // graph whose output, `{pending, result, error}`, the host computes when it
@@ -1734,6 +1731,11 @@ export const fetchJson = brokeredEffect("fetchJson");
 export const fetchJsonUnchecked = brokeredEffect("fetchJsonUnchecked");
 export const fetchText = brokeredEffect("fetchText");
 export const fetchBinary = brokeredEffect("fetchBinary");
+// Model calls, to the operator's endpoint (`effects/model.rs`); the
+// compiler adds `generateObject<T>`'s `T` as its schema.
+export const generateText = brokeredEffect("generateText");
+export const generateObject = brokeredEffect("generateObject");
+export const llm = brokeredEffect("llm");
 export const fetchProgram = unavailableEffect("fetchProgram", "a space has no network");
 export const streamData = unavailableEffect("streamData", "a space has no network");
 // `compileAndRun`: a pattern cannot compile code at run time here (the host

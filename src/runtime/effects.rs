@@ -23,7 +23,7 @@
 //! as lazy as derivations.
 
 use super::*;
-use crate::effects::{state, EffectKind, FetchSpec, Outcome};
+use crate::effects::{model, state, EffectKind, Outcome, Request};
 
 /// Where the broker hands an outcome back: a function of the space's host
 /// side (its server's command queue, a runner's channel). Called on a
@@ -38,6 +38,8 @@ pub struct EffectDone {
     /// asks the same.
     pub key: String,
     pub outcome: Outcome,
+    /// Real time from the request's sending to its outcome.
+    pub took: std::time::Duration,
 }
 
 /// A request of this tenure on its way.
@@ -85,13 +87,27 @@ impl SpaceRuntime {
         );
         let (resolved, _) = self.resolve_inputs(id, rest, false)?;
         let mut inputs = resolved.get(0).cloned().unwrap_or(Value::Null);
+        // The compiler's `T` (`fetchJson<T>`, `generateObject<T>`), unless
+        // the inputs name a schema themselves.
         if let (Some(schema), Some(o)) = (
             resolved.get(1).filter(|s| s.is_object()),
             inputs.as_object_mut(),
         ) {
-            o.insert("schema".to_string(), schema.clone());
+            o.entry("schema").or_insert_with(|| schema.clone());
         }
-        let spec = FetchSpec::from_inputs(&inputs);
+        let spec = Request::from_inputs(kind, &inputs);
+        if spec.is_some()
+            && kind.is_model()
+            && !self.cfg.effects.as_ref().is_some_and(|b| b.has_model())
+        {
+            // Answered at once, and not remembered: a host given an
+            // endpoint later asks it.
+            return self.write(
+                id,
+                &[],
+                state::error("noModel", crate::effects::broker::NO_MODEL),
+            );
+        }
         let key = match &spec {
             None => "effect idle".to_string(),
             Some(_) => format!(
@@ -100,6 +116,21 @@ impl SpaceRuntime {
             ),
         };
         let answered = self.action_hash.get(id) == Some(&key);
+        let asks = spec.is_some()
+            && !(answered
+                && self.doc(id)?.is_some_and(|d| {
+                    d.get("pending") != Some(&Value::Bool(true))
+                        || self.effects_in_flight.get(id).is_some_and(|f| f.key == key)
+                }));
+        if asks && self.bucket == crate::store::Bucket::Scheduled && self.scheduled_budget_spent {
+            // Not sent, and not remembered as asked: a later wave (a
+            // session's, or the next window's) sends it.
+            self.counters.inc(Counter::EffectsSkippedBudget);
+            if self.doc(id)?.is_none() {
+                self.write(id, &[], state::idle())?;
+            }
+            return Ok(());
+        }
         if answered {
             if let Some(current) = self.doc(id)? {
                 if current.get("pending") != Some(&Value::Bool(true)) {
@@ -132,7 +163,7 @@ impl SpaceRuntime {
         key: String,
         kind: EffectKind,
         inputs: Value,
-        spec: FetchSpec,
+        spec: Request,
     ) -> RuntimeResult<()> {
         let (Some(broker), Some(sink)) = (self.cfg.effects.clone(), self.effect_sink.clone())
         else {
@@ -143,6 +174,7 @@ impl SpaceRuntime {
             );
         };
         self.write(id, &[], state::pending())?;
+        self.effect_tally.effects_requested += 1;
         self.effects_in_flight.insert(
             id.to_string(),
             InFlight {
@@ -155,7 +187,14 @@ impl SpaceRuntime {
         broker.submit(
             self.space.id(),
             spec,
-            Box::new(move |outcome| sink(EffectDone { node, key, outcome })),
+            Box::new(move |outcome, took| {
+                sink(EffectDone {
+                    node,
+                    key,
+                    outcome,
+                    took,
+                })
+            }),
         );
         Ok(())
     }
@@ -180,6 +219,24 @@ impl SpaceRuntime {
             Outcome::Refused(_) => Counter::EffectsRefused,
             Outcome::Failed { .. } => Counter::EffectsFailed,
         });
+        let t = &mut self.effect_tally;
+        match &done.outcome {
+            Outcome::Refused(_) => t.effects_refused += 1,
+            Outcome::Response { body, .. } => {
+                t.effects_completed += 1;
+                t.effect_bytes += body.len() as u64;
+                if f.kind.is_model() {
+                    if let Ok(c) = model::parse_completion(body) {
+                        t.prompt_tokens += c.prompt_tokens;
+                        t.completion_tokens += c.completion_tokens;
+                    }
+                }
+            }
+            Outcome::Failed { .. } => t.effects_completed += 1,
+        }
+        if f.kind.is_model() {
+            t.model_wall_us += done.took.as_micros() as u64;
+        }
         let settled = state::settled(f.kind, &f.inputs, &done.outcome);
         self.write(&done.node, &[], settled)
     }

@@ -60,7 +60,7 @@ impl SpaceRuntime {
         let wall_us = m.wall_start.elapsed().as_micros() as u64;
         let total_action_ns: u64 = m.actions.values().map(|a| a.2).sum::<u64>().max(1);
         let runs: u64 = m.actions.values().map(|a| a.3).sum();
-        if runs == 0 && !committed {
+        if runs == 0 && !committed && self.effect_tally == Default::default() {
             return None; // an idle wave costs nothing worth booking
         }
         let costs = m
@@ -77,14 +77,15 @@ impl SpaceRuntime {
                 (piece, action, kind, pattern, share, ns / 1_000, n)
             })
             .collect();
-        let delta = crate::store::LedgerDelta {
+        let mut delta = crate::store::LedgerDelta {
             cpu_us,
             wall_us,
             waves: 1,
             actions: runs,
             commits: committed as u64,
-            budget_skips: 0,
+            ..Default::default()
         };
+        delta.add(&std::mem::take(&mut self.effect_tally));
         let c = &self.counters;
         c.add(
             match self.bucket {

@@ -433,6 +433,12 @@ pub struct SpaceRuntime {
     effects_in_flight: HashMap<String, effects::InFlight>,
     /// Where the broker hands outcomes back (the space server's queue).
     effect_sink: Option<effects::EffectSink>,
+    /// Effects booked since the last metered wave (the ledger's effect
+    /// columns; the compute ones stay zero here).
+    effect_tally: crate::store::LedgerDelta,
+    /// The space's scheduled budget is spent: waves billing the scheduled
+    /// bucket send no effect (set by the host per turn).
+    scheduled_budget_spent: bool,
     /// While `Some`, reads keep links to keyed elements (`elementById`)
     /// and collect their documents here (a handler's documents).
     element_links: Option<Vec<String>>,
@@ -592,6 +598,8 @@ impl SpaceRuntime {
             ticking: BTreeMap::new(),
             effects_in_flight: HashMap::new(),
             effect_sink: None,
+            effect_tally: Default::default(),
+            scheduled_budget_spent: false,
             element_links: None,
             sources: false,
             sources_made: 0,
@@ -599,6 +607,11 @@ impl SpaceRuntime {
             last_absent: false,
             effects: None,
         };
+        if let Some(broker) = rt.cfg.effects.clone() {
+            // The space's own effect knobs, as an operator last set them.
+            let o = crate::accounting::effect_overrides(&mut rt.space)?;
+            broker.set_space_limits(rt.space.id(), &o);
+        }
         let listed = rt.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(map) = listed.as_object() {
             for (piece, info) in map {
@@ -749,6 +762,12 @@ impl SpaceRuntime {
 
     /// Which ledger bucket this tenure's waves bill: `Scheduled` for a tenure
     /// started by a scheduled wake, `Session` otherwise.
+    /// Whether the space's scheduled budget is spent: then a wave billing
+    /// the scheduled bucket sends no effect (`effects.skippedBudget`).
+    pub fn set_scheduled_budget_spent(&mut self, spent: bool) {
+        self.scheduled_budget_spent = spent;
+    }
+
     pub fn set_bucket(&mut self, bucket: crate::store::Bucket) {
         self.bucket = bucket;
     }

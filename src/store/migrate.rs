@@ -57,6 +57,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0008_schedule_pending",
         sql: include_str!("../../schema/space/0008_schedule_pending.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_effect_ledger",
+        sql: include_str!("../../schema/space/0009_effect_ledger.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

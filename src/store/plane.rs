@@ -223,6 +223,108 @@ pub struct LedgerDelta {
     pub actions: u64,
     pub commits: u64,
     pub budget_skips: u64,
+    /// Effect requests sent (reissues included).
+    pub effects_requested: u64,
+    /// Effect outcomes applied: a response of any status, or a failure.
+    pub effects_completed: u64,
+    /// Effect requests the egress policy refused.
+    pub effects_refused: u64,
+    /// Response bytes the effects received.
+    pub effect_bytes: u64,
+    /// Model calls: tokens of the prompts and of the completions.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Model calls: wall time from request to answer.
+    pub model_wall_us: u64,
+}
+
+impl LedgerDelta {
+    /// The columns of `compute_ledger` after `(space, bucket,
+    /// window_start_ms)`, in the order [`Self::values`] gives them.
+    pub const COLUMNS: [&'static str; 13] = [
+        "cpu_us",
+        "wall_us",
+        "waves",
+        "actions",
+        "commits",
+        "budget_skips",
+        "effects_requested",
+        "effects_completed",
+        "effects_refused",
+        "effect_bytes",
+        "prompt_tokens",
+        "completion_tokens",
+        "model_wall_us",
+    ];
+
+    pub fn values(&self) -> [u64; 13] {
+        [
+            self.cpu_us,
+            self.wall_us,
+            self.waves,
+            self.actions,
+            self.commits,
+            self.budget_skips,
+            self.effects_requested,
+            self.effects_completed,
+            self.effects_refused,
+            self.effect_bytes,
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.model_wall_us,
+        ]
+    }
+
+    pub fn from_values(v: [u64; 13]) -> Self {
+        LedgerDelta {
+            cpu_us: v[0],
+            wall_us: v[1],
+            waves: v[2],
+            actions: v[3],
+            commits: v[4],
+            budget_skips: v[5],
+            effects_requested: v[6],
+            effects_completed: v[7],
+            effects_refused: v[8],
+            effect_bytes: v[9],
+            prompt_tokens: v[10],
+            completion_tokens: v[11],
+            model_wall_us: v[12],
+        }
+    }
+
+    /// The statement adding a delta to a ledger row (inserted if absent):
+    /// `$n` placeholders for PostgreSQL (`pg`), `?n` for SQLite.
+    pub(crate) fn upsert_sql(pg: bool) -> String {
+        let p = |i: usize| if pg { format!("${i}") } else { format!("?{i}") };
+        let cols = Self::COLUMNS.join(", ");
+        let values: Vec<String> = (1..=Self::COLUMNS.len() + 3).map(p).collect();
+        let (table, conflict, old) = if pg {
+            (
+                "compute_ledger AS l",
+                "space, bucket, window_start_ms",
+                "l.",
+            )
+        } else {
+            ("compute_ledger", "bucket, window_start_ms", "")
+        };
+        let sets: Vec<String> = Self::COLUMNS
+            .iter()
+            .map(|c| format!("{c} = {old}{c} + excluded.{c}"))
+            .collect();
+        format!(
+            "INSERT INTO {table} (space, bucket, window_start_ms, {cols}) VALUES ({}) \
+             ON CONFLICT ({conflict}) DO UPDATE SET {}",
+            values.join(", "),
+            sets.join(", ")
+        )
+    }
+
+    /// Column by column sum.
+    pub fn add(&mut self, other: &LedgerDelta) {
+        let (a, b) = (self.values(), other.values());
+        *self = Self::from_values(std::array::from_fn(|i| a[i] + b[i]));
+    }
 }
 
 /// One row of `compute_ledger`.

@@ -85,31 +85,25 @@ pub(crate) fn list_schedule(
 }
 
 pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Vec<LedgerRow>> {
-    query_rows(
-        conn,
-        path,
-        "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, budget_skips \
-         FROM compute_ledger ORDER BY window_start_ms, bucket",
-        [],
-        |r| {
-            let bucket = match r.get::<_, String>(0)?.as_str() {
-                "scheduled" => Bucket::Scheduled,
-                _ => Bucket::Session,
-            };
-            Ok(LedgerRow {
-                bucket,
-                window_start_ms: r.get::<_, i64>(1)? as u64,
-                totals: LedgerDelta {
-                    cpu_us: r.get::<_, i64>(2)? as u64,
-                    wall_us: r.get::<_, i64>(3)? as u64,
-                    waves: r.get::<_, i64>(4)? as u64,
-                    actions: r.get::<_, i64>(5)? as u64,
-                    commits: r.get::<_, i64>(6)? as u64,
-                    budget_skips: r.get::<_, i64>(7)? as u64,
-                },
-            })
-        },
-    )
+    let sql = format!(
+        "SELECT bucket, window_start_ms, {} FROM compute_ledger ORDER BY window_start_ms, bucket",
+        LedgerDelta::COLUMNS.join(", ")
+    );
+    query_rows(conn, path, &sql, [], |r| {
+        let bucket = match r.get::<_, String>(0)?.as_str() {
+            "scheduled" => Bucket::Scheduled,
+            _ => Bucket::Session,
+        };
+        let mut v = [0u64; LedgerDelta::COLUMNS.len()];
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = r.get::<_, i64>(i + 2)? as u64;
+        }
+        Ok(LedgerRow {
+            bucket,
+            window_start_ms: r.get::<_, i64>(1)? as u64,
+            totals: LedgerDelta::from_values(v),
+        })
+    })
 }
 
 pub(crate) fn action_states(
@@ -340,28 +334,16 @@ impl PlaneRows for SqlitePlane<'_> {
         window_start_ms: u64,
         delta: &LedgerDelta,
     ) -> StoreResult<()> {
+        let mut values: Vec<rusqlite::types::Value> = vec![
+            self.space.to_string().into(),
+            bucket.as_str().to_string().into(),
+            (window_start_ms as i64).into(),
+        ];
+        values.extend(delta.values().iter().map(|v| (*v as i64).into()));
         self.tx
-            .prepare_cached(
-                "INSERT INTO compute_ledger (space, bucket, window_start_ms, cpu_us, wall_us, \
-                 waves, actions, commits, budget_skips) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                 ON CONFLICT (bucket, window_start_ms) DO UPDATE SET \
-                 cpu_us = cpu_us + excluded.cpu_us, wall_us = wall_us + excluded.wall_us, \
-                 waves = waves + excluded.waves, actions = actions + excluded.actions, \
-                 commits = commits + excluded.commits, \
-                 budget_skips = budget_skips + excluded.budget_skips",
-            )
+            .prepare_cached(&LedgerDelta::upsert_sql(false))
             .at(self.path)?
-            .execute(params![
-                self.space,
-                bucket.as_str(),
-                window_start_ms as i64,
-                delta.cpu_us as i64,
-                delta.wall_us as i64,
-                delta.waves as i64,
-                delta.actions as i64,
-                delta.commits as i64,
-                delta.budget_skips as i64,
-            ])
+            .execute(rusqlite::params_from_iter(values))
             .at(self.path)?;
         Ok(())
     }

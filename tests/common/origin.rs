@@ -1,15 +1,17 @@
 //! A small HTTP server of the tests' own on 127.0.0.1, for the effect
 //! broker to reach (through `--egress-allow`): JSON, text and a feed whose
 //! body the test sets, redirects, a large body, a drip, an echo of the
-//! `Authorization` header; it counts hits per path and the most requests
-//! it had in flight at once.
+//! `Authorization` header; a model speaking the OpenAI-compatible
+//! chat-completions protocol (`/v1/chat/completions`, and a slow one under
+//! `/slow/v1`); it counts hits per path and the most requests it had in
+//! flight at once.
 
 #![allow(dead_code)]
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,6 +28,8 @@ pub struct Seen {
     pub feed: Mutex<(String, String)>,
     /// Where `/far` redirects (another origin of the test's).
     pub far: Mutex<String>,
+    /// The last chat-completions request: its body and `Authorization`.
+    pub model_request: Mutex<Option<(serde_json::Value, String)>>,
 }
 
 impl Seen {
@@ -202,6 +206,27 @@ pub fn start() -> Origin {
                 })
             }),
         )
+        .route(
+            "/v1/chat/completions",
+            post(
+                |s: State<Arc<Seen>>, headers: HeaderMap, body: axum::body::Bytes| async move {
+                    let seen = s.0.clone();
+                    counted(s, "/v1/chat/completions".into(), async move {
+                        complete(&seen, &headers, &body)
+                    })
+                    .await
+                },
+            ),
+        )
+        .route(
+            "/slow/v1/chat/completions",
+            post(|s: State<Arc<Seen>>| {
+                counted(s, "/slow/v1/chat/completions".into(), async {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    "late".into_response()
+                })
+            }),
+        )
         .with_state(seen.clone());
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -215,4 +240,55 @@ pub fn start() -> Origin {
         seen,
         _rt: rt,
     }
+}
+
+/// The test model: it answers `You said: <the last user message>`, or, asked
+/// for JSON (`response_format`), `{"answer": <that message>, "words": N}`;
+/// tokens are words.
+fn complete(seen: &Seen, headers: &HeaderMap, body: &[u8]) -> Response {
+    let Ok(req) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (StatusCode::BAD_REQUEST, "not JSON").into_response();
+    };
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    *seen.model_request.lock().unwrap() = Some((req.clone(), auth));
+    let text = |c: &serde_json::Value| match c {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    let messages = req["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| text(&m["content"]))
+        .unwrap_or_default();
+    let words = |s: &str| s.split_whitespace().count();
+    let content = if req.get("response_format").is_some() {
+        serde_json::json!({"answer": last, "words": words(&last)}).to_string()
+    } else {
+        format!("You said: {last}")
+    };
+    let prompt_tokens: usize = messages.iter().map(|m| words(&text(&m["content"]))).sum();
+    let answer = serde_json::json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": req["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": words(&content),
+                  "total_tokens": prompt_tokens + words(&content)},
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_string(),
+    )
+        .into_response()
 }

@@ -95,6 +95,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0010_operator_signatures",
         include_str!("../../../schema/postgres/0010_operator_signatures.sql"),
     ),
+    (
+        11,
+        "0011_effect_ledger",
+        include_str!("../../../schema/postgres/0011_effect_ledger.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

@@ -86,13 +86,12 @@ pub(super) fn list_ledger<C: GenericClient>(
     db: &mut Db<'_, C>,
     space: &str,
 ) -> StoreResult<Vec<LedgerRow>> {
-    let rows = db
-        .query(
-            "SELECT bucket, window_start_ms, cpu_us, wall_us, waves, actions, commits, \
-             budget_skips FROM compute_ledger WHERE space = $1 ORDER BY window_start_ms, bucket",
-            &[&space],
-        )
-        .doing("reading the ledger")?;
+    let sql = format!(
+        "SELECT bucket, window_start_ms, {} FROM compute_ledger WHERE space = $1 \
+         ORDER BY window_start_ms, bucket",
+        LedgerDelta::COLUMNS.join(", ")
+    );
+    let rows = db.query(&sql, &[&space]).doing("reading the ledger")?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -103,14 +102,7 @@ pub(super) fn list_ledger<C: GenericClient>(
                     _ => Bucket::Session,
                 },
                 window_start_ms: u(1),
-                totals: LedgerDelta {
-                    cpu_us: u(2),
-                    wall_us: u(3),
-                    waves: u(4),
-                    actions: u(5),
-                    commits: u(6),
-                    budget_skips: u(7),
-                },
+                totals: LedgerDelta::from_values(std::array::from_fn(|i| u(i + 2))),
             }
         })
         .collect())
@@ -346,28 +338,18 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
         window_start_ms: u64,
         d: &LedgerDelta,
     ) -> StoreResult<()> {
+        let numbers: Vec<i64> = d.values().iter().map(|v| *v as i64).collect();
+        let window = window_start_ms as i64;
+        let bucket_text = bucket.as_str();
+        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            vec![&self.space, &bucket_text, &window];
+        params.extend(
+            numbers
+                .iter()
+                .map(|n| n as &(dyn postgres::types::ToSql + Sync)),
+        );
         self.db
-            .execute(
-                "INSERT INTO compute_ledger AS l (space, bucket, window_start_ms, cpu_us, \
-                 wall_us, waves, actions, commits, budget_skips) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-                 ON CONFLICT (space, bucket, window_start_ms) DO UPDATE SET \
-                 cpu_us = l.cpu_us + excluded.cpu_us, wall_us = l.wall_us + excluded.wall_us, \
-                 waves = l.waves + excluded.waves, actions = l.actions + excluded.actions, \
-                 commits = l.commits + excluded.commits, \
-                 budget_skips = l.budget_skips + excluded.budget_skips",
-                &[
-                    &self.space,
-                    &bucket.as_str(),
-                    &(window_start_ms as i64),
-                    &(d.cpu_us as i64),
-                    &(d.wall_us as i64),
-                    &(d.waves as i64),
-                    &(d.actions as i64),
-                    &(d.commits as i64),
-                    &(d.budget_skips as i64),
-                ],
-            )
+            .execute(&LedgerDelta::upsert_sql(true), &params)
             .doing("adding to the ledger")?;
         Ok(())
     }
