@@ -207,6 +207,30 @@ fn a_spent_scheduled_budget_stops_a_wakes_effects_and_a_sessions_go_through_book
 
 const LOOP: &str = include_str!("../fixtures/patterns/fetch-loop.tsx");
 
+/// Reads the loop's answer again and again (each answer asks the next
+/// request) until the space's budget holds one.
+fn drive_until_held(
+    h: &Host,
+    broker_counters: &spacewake::metrics::Counters,
+    space: &str,
+    piece: &str,
+) {
+    let held = || broker_counters.space_value(space, Counter::EffectsHeld);
+    let completed = || h.counters().space_value(space, Counter::EffectsCompleted);
+    for i in 1..=40 {
+        if held() >= 1 {
+            break;
+        }
+        // Read until the next answer lands: a read before the last answer
+        // moved the counter asks nothing new.
+        common::wait("an answer, or the loop held", || {
+            common::read(h, space, piece, "answer");
+            completed() >= i || held() >= 1
+        });
+    }
+    common::wait("the loop held", || held() >= 1);
+}
+
 #[test]
 fn a_pattern_that_retriggers_its_own_fetch_is_paced_by_its_bucket_and_other_spaces_are_not() {
     let o = origin::start();
@@ -233,17 +257,7 @@ fn a_pattern_that_retriggers_its_own_fetch_is_paced_by_its_bucket_and_other_spac
     // The clock stands still: the bucket's burst (20) goes, the next
     // request is held, counted, not dropped.
     // A reader keeps asking for the answer: each answer asks again.
-    let completed = || h.counters().space_value("loop", Counter::EffectsCompleted);
-    for i in 1..=30 {
-        if held("loop") >= 1 {
-            break;
-        }
-        common::read(&h, "loop", &lp, "answer");
-        common::wait("an answer, or the loop held", || {
-            completed() >= i || held("loop") >= 1
-        });
-    }
-    common::wait("the loop held", || held("loop") >= 1);
+    drive_until_held(&h, &broker_counters, "loop", &lp);
     common::wait("the burst answered", || o.seen.hits("/json") == 20);
     assert_eq!(held("loop"), 1, "one request waits; the loop waits on it");
     assert_eq!(
@@ -302,17 +316,63 @@ fn a_spaces_own_effect_knobs_reach_the_broker_at_activation() {
             json!({"url": o.url("/json")}),
         )
         .expect("deploy");
-    let held = || broker_counters.space_value("slow", Counter::EffectsHeld);
-    let completed = || h.counters().space_value("slow", Counter::EffectsCompleted);
-    for i in 1..=10 {
-        if held() >= 1 {
-            break;
-        }
-        common::read(&h, "slow", &lp, "answer");
-        common::wait("an answer, or the loop held", || {
-            completed() >= i || held() >= 1
-        });
-    }
-    common::wait("the loop held", || held() >= 1);
+    drive_until_held(&h, &broker_counters, "slow", &lp);
     common::wait("its burst answered", || o.seen.hits("/json") == 5);
+}
+
+const MANY: &str = include_str!("../fixtures/patterns/fetch-many.tsx");
+
+#[test]
+fn a_thousand_fetches_started_by_one_handler_are_held_by_the_budget_not_dropped() {
+    let o = origin::start();
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let broker_counters = spacewake::metrics::Counters::new();
+    let h = host_counting(
+        dir.path(),
+        clock.clone(),
+        &o.allow(),
+        broker_counters.clone(),
+    );
+    h.store().create_space("many", "did:key:owner").unwrap();
+    let piece = h
+        .deploy_file_blocking("many", "fetch-many.tsx", MANY, json!({"urls": []}))
+        .expect("deploy");
+    h.ask_blocking(
+        "many",
+        spacewake::host::Trigger::Session,
+        spacewake::host::SendEvent {
+            author: spacewake::store::Author::principal("did:key:owner"),
+            piece: piece.clone(),
+            path: spacewake::store::path::parse_dotted("fill"),
+            event_id: Some("fill".into()),
+            payload: json!({"base": o.url("/json"), "n": 1000}),
+        },
+    )
+    .unwrap();
+    // A reader demands every answer: all 1,000 are asked for.
+    common::wait("the list filled", || {
+        common::read(&h, "many", &piece, "count") == json!(1000)
+    });
+    common::read(&h, "many", &piece, "answered");
+    let requested = || h.counters().space_value("many", Counter::EffectsRequested);
+    common::wait("all asked", || requested() == 1000);
+    // The clock stands still: the burst of 20 goes (at most 8 at once),
+    // the other 980 are held, counted, none dropped.
+    common::wait("the burst answered", || o.seen.hits("/json") == 20);
+    // Held: the 980 the bucket stops, and any the cap of 8 in flight held
+    // for a moment before the bucket ran dry.
+    let held = broker_counters.space_value("many", Counter::EffectsHeld);
+    assert!((980..1000).contains(&held), "{held}");
+    assert!(
+        o.seen
+            .most_at_once
+            .load(std::sync::atomic::Ordering::SeqCst)
+            <= 8
+    );
+    assert_eq!(
+        broker_counters.space_value("many", Counter::EffectsInFlight),
+        980,
+        "held requests count as in flight until they are sent"
+    );
 }

@@ -30,12 +30,21 @@ pub const POLICY_SCHEDULED_BUDGET_US: &str = "scheduledCpuBudgetUs";
 
 /// CPU time consumed by the calling thread so far, in microseconds.
 pub fn thread_cpu_us() -> u64 {
+    cpu_us(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU µs this process has used, all threads.
+pub fn process_cpu_us() -> u64 {
+    cpu_us(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn cpu_us(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     if rc != 0 {
         return 0;
     }

@@ -44,19 +44,6 @@ export default pattern<{ base: Default<string, "">; fetching: Default<boolean, f
 
 const BODY: &str = r#"{"value":42,"items":[1,2,3],"label":"a small JSON document"}"#;
 
-fn process_cpu_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
-}
-
 /// A keep-alive HTTP/1.1 server answering every request with [`BODY`];
 /// the CPU its threads spend is added to the returned counter.
 fn serve_local(server_cpu: Arc<AtomicU64>) -> std::io::Result<String> {
@@ -162,7 +149,7 @@ pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
     for _ in 0..rounds {
         for (k, (rt, rx, piece, fetching)) in runs.iter_mut().enumerate() {
             let server_before = server_cpu.load(Ordering::Relaxed);
-            let before = process_cpu_us();
+            let before = crate::accounting::process_cpu_us();
             for _ in 0..wakes {
                 id += 1;
                 rt.send(
@@ -179,7 +166,7 @@ pub fn run(scale: f64) -> anyhow::Result<ExitCode> {
                 }
                 rt.run_wave()?;
             }
-            let spent = process_cpu_us().saturating_sub(before);
+            let spent = crate::accounting::process_cpu_us().saturating_sub(before);
             let server = server_cpu.load(Ordering::Relaxed) - server_before;
             samples[k].push(spent.saturating_sub(server) as f64 / wakes as f64);
         }

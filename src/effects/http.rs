@@ -247,7 +247,9 @@ fn classify(e: &reqwest::Error) -> Outcome {
     }
 }
 
-fn root_cause(e: &reqwest::Error) -> String {
+/// The innermost cause of a client error (reqwest's own message says
+/// little: "error sending request").
+pub(super) fn root_cause(e: &reqwest::Error) -> String {
     let mut last = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

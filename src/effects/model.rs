@@ -9,6 +9,7 @@
 //! answer's reading are pure functions here; [`ModelClient`] is the thin
 //! shell that sends one.
 
+use super::http::root_cause;
 use super::{EffectKind, Outcome};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -264,16 +265,6 @@ impl ModelClient {
             ),
         }
     }
-}
-
-fn root_cause(e: &reqwest::Error) -> String {
-    let mut last = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        last = s.to_string();
-        source = s.source();
-    }
-    last
 }
 
 #[cfg(test)]

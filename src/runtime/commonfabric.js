@@ -1635,6 +1635,8 @@ export function wish(target, ...rest) {
   const home = typeof query === "string" ? homeTarget(query.trim(), target) : null;
   if (home !== null && builder !== null && !inHandler() && !inRun()) {
     const ref = makeRef(HOME_DOC, home);
+    // `wish<Cell<T>>`: the result is a cell to its readers.
+    if (meta) { ref[REF].schema = meta.__resultSchema; ref[REF].root = meta.__resultSchema; }
     return { result: ref, candidates: [ref] };
   }
   return settledState({ result: fallback, candidates: [] });
@@ -1651,6 +1653,10 @@ const HOME_PATHS = {
   "#summaryIndex": ["summaryIndex"],
   "#knowledgeGraph": ["knowledgeGraph"],
   "#suggestions": ["suggestionHistory"],
+  // The reference keeps these in the user's home space; a space here is its
+  // own home, so they are the space's.
+  "#learned": ["learned"],
+  "#learnedSummary": ["learned", "summary"],
 };
 // The path in the home document a query names (its tag, the segments after
 // it, then the wish's `path`), or null for a query it does not answer.

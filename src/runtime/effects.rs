@@ -237,7 +237,14 @@ impl SpaceRuntime {
         if f.kind.is_model() {
             t.model_wall_us += done.took.as_micros() as u64;
         }
-        let settled = state::settled(f.kind, &f.inputs, &done.outcome);
+        let mut settled = state::settled(f.kind, &f.inputs, &done.outcome);
+        if f.kind == EffectKind::GenerateText {
+            // The reference's state names the request it answers.
+            let hash = f.key.trim_start_matches("effect ").to_string();
+            if let Some(o) = settled.as_object_mut() {
+                o.insert("requestHash".into(), Value::String(hash));
+            }
+        }
         self.write(&done.node, &[], settled)
     }
 }
