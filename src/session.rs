@@ -133,7 +133,14 @@ pub async fn run(
                     Message::Text(t) => Frame::Text(t.as_str()),
                     Message::Binary(b) => Frame::Binary(b),
                     Message::Ping(_) | Message::Pong(_) => continue,
-                    Message::Close(_) => break,
+                    Message::Close(_) => {
+                        // The close handshake: the reply the transport
+                        // queued (echoing the client's code) goes out, so the
+                        // client sees its 1000, not 1006.
+                        let bound = timeout.unwrap_or(std::time::Duration::from_secs(5));
+                        let _ = tokio::time::timeout(bound, tx.close()).await;
+                        break;
+                    }
                 };
                 let parsed = parse_client_frame(frame)
                     .and_then(|m| check_phase(open.is_some(), &m).map(|()| m));

@@ -65,11 +65,18 @@ pub fn init(default_filter: &str, otlp_endpoint: Option<&str>) -> anyhow::Result
         tracing_subscriber::EnvFilter::try_from_env("SPACEWAKE_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter))
     };
+    // Colour only on a terminal, and never with NO_COLOR set: a log written
+    // to a file or a pipe carries no escape codes.
+    let ansi = {
+        use std::io::IsTerminal;
+        std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    };
     let endpoint = otlp_endpoint.map(str::trim).filter(|s| !s.is_empty());
     let Some(endpoint) = endpoint else {
         tracing_subscriber::fmt()
             .with_env_filter(env_filter())
             .with_writer(std::io::stderr)
+            .with_ansi(ansi)
             .init();
         return Ok(Telemetry { provider: None });
     };
@@ -89,6 +96,7 @@ pub fn init(default_filter: &str, otlp_endpoint: Option<&str>) -> anyhow::Result
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                .with_ansi(ansi)
                 .with_filter(env_filter()),
         )
         .with(

@@ -658,3 +658,26 @@ async fn the_four_reasons_a_space_cannot_be_reached_are_four_codes() {
         ("unknownSpace", 404, "unknownSpace")
     );
 }
+
+/// A one-shot command whose reader has gone (`spacewake … | head -1`) ends
+/// quietly, as Unix tools do: no panic, no backtrace.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("id.key");
+    // A socket whose other end is closed before the command starts: its
+    // first write finds nobody reading.
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    drop(theirs);
+    let out = spacewake()
+        .args(["identity", "--key"])
+        .arg(&key)
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(ours)))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}

@@ -290,3 +290,37 @@ fn get_from(source: &str, addr: &str, path: &str) -> String {
     let _ = s.read_to_string(&mut out);
     out
 }
+
+/// A client's `close(1000)` is answered with a close frame carrying 1000
+/// (the close handshake completes: the client does not see 1006).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_close_is_answered_with_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", server.addr))
+        .await
+        .unwrap();
+    // The server's challenge first.
+    let first = ws.next().await.unwrap().unwrap();
+    assert!(matches!(first, Message::Text(_)), "{first:?}");
+    ws.send(Message::Close(Some(
+        tokio_tungstenite::tungstenite::protocol::CloseFrame {
+            code: tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Normal,
+            reason: "done".into(),
+        },
+    )))
+    .await
+    .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(f))) => return f.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => continue,
+                _ => return None,
+            }
+        }
+    })
+    .await
+    .expect("an answer within 10 s");
+    assert_eq!(answer, Some(1000));
+}

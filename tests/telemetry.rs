@@ -449,6 +449,8 @@ async fn without_an_endpoint_nothing_is_exported() {
         0,
         "no connection without an endpoint"
     );
+    // A log written to a pipe carries no colour codes.
+    assert!(!server.log().contains('\u{1b}'), "{:?}", server.log());
     assert!(!server.log().contains("OpenTelemetry"), "{}", server.log());
 }
 
