@@ -22,6 +22,22 @@ fn host(dir: &std::path::Path, clock: Arc<ManualClock>, allow: &str) -> Host {
     host_counting(dir, clock, allow, spacewake::metrics::Counters::new())
 }
 
+/// A host (in a new directory, on a clock that stands still) whose broker
+/// counts into counters of the test's, returned beside it.
+fn counted_host(
+    o: &origin::Origin,
+) -> (tempfile::TempDir, Arc<spacewake::metrics::Counters>, Host) {
+    let dir = tempfile::tempdir().unwrap();
+    let counters = spacewake::metrics::Counters::new();
+    let h = host_counting(
+        dir.path(),
+        Arc::new(ManualClock::default()),
+        &o.allow(),
+        counters.clone(),
+    );
+    (dir, counters, h)
+}
+
 /// A host whose broker counts into `counters` (held requests are counted
 /// there).
 fn host_counting(
@@ -234,15 +250,7 @@ fn drive_until_held(
 #[test]
 fn a_pattern_that_retriggers_its_own_fetch_is_paced_by_its_bucket_and_other_spaces_are_not() {
     let o = origin::start();
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::default());
-    let broker_counters = spacewake::metrics::Counters::new();
-    let h = host_counting(
-        dir.path(),
-        clock.clone(),
-        &o.allow(),
-        broker_counters.clone(),
-    );
+    let (_dir, broker_counters, h) = counted_host(&o);
     let held = |space: &str| broker_counters.space_value(space, Counter::EffectsHeld);
     h.store().create_space("loop", "did:key:owner").unwrap();
     h.store().create_space("s", "did:key:owner").unwrap();
@@ -283,15 +291,7 @@ fn a_pattern_that_retriggers_its_own_fetch_is_paced_by_its_bucket_and_other_spac
 #[test]
 fn a_spaces_own_effect_knobs_reach_the_broker_at_activation() {
     let o = origin::start();
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::default());
-    let broker_counters = spacewake::metrics::Counters::new();
-    let h = host_counting(
-        dir.path(),
-        clock.clone(),
-        &o.allow(),
-        broker_counters.clone(),
-    );
+    let (_dir, broker_counters, h) = counted_host(&o);
     h.store().create_space("slow", "did:key:owner").unwrap();
     // A quarter of the host's pace: its burst is 5, not 20.
     {
@@ -325,15 +325,7 @@ const MANY: &str = include_str!("../fixtures/patterns/fetch-many.tsx");
 #[test]
 fn a_thousand_fetches_started_by_one_handler_are_held_by_the_budget_not_dropped() {
     let o = origin::start();
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::default());
-    let broker_counters = spacewake::metrics::Counters::new();
-    let h = host_counting(
-        dir.path(),
-        clock.clone(),
-        &o.allow(),
-        broker_counters.clone(),
-    );
+    let (_dir, broker_counters, h) = counted_host(&o);
     h.store().create_space("many", "did:key:owner").unwrap();
     let piece = h
         .deploy_file_blocking("many", "fetch-many.tsx", MANY, json!({"urls": []}))
