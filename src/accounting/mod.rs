@@ -157,6 +157,21 @@ pub fn scheduled_budget_us(
     Ok(budget_override(space)?.apply(host_default))
 }
 
+/// Whether `budget_us` (the budget that applies; `None`: unlimited) is spent
+/// by the space's `scheduled` bucket in the window at `now_ms`.
+pub fn scheduled_budget_spent(
+    space: &mut Space,
+    budget_us: Option<u64>,
+    now_ms: u64,
+    window_ms: u64,
+) -> StoreResult<bool> {
+    if budget_us.is_none() {
+        return Ok(false);
+    }
+    let spent = scheduled_spent_us(space, now_ms, window_ms)?;
+    Ok(!may_activate_scheduled(spent, budget_us))
+}
+
 /// CPU µs the space's `scheduled` bucket has spent in the window at `now_ms`.
 pub fn scheduled_spent_us(space: &mut Space, now_ms: u64, window_ms: u64) -> StoreResult<u64> {
     let start = window_start_ms(now_ms, window_ms);

@@ -86,11 +86,7 @@ impl HostInner {
             if policy.is_none() && !space.plane(|p| p.has_policies())? {
                 self.store.directory().settle_no_budget_policy(space_id)?;
             }
-            if budget.is_none() {
-                return Ok(false);
-            }
-            let spent = crate::accounting::scheduled_spent_us(&mut space, now, window)?;
-            if crate::accounting::may_activate_scheduled(spent, budget) {
+            if !crate::accounting::scheduled_budget_spent(&mut space, budget, now, window)? {
                 return Ok(false);
             }
             let report =

@@ -970,14 +970,10 @@ impl Server {
         let now = self.inner.clock.now_ms();
         let window = self.inner.cfg.runtime.ledger_window_ms;
         let space = self.rt.space();
-        let Some(budget) = crate::accounting::scheduled_budget_us(space, host_default)? else {
-            return Ok(false);
-        };
-        let spent = crate::accounting::scheduled_spent_us(space, now, window)?;
-        Ok(!crate::accounting::may_activate_scheduled(
-            spent,
-            Some(budget),
-        ))
+        let budget = crate::accounting::scheduled_budget_us(space, host_default)?;
+        Ok(crate::accounting::scheduled_budget_spent(
+            space, budget, now, window,
+        )?)
     }
 
     fn turn_inner(&mut self) -> Result<(), RuntimeError> {
@@ -998,10 +994,10 @@ impl Server {
         } else {
             crate::store::Bucket::Session
         });
-        if scheduled {
+        if scheduled && self.rt.has_effect_nodes() {
             // A spent scheduled budget stops this tenure's effects (its
             // compute was admitted at activation, its waves committed since
-            // are in the ledger).
+            // are in the ledger). A space without effects reads nothing.
             let spent = self.scheduled_budget_spent()?;
             self.rt.set_scheduled_budget_spent(spent);
         }

@@ -57,6 +57,12 @@ impl SpaceRuntime {
         self.effect_sink = Some(sink);
     }
 
+    /// Whether any piece of the space has an effect node (only those can be
+    /// stopped by a spent scheduled budget).
+    pub fn has_effect_nodes(&self) -> bool {
+        self.nodes.values().any(|n| n.def.kind == "effect")
+    }
+
     /// Effect requests of this tenure still on their way: the space stays
     /// active for them.
     pub fn effects_in_flight(&self) -> usize {
