@@ -78,6 +78,7 @@ counters! {
     ScheduleMissedCoalesced => ("schedule", "missedPeriodsCoalesced", Counter, "Periods missed while the host was down, coalesced into one wake"),
     ScheduleSuppressed => ("schedule", "suppressed", Counter, "Due wakes not fired because scheduled wakes are switched off"),
     ScheduleRetried => ("schedule", "retried", Counter, "Failed wake deliveries scheduled for retry (1, 5, 30 min)"),
+    ScheduleRefusedEntries => ("schedule", "refusedDeclarations", Counter, "New pieces refused because a [SCHEDULE] entry could never fire (its callback is not a stream)"),
     ScheduleUnvalidated => ("schedule", "unvalidatedDeclarations", Counter, "Piece results whose $SCHEDULE matched no declaration the compiler validated (dropped, never indexed)"),
     ScheduleDeadLettered => ("schedule", "deadLettered", Counter, "Wake occurrences given up after their retries"),
     ScheduleDelivered => ("schedule", "delivered", Counter, "Wake events whose callback ran and committed"),

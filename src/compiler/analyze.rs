@@ -954,11 +954,14 @@ impl<'a> Visit<'a> for Analyzer<'_> {
                 .any(|(n, _)| n == name)
                 .then(|| name.clone())
         };
+        let builders = self.builders;
+        let names = |e: &Expression| callback_name_problem(e, scoping, builders);
         let sched = schedule::check_object(
             it,
             root.is_some(),
             self.text,
             &reserved_of,
+            &names,
             &mut self.out.diags,
         );
         if let (Some(i), Some(s)) = (root, sched) {
@@ -985,5 +988,56 @@ impl<'a> Visit<'a> for Analyzer<'_> {
     fn visit_jsx_fragment(&mut self, it: &JSXFragment<'a>) {
         self.out.uses_jsx = true;
         walk::walk_jsx_fragment(self, it);
+    }
+}
+
+/// What the module's bindings say is wrong with a schedule entry's
+/// `callback` (`sweep` or `sweep({…})`): a name that is not defined (with the
+/// closest defined name, if one is close), or a handler (or another
+/// factory) used without binding it to its state.
+fn callback_name_problem(
+    e: &Expression,
+    scoping: &Scoping,
+    builders: &HashSet<SymbolId>,
+) -> Option<RawDiag> {
+    let (id, called) = match e.get_inner_expression() {
+        Expression::Identifier(id) => (id, false),
+        Expression::CallExpression(c) => match c.callee.get_inner_expression() {
+            Expression::Identifier(id) => (id, true),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let symbol = id
+        .reference_id
+        .get()
+        .and_then(|r| scoping.get_reference(r).symbol_id());
+    match symbol {
+        None => {
+            let name = id.name.as_str();
+            let close = scoping
+                .symbol_ids()
+                .map(|s| scoping.symbol_name(s))
+                .filter(|n| *n != name)
+                .map(|n| (strsim::damerau_levenshtein(name, n), n))
+                .filter(|(d, n)| *d <= 2 && *d < n.len())
+                .min();
+            let hint = close.map_or(String::new(), |(_, n)| format!("; did you mean `{n}`?"));
+            Some(RawDiag::new(
+                codes::SCHEDULE_CALLBACK_UNDEFINED,
+                id.span,
+                format!("`{name}` is not defined{hint}"),
+            ))
+        }
+        Some(s) if !called && builders.contains(&s) => Some(RawDiag::new(
+            codes::SCHEDULE_CALLBACK_UNBOUND,
+            id.span,
+            format!(
+                "`{0}` is a handler (or another factory) not bound to its state, so it is no \
+                 stream and the entry would never fire; bind it: `{0}({{ … }})`",
+                id.name
+            ),
+        )),
+        _ => None,
     }
 }

@@ -76,6 +76,10 @@ pub mod codes {
     pub const SCHEDULE_INTERVAL_TOO_LARGE: &str = "SCHEDULE_INTERVAL_TOO_LARGE";
     /// `callback` is something that can never be a stream (a literal, an inline function, ...).
     pub const SCHEDULE_CALLBACK_NOT_STREAM: &str = "SCHEDULE_CALLBACK_NOT_STREAM";
+    /// `callback` is a handler (or another factory) not bound to its state: `sweep`, not `sweep({…})`.
+    pub const SCHEDULE_CALLBACK_UNBOUND: &str = "SCHEDULE_CALLBACK_UNBOUND";
+    /// `callback` names something that is not defined (`swep({…})` for `sweep`).
+    pub const SCHEDULE_CALLBACK_UNDEFINED: &str = "SCHEDULE_CALLBACK_UNDEFINED";
     /// `[SCHEDULE]` anywhere but the root of the object a pattern callback returns.
     pub const SCHEDULE_NOT_ROOT: &str = "SCHEDULE_NOT_ROOT";
     /// `[SCHEDULE]` twice in one result object.
@@ -117,6 +121,8 @@ pub mod codes {
         SCHEDULE_INTERVAL_TOO_SMALL,
         SCHEDULE_INTERVAL_TOO_LARGE,
         SCHEDULE_CALLBACK_NOT_STREAM,
+        SCHEDULE_CALLBACK_UNBOUND,
+        SCHEDULE_CALLBACK_UNDEFINED,
         SCHEDULE_NOT_ROOT,
         SCHEDULE_DUPLICATE,
         SCHEDULE_NESTED,

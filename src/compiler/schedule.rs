@@ -63,6 +63,7 @@ pub(crate) fn check_object(
     is_root: bool,
     text: &str,
     reserved_of: &dyn Fn(&PropertyKey) -> Option<String>,
+    names: &dyn Fn(&Expression) -> Option<RawDiag>,
     diags: &mut Vec<RawDiag>,
 ) -> Option<RawSchedule> {
     let mut seen: Option<Span> = None;
@@ -92,7 +93,7 @@ pub(crate) fn check_object(
                 ));
             } else {
                 seen = Some(p.span);
-                result = validate_value(&p.value, p.span, text, diags);
+                result = validate_value(&p.value, p.span, text, names, diags);
             }
             continue;
         }
@@ -133,6 +134,7 @@ fn validate_value(
     value: &Expression,
     prop_span: Span,
     text: &str,
+    names: &dyn Fn(&Expression) -> Option<RawDiag>,
     diags: &mut Vec<RawDiag>,
 ) -> Option<RawSchedule> {
     let Expression::ArrayExpression(arr) = value else {
@@ -175,7 +177,7 @@ fn validate_value(
                 let e = other.to_expression();
                 match e {
                     Expression::ObjectExpression(obj) => {
-                        if let Some(entry) = validate_entry(obj, i as u32, text, diags) {
+                        if let Some(entry) = validate_entry(obj, i as u32, text, names, diags) {
                             entries.push(entry);
                         }
                     }
@@ -202,6 +204,7 @@ fn validate_entry(
     obj: &ObjectExpression,
     index: u32,
     text: &str,
+    names: &dyn Fn(&Expression) -> Option<RawDiag>,
     diags: &mut Vec<RawDiag>,
 ) -> Option<RawEntry> {
     let before = diags.len();
@@ -273,7 +276,11 @@ fn validate_entry(
                     continue;
                 }
                 callback = Some(p.value.span());
-                if let Some(what) = never_a_stream(&p.value) {
+                if let Some(d) = names(&p.value) {
+                    // A name that is not defined, or a handler not bound to
+                    // its state: what the module's bindings say.
+                    diags.push(d);
+                } else if let Some(what) = never_a_stream(&p.value) {
                     diags.push(not_stream(p.value.span(), what));
                 }
             }

@@ -235,6 +235,20 @@ impl SpaceRuntime {
                 "a [SCHEDULE] the compiler did not validate was dropped"
             );
         }
+        if argument.is_some() {
+            // A new piece whose `[SCHEDULE]` has an entry that could never
+            // fire (its callback no stream: a handler not bound to its
+            // state) is refused before anything is stored.
+            if let Some(entries) = crate::schedule::index::parse_declaration(&rec.result) {
+                if let Some(i) = entries.iter().position(Option::is_none) {
+                    self.counters.inc(Counter::ScheduleRefusedEntries);
+                    return Err(RuntimeError::Invalid(format!(
+                        "[SCHEDULE] entry {i} could never fire: its callback is not a stream \
+                         (bind a handler to its state, `sweep({{ … }})`); nothing was deployed"
+                    )));
+                }
+            }
+        }
         if let (Some((arg, ArgumentCheck::Strict)), Some(schema)) =
             (argument, rec.argument_schema.as_ref())
         {
