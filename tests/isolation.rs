@@ -443,6 +443,22 @@ fn a_schedule_the_compiler_did_not_validate_is_never_indexed() {
     assert_eq!(t.counters.host().get(Counter::ScheduleUnvalidated), 1);
 }
 
+#[test]
+fn a_new_piece_whose_schedule_entry_is_no_stream_is_refused_and_nothing_stored() {
+    let t = common::store();
+    indexed(&t);
+    let mut rt = t.runtime("unbound-schedule");
+    let err = rt
+        .create_piece(&program("unbound-schedule.tsx"), None, &json!({"count": 0}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[SCHEDULE] entry 0 could never fire"), "{err}");
+    rt.flush().unwrap();
+    assert_eq!(rt.space().schedule_count().unwrap(), 0);
+    assert!(rt.pieces().is_empty());
+    assert_eq!(t.counters.host().get(Counter::ScheduleRefusedEntries), 1);
+}
+
 /// Registers the schedule index hook, as a host does.
 fn indexed(t: &common::TestStore) {
     use spacewake::schedule::{Jitter, ScheduleIndexHook};

@@ -16,8 +16,9 @@ use std::collections::{HashMap, HashSet};
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
     Argument, ArrowFunctionExpression, CallExpression, Class, Declaration, Expression,
-    FormalParameters, Function, ImportExpression, JSXElement, JSXFragment, ObjectExpression,
-    Program, PropertyKey, ReturnStatement, Statement, TSTypeAnnotation, VariableDeclarationKind,
+    FormalParameters, Function, IdentifierReference, ImportExpression, JSXElement, JSXFragment,
+    ObjectExpression, Program, PropertyKey, ReturnStatement, Statement, TSTypeAnnotation,
+    UnaryExpression, UnaryOperator, VariableDeclarationKind,
 };
 use oxc_ast_visit::{walk, Visit};
 use oxc_parser::Parser;
@@ -79,6 +80,8 @@ pub(crate) struct Analysis {
     pub decls: HashMap<String, TypeDecl>,
     /// Exported name → local name.
     pub exports: HashMap<String, String>,
+    /// Every name the module's statements export (values and types alike).
+    pub export_names: imports::DeclaredExports,
     /// Module-level `const` values for `Default<T, typeof NAME>`.
     pub consts: HashMap<String, ConstValue>,
     pub metas: Vec<PendingMeta>,
@@ -143,6 +146,7 @@ pub(crate) fn analyze_knowing(
         cf_locals: HashMap::new(),
         decls: HashMap::new(),
         exports: HashMap::new(),
+        export_names: imports::DeclaredExports::default(),
         consts: HashMap::new(),
         metas: vec![],
         patterns: vec![],
@@ -191,6 +195,12 @@ pub(crate) fn analyze_knowing(
     out.data_files = data_file_calls(&program, scoping, &imp.cf_symbols, &mut out.diags);
     out.requests = imp.requests;
     out.named_imports = imp.named;
+    for n in &mut out.named_imports {
+        n.as_value = n
+            .symbol
+            .is_some_and(|s| scoping.get_resolved_references(s).any(|r| r.is_value()));
+    }
+    out.export_names = imports::declared_exports(&program);
     out.cf_locals = imp.cf_locals;
 
     let conv = TyConv { module, text };
@@ -224,6 +234,8 @@ pub(crate) fn analyze_knowing(
         out: &mut out,
     };
     an.visit_program(&program);
+    let undefined = undefined_names(&program, scoping, &imp.cf_symbols, &out.diags);
+    out.diags.extend(undefined);
     if out.lowered {
         out.edits.push(super::Edit::insert(
             0,
@@ -1015,18 +1027,10 @@ fn callback_name_problem(
     match symbol {
         None => {
             let name = id.name.as_str();
-            let close = scoping
-                .symbol_ids()
-                .map(|s| scoping.symbol_name(s))
-                .filter(|n| *n != name)
-                .map(|n| (strsim::damerau_levenshtein(name, n), n))
-                .filter(|(d, n)| *d <= 2 && *d < n.len())
-                .min();
-            let hint = close.map_or(String::new(), |(_, n)| format!("; did you mean `{n}`?"));
             Some(RawDiag::new(
                 codes::SCHEDULE_CALLBACK_UNDEFINED,
                 id.span,
-                format!("`{name}` is not defined{hint}"),
+                format!("`{name}` is not defined{}", undefined_hint(name, scoping)),
             ))
         }
         Some(s) if !called && builders.contains(&s) => Some(RawDiag::new(
@@ -1039,5 +1043,149 @@ fn callback_name_problem(
             ),
         )),
         _ => None,
+    }
+}
+
+/// References to names that are declared nowhere (not in the module, not
+/// imported, not a global of the sandbox) in code that runs when the piece
+/// is loaded: the module's top level and the bodies of its patterns. Each
+/// would throw a `ReferenceError` at load. Code that runs later (handlers,
+/// derivations, helpers) is left to `tsc` with `spacewake types`, since a
+/// branch that is never taken is not an error there. `typeof x` is how code
+/// asks whether a name exists, so it is never reported, nor is a reference
+/// already reported at the same place.
+fn undefined_names(
+    program: &Program,
+    scoping: &Scoping,
+    cf: &HashMap<SymbolId, String>,
+    reported: &[RawDiag],
+) -> Vec<RawDiag> {
+    struct Finder<'s> {
+        scoping: &'s Scoping,
+        cf: &'s HashMap<SymbolId, String>,
+        /// Start offsets of functions that are pattern bodies.
+        bodies: HashSet<u32>,
+        /// How many functions that run later enclose the current node.
+        deferred: u32,
+        found: Vec<RawDiag>,
+    }
+    impl Finder<'_> {
+        /// Whether `e` names the API's `pattern` (or its older name `recipe`).
+        fn is_pattern(&self, e: &Expression) -> bool {
+            let body_taker = |n: &str| matches!(n, "pattern" | "recipe");
+            let symbol_of = |id: &IdentifierReference| {
+                id.reference_id
+                    .get()
+                    .and_then(|r| self.scoping.get_reference(r).symbol_id())
+                    .and_then(|s| self.cf.get(&s))
+            };
+            match e.get_inner_expression() {
+                Expression::Identifier(id) => symbol_of(id).is_some_and(|n| body_taker(n)),
+                Expression::StaticMemberExpression(m) => match &m.object {
+                    Expression::Identifier(ns) => {
+                        symbol_of(ns).is_some_and(|n| n == "*") && body_taker(&m.property.name)
+                    }
+                    _ => false,
+                },
+                _ => false,
+            }
+        }
+        fn enter(&mut self, start: u32) -> bool {
+            let deferred = !self.bodies.contains(&start);
+            self.deferred += u32::from(deferred);
+            deferred
+        }
+        fn leave(&mut self, deferred: bool) {
+            self.deferred -= u32::from(deferred);
+        }
+    }
+    impl<'a> Visit<'a> for Finder<'_> {
+        fn visit_call_expression(&mut self, it: &CallExpression<'a>) {
+            if self.is_pattern(&it.callee) {
+                if let Some(Argument::ArrowFunctionExpression(f)) = it.arguments.first() {
+                    self.bodies.insert(f.span.start);
+                } else if let Some(Argument::FunctionExpression(f)) = it.arguments.first() {
+                    self.bodies.insert(f.span.start);
+                }
+            }
+            walk::walk_call_expression(self, it);
+        }
+        fn visit_function(&mut self, it: &Function<'a>, flags: ScopeFlags) {
+            let d = self.enter(it.span.start);
+            walk::walk_function(self, it, flags);
+            self.leave(d);
+        }
+        fn visit_arrow_function_expression(&mut self, it: &ArrowFunctionExpression<'a>) {
+            let d = self.enter(it.span.start);
+            walk::walk_arrow_function_expression(self, it);
+            self.leave(d);
+        }
+        fn visit_unary_expression(&mut self, it: &UnaryExpression<'a>) {
+            if it.operator == UnaryOperator::Typeof
+                && matches!(
+                    it.argument.get_inner_expression(),
+                    Expression::Identifier(_)
+                )
+            {
+                return;
+            }
+            walk::walk_unary_expression(self, it);
+        }
+        fn visit_identifier_reference(&mut self, it: &IdentifierReference<'a>) {
+            let Some(r) = it.reference_id.get() else {
+                return;
+            };
+            let reference = self.scoping.get_reference(r);
+            let name = it.name.as_str();
+            if self.deferred > 0
+                || reference.symbol_id().is_some()
+                || !reference.is_value()
+                || crate::sandbox::GLOBALS.contains(&name)
+            {
+                return;
+            }
+            self.found.push(RawDiag::new(
+                codes::NAME_UNDEFINED,
+                it.span,
+                format!(
+                    "`{name}` is not defined{}",
+                    undefined_hint(name, self.scoping)
+                ),
+            ));
+        }
+    }
+    if scoping.root_unresolved_references().is_empty() {
+        return vec![];
+    }
+    let mut f = Finder {
+        scoping,
+        cf,
+        bodies: HashSet::new(),
+        deferred: 0,
+        found: vec![],
+    };
+    f.visit_program(program);
+    f.found
+        .retain(|d| !reported.iter().any(|r| r.start == d.start));
+    f.found
+}
+
+/// What to say after "`name` is not defined": import it, when the API
+/// exports that name, or the closest name the module or the sandbox defines.
+fn undefined_hint(name: &str, scoping: &Scoping) -> String {
+    if let Some(exports) = imports::api_exports(imports::COMMONFABRIC) {
+        if exports.contains(name) {
+            return format!("; import it: `import {{ {name} }} from \"commonfabric\"`");
+        }
+    }
+    let defined: Vec<String> = scoping
+        .symbol_ids()
+        .map(|s| scoping.symbol_name(s).to_string())
+        .chain(crate::sandbox::GLOBALS.iter().map(|g| g.to_string()))
+        .filter(|n| n != name)
+        .collect();
+    match imports::did_you_mean(name, defined.iter()) {
+        Some(n) => format!("; did you mean `{n}`?"),
+        None => String::new(),
     }
 }

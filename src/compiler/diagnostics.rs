@@ -80,6 +80,8 @@ pub mod codes {
     pub const SCHEDULE_CALLBACK_UNBOUND: &str = "SCHEDULE_CALLBACK_UNBOUND";
     /// `callback` names something that is not defined (`swep({…})` for `sweep`).
     pub const SCHEDULE_CALLBACK_UNDEFINED: &str = "SCHEDULE_CALLBACK_UNDEFINED";
+    /// A reference to a name declared nowhere (not in the module, not imported, not a global).
+    pub const NAME_UNDEFINED: &str = "NAME_UNDEFINED";
     /// `[SCHEDULE]` anywhere but the root of the object a pattern callback returns.
     pub const SCHEDULE_NOT_ROOT: &str = "SCHEDULE_NOT_ROOT";
     /// `[SCHEDULE]` twice in one result object.
@@ -123,6 +125,7 @@ pub mod codes {
         SCHEDULE_CALLBACK_NOT_STREAM,
         SCHEDULE_CALLBACK_UNBOUND,
         SCHEDULE_CALLBACK_UNDEFINED,
+        NAME_UNDEFINED,
         SCHEDULE_NOT_ROOT,
         SCHEDULE_DUPLICATE,
         SCHEDULE_NESTED,

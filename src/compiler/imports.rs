@@ -164,6 +164,13 @@ pub(crate) struct NamedImport {
     pub spec: String,
     /// The exported name asked for (`default` for a default import, `*` for a namespace).
     pub imported: String,
+    /// The name asked for, as written.
+    pub span: Span,
+    /// The local binding, when the import is not type-only.
+    pub symbol: Option<SymbolId>,
+    /// Whether the module uses the binding as a value (set by the analysis;
+    /// a name used only as a type is erased, as TypeScript erases it).
+    pub as_value: bool,
 }
 
 /// Everything the import statements of one module say.
@@ -231,9 +238,11 @@ pub(crate) fn collect(program: &Program) -> ModuleImports {
                 let is_cf = spec == COMMONFABRIC;
                 let is_api = is_cf || is_api_subpath(spec);
                 for s in decl.specifiers.iter().flatten() {
+                    let type_only = decl.import_kind.is_type()
+                        || matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s) if s.import_kind.is_type());
                     let (local, imported) = match s {
                         ImportDeclarationSpecifier::ImportSpecifier(s) => {
-                            if is_api && !s.import_kind.is_type() && !decl.import_kind.is_type() {
+                            if is_api && !type_only {
                                 out.api.push(ApiImport {
                                     symbol: s.local.symbol_id.get(),
                                     spec: spec.to_string(),
@@ -260,6 +269,9 @@ pub(crate) fn collect(program: &Program) -> ModuleImports {
                             local: local.name.to_string(),
                             spec: spec.to_string(),
                             imported,
+                            span: s.span(),
+                            symbol: local.symbol_id.get().filter(|_| !type_only),
+                            as_value: false,
                         });
                     }
                 }
@@ -310,53 +322,68 @@ fn module_exports(
     sources: &[(&'static str, &'static str)],
     depth: usize,
 ) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
     let Some((_, src)) = sources.iter().find(|(n, _)| *n == name) else {
-        return out;
+        return BTreeSet::new();
     };
     if depth > 4 {
-        return out;
+        return BTreeSet::new();
     }
     let alloc = Allocator::default();
     let parsed = Parser::new(&alloc, src, SourceType::mjs()).parse();
-    for stmt in &parsed.program.body {
+    let declared = declared_exports(&parsed.program);
+    let mut out = declared.names;
+    for star in declared.stars {
+        let mut inner = module_exports(&star, sources, depth + 1);
+        inner.remove("default");
+        out.extend(inner);
+    }
+    out
+}
+
+/// The names a module's own statements export, and the sources of its
+/// `export * from` statements (whose names only those modules know).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct DeclaredExports {
+    pub names: BTreeSet<String>,
+    pub stars: Vec<String>,
+}
+
+pub(crate) fn declared_exports(program: &Program) -> DeclaredExports {
+    let mut out = DeclaredExports::default();
+    for stmt in &program.body {
         match stmt {
             Statement::ExportDeclaration(d) => match &d.declaration {
                 Declaration::VariableDeclaration(v) => {
                     for dec in &v.declarations {
                         for id in dec.id.get_binding_identifiers() {
-                            out.insert(id.name.to_string());
+                            out.names.insert(id.name.to_string());
                         }
                     }
                 }
                 decl => {
                     if let Some(id) = decl.id() {
-                        out.insert(id.name.to_string());
+                        out.names.insert(id.name.to_string());
                     }
                 }
             },
             Statement::ExportNamedDeclaration(d) => {
                 for s in &d.specifiers {
-                    out.insert(export_name(&s.exported));
+                    out.names.insert(export_name(&s.exported));
                 }
             }
             Statement::ExportFromDeclaration(d) => {
                 for s in &d.specifiers {
-                    out.insert(export_name(&s.exported));
+                    out.names.insert(export_name(&s.exported));
                 }
             }
             Statement::ExportDefaultDeclaration(_) => {
-                out.insert("default".to_string());
+                out.names.insert("default".to_string());
             }
             Statement::ExportAllDeclaration(d) => match &d.exported {
                 Some(n) => {
-                    out.insert(export_name(n));
+                    out.names.insert(export_name(n));
                 }
-                None => {
-                    let mut inner = module_exports(d.source.value.as_str(), sources, depth + 1);
-                    inner.remove("default");
-                    out.extend(inner);
-                }
+                None => out.stars.push(d.source.value.to_string()),
             },
             _ => {}
         }

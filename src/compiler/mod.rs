@@ -440,11 +440,49 @@ fn load(entry: &str, src: &dyn ModuleSource) -> Result<Vec<Unit>, Vec<Diagnostic
             data,
         });
     }
+    diags.extend(unknown_local_imports(&units));
     if !diags.is_empty() {
         return Err(diags);
     }
     reanalyze_importers_of_factories(&mut units, &pending)?;
     Ok(units)
+}
+
+/// Named imports, used as values, of a name the program's own module does not export: the
+/// engine would refuse to link the program. A module with an `export *` is taken at its word.
+fn unknown_local_imports(units: &[Unit]) -> Vec<Diagnostic> {
+    let mut out = vec![];
+    for u in units {
+        for n in u.analysis.named_imports.iter().filter(|n| n.as_value) {
+            let Some(&j) = u.resolved.get(&n.spec) else {
+                continue;
+            };
+            let exports = &units[j].analysis.export_names;
+            if n.imported == "*" || !exports.stars.is_empty() || exports.names.contains(&n.imported)
+            {
+                continue;
+            }
+            let hint = match imports::did_you_mean(&n.imported, exports.names.iter()) {
+                Some(close) => format!("; did you mean `{close}`?"),
+                None => String::new(),
+            };
+            let what = if n.imported == "default" {
+                "a default export".to_string()
+            } else {
+                format!("`{}`", n.imported)
+            };
+            out.push(Diagnostic::from_raw(
+                RawDiag::new(
+                    codes::IMPORT_UNKNOWN_EXPORT,
+                    n.span,
+                    format!("\"{}\" does not export {what}{hint}", n.spec),
+                ),
+                &u.path,
+                &u.text,
+            ));
+        }
+    }
+    out
 }
 
 /// A module is analysed before the modules it imports, so a handler or lift it imports from one

@@ -127,6 +127,10 @@ fn every_invalid_fixture_reports_its_code_line_and_column() {
         codes::SCHEDULE_INTERVAL_NOT_LITERAL,
         codes::SCHEDULE_NOT_ROOT,
         codes::SCHEDULE_DUPLICATE,
+        codes::SCHEDULE_CALLBACK_UNBOUND,
+        codes::SCHEDULE_CALLBACK_UNDEFINED,
+        codes::NAME_UNDEFINED,
+        codes::IMPORT_UNKNOWN_EXPORT,
     ] {
         assert!(seen_codes.contains(code), "no invalid fixture for {code}");
     }

@@ -1419,3 +1419,12 @@ fn btoa_and_atob_are_the_webs() {
         ])
     );
 }
+
+#[test]
+fn the_compilers_list_of_globals_is_what_the_engine_has() {
+    let sb = sandbox();
+    let v = eval(&sb, "Object.getOwnPropertyNames(globalThis).sort()").unwrap();
+    let mut listed: Vec<&str> = GLOBALS.to_vec();
+    listed.sort_unstable();
+    assert_eq!(v, json!(listed));
+}
