@@ -327,22 +327,59 @@ pub struct FailingEventView {
     pub event_id: String,
     pub attempts: u32,
     pub last_error: String,
+    /// When a failed wake's next attempt fires (a wake's retries are
+    /// planned 1, 5 and 30 minutes out; other events retry at the next
+    /// wave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_due_ms: Option<u64>,
 }
 
 pub fn dead_letters(store: &Store, id: &str) -> OpResult<DeadLettersView> {
     let mut sp = open(store, id)?;
+    let mut failing: Vec<FailingEventView> = sp
+        .event_failures()?
+        .into_iter()
+        .map(|f| FailingEventView {
+            event_id: f.event_id,
+            attempts: f.attempts,
+            last_error: f.last_error,
+            retry_due_ms: None,
+        })
+        .collect();
+    // Wake occurrences whose callback failed and whose retry is planned:
+    // their last error is on the fire that failed.
+    for row in sp.schedule(None)? {
+        let waiting: Vec<_> = row
+            .pending
+            .iter()
+            .filter(|p| p.retry_due_ms.is_some())
+            .collect();
+        if waiting.is_empty() {
+            continue;
+        }
+        let fires = sp.fires(&row.piece, row.entry, usize::MAX)?;
+        for p in waiting {
+            let last_error = fires
+                .iter()
+                .rev()
+                .find(|f| {
+                    crate::schedule::delivery::occurrence_of(&f.event_id) == p.occurrence
+                        && f.run.error.is_some()
+                })
+                .and_then(|f| f.run.error.clone())
+                .unwrap_or_else(|| "(not recorded)".to_string());
+            failing.push(FailingEventView {
+                event_id: p.occurrence.clone(),
+                attempts: p.attempts,
+                last_error,
+                retry_due_ms: p.retry_due_ms,
+            });
+        }
+    }
     Ok(DeadLettersView {
         space: id.to_string(),
         dead_letters: sp.dead_letters()?,
-        failing: sp
-            .event_failures()?
-            .into_iter()
-            .map(|f| FailingEventView {
-                event_id: f.event_id,
-                attempts: f.attempts,
-                last_error: f.last_error,
-            })
-            .collect(),
+        failing,
     })
 }
 

@@ -141,13 +141,13 @@ async fn the_console_shows_what_the_operator_api_says_and_follows_the_host() {
     // follows (it re-reads on every load).
     let base = format!("/api/operator/spaces/demo/schedules/{piece}");
     call(&server, "POST", &format!("{base}/0/trigger"));
-    wait_for("the triggered wake", || {
-        server.space_counter("demo", "schedule", "fired") == 1
+    wait_for("the triggered wake delivered", || {
+        server.space_counter("demo", "schedule", "delivered") == 1
     });
     call(&server, "POST", &format!("{base}/1/pause"));
     let (_, page) = get(&server, "/console/spaces/demo");
     let fires = table(&page, "fires");
-    assert_eq!(fires.matches("<td>fired</td>").count(), 1, "{fires}");
+    assert_eq!(fires.matches("<td>delivered</td>").count(), 1, "{fires}");
     assert_eq!(entry_status(&page, piece, 1), "paused");
     assert_eq!(entry_status(&page, piece, 0), "active");
     let ledger = call(&server, "GET", "/api/operator/spaces/demo/ledger");
@@ -290,7 +290,7 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     });
     eventually("the fire listed", || {
         b.goto(&page);
-        b.text("#fires").contains("fired")
+        b.text("#fires").contains("delivered")
     });
     // Pause entry 1: its status changes.
     b.submit(&format!(

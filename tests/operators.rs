@@ -287,9 +287,19 @@ async fn operator_actions_act_through_the_host_and_a_trigger_fires_within_millis
     });
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(server.space_counter("demo", "activation", "byOperator"), 1);
+    wait_for("the triggered wake delivered", || {
+        server.space_counter("demo", "schedule", "delivered") == 1
+    });
     let (_, v) = call(&server, &op, "GET", &format!("{base}/0/fires"), None);
     assert_eq!(v["fires"].as_array().unwrap().len(), 1, "{v}");
-    assert_eq!(v["fires"][0]["outcome"], "fired");
+    let fire = &v["fires"][0];
+    assert_eq!(fire["outcome"], "delivered", "{v}");
+    // The run is kept with the fire: what it took and the commit it made.
+    assert!(fire["durationUs"].as_u64().is_some(), "{v}");
+    assert!(fire["cpuUs"].as_u64().is_some(), "{v}");
+    assert!(fire["settledMs"].as_u64().is_some(), "{v}");
+    assert!(fire["commitSeq"].as_u64().is_some(), "{v}");
+    assert!(fire.get("error").is_none(), "{v}");
 
     // Pause and resume; errors name what is wrong.
     let (_, v) = call(&server, &op, "POST", &format!("{base}/1/pause"), None);

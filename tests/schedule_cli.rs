@@ -399,11 +399,12 @@ fn fires_shows_the_history_with_periods_lateness_and_coalesced_misses() {
     let id2 = occurrence_event_id(PIECE, 0, first.declared_at_ms, 2);
     assert!(lines[0].starts_with(&format_utc_ms(first.next_due_ms)));
     assert!(lines[0].contains(&id1) && lines[0].contains(" 0 ms "));
-    assert!(lines[0].trim_end().ends_with("fired"), "{}", lines[0]);
+    assert!(lines[0].contains(" fired "), "{}", lines[0]);
     assert!(lines[1].contains(&id2), "{}", lines[1]);
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(cells[2], "2", "period: {}", lines[1]);
-    assert_eq!(cells[cells.len() - 2], "4", "missed periods: {}", lines[1]);
+    // … MISSED OUTCOME TOOK CPU ERROR (the last three "-" until it runs).
+    assert_eq!(cells[cells.len() - 5], "4", "missed periods: {}", lines[1]);
     assert!(lines[1].contains(" h "), "hours late: {}", lines[1]);
 }
 

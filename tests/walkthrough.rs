@@ -80,7 +80,7 @@ fn the_readme_walkthrough_runs_as_written_against_a_real_server() {
         "triggered space demo piece",
         "fires within milliseconds",
         "recent fires of space demo",
-        " fired\n",
+        " delivered ",
         "\n4\n",
         "space demo: scheduled budget the host default: unlimited",
         "scheduled",

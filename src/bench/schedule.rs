@@ -837,7 +837,7 @@ pub(super) fn measure_lateness(
         let mut s = store.open_space(id)?;
         for entry in 0..4 {
             for f in s.fires(piece, entry, usize::MAX)? {
-                if f.outcome == "fired" && f.due_ms >= base {
+                if matches!(f.outcome.as_str(), "fired" | "delivered") && f.due_ms >= base {
                     if std::env::var("DUMP").is_ok() {
                         eprintln!(
                             "DUMP {} {} {}",

@@ -63,18 +63,30 @@ pub fn run(which: &EventsCommand) -> anyhow::Result<ExitCode> {
     }
     if !view.failing.is_empty() {
         println!();
-        let rows: Vec<[String; 3]> = view
+        let rows: Vec<[String; 4]> = view
             .failing
             .iter()
             .map(|f| {
                 [
                     f.event_id.clone(),
                     f.attempts.to_string(),
+                    f.retry_due_ms.map_or("next wave".to_string(), |at| {
+                        format!("{} ({})", format_utc_ms(at), relative(at, now))
+                    }),
                     truncate_message(&f.last_error, 120),
                 ]
             })
             .collect();
-        table::print(&["BEING RETRIED", "ATTEMPTS", "LAST ERROR"], &[1], &rows);
+        table::print(
+            &[
+                "BEING RETRIED",
+                "ATTEMPTS",
+                "NEXT ATTEMPT (UTC)",
+                "LAST ERROR",
+            ],
+            &[1],
+            &rows,
+        );
     }
     println!("{}", target.note());
     Ok(ExitCode::SUCCESS)

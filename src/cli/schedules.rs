@@ -35,7 +35,9 @@
 use super::remote::{OperatorArgs, Target};
 use super::table;
 use crate::clock::{Clock, SystemClock};
-use crate::human::{format_utc_ms, human_duration_ms, plural, relative, thousands};
+use crate::human::{
+    format_utc_ms, human_duration_ms, plural, relative, thousands, truncate_message,
+};
 use crate::operator::{self as op, EntryAction, EntryChange, EntryView, FiresView, ScheduleList};
 use crate::store::{FireRecord, ScheduleStatus};
 use serde_json::json;
@@ -330,7 +332,7 @@ fn fires(args: &EntryArgs) -> anyhow::Result<ExitCode> {
             v.kept,
             thousands(row.fired_count)
         );
-        let lines: Vec<[String; 7]> = v.fires.iter().map(fire_line).collect();
+        let lines: Vec<[String; 10]> = v.fires.iter().map(fire_line).collect();
         table::print(
             &[
                 "TIME (UTC)",
@@ -340,16 +342,28 @@ fn fires(args: &EntryArgs) -> anyhow::Result<ExitCode> {
                 "LATENESS",
                 "MISSED",
                 "OUTCOME",
+                "TOOK",
+                "CPU",
+                "ERROR",
             ],
-            &[2, 4, 5],
+            &[2, 4, 5, 7, 8],
             &lines,
         );
+        // What each callback logged, under its event.
+        for f in v.fires.iter().filter(|f| !f.run.logs.is_empty()) {
+            println!();
+            println!("{} logged:", f.event_id);
+            for l in &f.run.logs {
+                println!("  {:<5} {}", l.level, l.text);
+            }
+        }
     }
     println!("{}", target.note());
     Ok(ExitCode::SUCCESS)
 }
 
-fn fire_line(f: &FireRecord) -> [String; 7] {
+fn fire_line(f: &FireRecord) -> [String; 10] {
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
     [
         format_utc_ms(f.fired_ms),
         f.event_id.clone(),
@@ -358,5 +372,8 @@ fn fire_line(f: &FireRecord) -> [String; 7] {
         human_duration_ms(f.fired_ms.saturating_sub(f.due_ms)),
         thousands(f.missed_periods),
         f.outcome.clone(),
+        or_dash(f.run.duration_us.map(super::spaces::cpu_ms)),
+        or_dash(f.run.cpu_us.map(super::spaces::cpu_ms)),
+        or_dash(f.run.error.as_deref().map(|e| truncate_message(e, 80))),
     ]
 }

@@ -548,10 +548,11 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
         (timeline(f.now_ms, d))
         h2 { "Recent fires" }
         div class="scroll" { table id="fires" {
-            caption { "The newest fires of each entry: nominal time, actual time, lateness" }
+            caption { "The newest fires of each entry: nominal time, actual time, lateness, and how the callback's run went" }
             thead { tr {
                 th scope="col" { "entry" } th scope="col" { "due (UTC)" } th scope="col" { "fired (UTC)" }
                 th scope="col" class="num" { "lateness" } th scope="col" class="num" { "missed periods" } th scope="col" { "outcome" }
+                th scope="col" class="num" { "took" } th scope="col" class="num" { "CPU" } th scope="col" { "error and log" }
             } }
             tbody {
                 @for f in &d.fires {
@@ -563,6 +564,9 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                             td class="num" { (human_duration_ms(r.fired_ms.saturating_sub(r.due_ms))) }
                             td class="num" { (r.missed_periods) }
                             td { (r.outcome) }
+                            td class="num" { (r.run.duration_us.map(cpu).unwrap_or_default()) }
+                            td class="num" { (r.run.cpu_us.map(cpu).unwrap_or_default()) }
+                            td { (fire_run(&r.run)) }
                         }
                     }
                 }
@@ -633,6 +637,19 @@ pub fn problem(f: &Frame, title: &str, message: &str) -> Markup {
 
 /// Trigger, pause and resume buttons for one entry (disabled until an
 /// operator signs in).
+/// A fire's error, then the lines its callback logged (folded when any).
+fn fire_run(run: &crate::store::FireRun) -> Markup {
+    html! {
+        @if let Some(e) = &run.error { span class="error" { (e) } }
+        @if !run.logs.is_empty() {
+            details {
+                summary { (crate::human::count(run.logs.len() as u64, "logged line", "logged lines")) }
+                pre { @for l in &run.logs { (l.level) "  " (l.text) "\n" } }
+            }
+        }
+    }
+}
+
 fn entry_actions(f: &Frame, space: &str, e: &EntryView) -> Markup {
     let base = format!(
         "/console/spaces/{space}/entries/{}/{}",
@@ -649,5 +666,39 @@ fn entry_actions(f: &Frame, space: &str, e: &EntryView) -> Markup {
                 " "
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fires_error_and_log_lines_are_shown_escaped() {
+        let run = crate::store::FireRun {
+            error: Some("Error: <b>down</b>".into()),
+            logs: vec![
+                crate::store::FireLog {
+                    level: "info".into(),
+                    text: "tick <script>".into(),
+                },
+                crate::store::FireLog {
+                    level: "warn".into(),
+                    text: "slow".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        let html = fire_run(&run).into_string();
+        assert!(html.contains("Error: &lt;b&gt;down&lt;/b&gt;"), "{html}");
+        assert!(html.contains("<summary>2 logged lines</summary>"), "{html}");
+        assert!(
+            html.contains("info  tick &lt;script&gt;\nwarn  slow\n"),
+            "{html}"
+        );
+        assert_eq!(
+            fire_run(&crate::store::FireRun::default()).into_string(),
+            ""
+        );
     }
 }

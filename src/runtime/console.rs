@@ -51,6 +51,15 @@ impl SpaceRuntime {
         if lines.is_empty() && dropped == 0 {
             return;
         }
+        // A wake's callback keeps its first lines with its fire, whatever
+        // the log's rate limit lets through.
+        if let Some(kept) = self.wake_logs.as_mut() {
+            let room = crate::store::FIRE_LOG_LINES.saturating_sub(kept.len());
+            kept.extend(lines.iter().take(room).map(|l| crate::store::FireLog {
+                level: l.level.name().to_string(),
+                text: crate::human::truncate_message(&l.text, crate::store::FIRE_LOG_CHARS),
+            }));
+        }
         let now = self.clock.now_ms();
         let space = self.space.id().to_string();
         let mut admitted = Vec::with_capacity(lines.len());

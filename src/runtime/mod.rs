@@ -303,6 +303,8 @@ pub struct WaveReport {
     pub skipped_events: Vec<String>,
     /// Events consumed without delivery after their retries.
     pub dead_lettered: Vec<String>,
+    /// (event id, last error) of each of `dead_lettered`.
+    pub dead_letter_errors: Vec<(String, String)>,
     /// What the wave's meter booked to the ledger (None when metering is
     /// off or the wave ran nothing).
     pub metered: Option<crate::store::LedgerDelta>,
@@ -313,6 +315,19 @@ pub struct WaveReport {
     pub handler_runs: u64,
     pub derivation_runs: u64,
     pub failures: Vec<ActionFailure>,
+    /// What each wake event's callback run did, for its fire's record.
+    pub wake_runs: Vec<WakeRun>,
+}
+
+/// One wake event's callback run: how long it took, what it cost, why it
+/// failed and what it logged (bounded: [`crate::store::FIRE_LOG_LINES`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WakeRun {
+    pub event_id: String,
+    pub duration_us: u64,
+    pub cpu_us: u64,
+    pub error: Option<String>,
+    pub logs: Vec<crate::store::FireLog>,
 }
 
 /// Bookkeeping run inside a wave's transaction with the wave's report.
@@ -413,6 +428,9 @@ pub struct SpaceRuntime {
     /// Events the wave in flight dead-letters, with attempts and error.
     dead_lettering: Vec<(EventRecord, u32, String)>,
     failed_wave_attempts: u32,
+    /// While a wake event's callback runs: the lines it logs, kept for its
+    /// fire's record.
+    wake_logs: Option<Vec<crate::store::FireLog>>,
     /// Bytes the pending wave's actions wrote (see [`WriteLimits`]).
     wave_bytes: usize,
     /// The space's rate for `console.*` lines (`console.rs`).
@@ -589,6 +607,7 @@ impl SpaceRuntime {
             event_failures,
             wave_events: Vec::new(),
             dead_lettering: Vec::new(),
+            wake_logs: None,
             failed_wave_attempts: 0,
             wave_bytes: 0,
             log_rate: console::LogRate::new(started_ms),

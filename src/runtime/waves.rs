@@ -67,19 +67,47 @@ impl SpaceRuntime {
             };
             if let Some((attempts, error)) = &dead {
                 self.report.dead_lettered.push(ev.event_id.clone());
+                self.report
+                    .dead_letter_errors
+                    .push((ev.event_id.clone(), error.clone()));
                 self.dead_lettering
                     .push((ev.clone(), *attempts, error.clone()));
             } else if let Some(reason) = set_aside {
                 // Nothing can run it this tenure: kept as a dead letter,
                 // not consumed as if delivered.
                 self.report.dead_lettered.push(ev.event_id.clone());
+                self.report
+                    .dead_letter_errors
+                    .push((ev.event_id.clone(), reason.clone()));
                 self.dead_lettering.push((ev.clone(), 0, reason));
             } else if skip.contains(&ev.event_id) {
                 self.report.skipped_events.push(ev.event_id.clone());
             } else {
                 let failures_before = self.report.failures.len();
-                self.handle_event(ev)?;
-                if self.report.failures.len() > failures_before {
+                let wake = crate::schedule::delivery::wake_target(&ev.event_id).is_some();
+                let run = wake.then(|| {
+                    self.wake_logs = Some(Vec::new());
+                    (
+                        crate::clock::Stopwatch::start(),
+                        crate::accounting::thread_cpu_us(),
+                    )
+                });
+                let handled = self.handle_event(ev);
+                let logs = self.wake_logs.take().unwrap_or_default();
+                handled?;
+                let error = self.report.failures[failures_before..]
+                    .first()
+                    .map(|f| crate::human::truncate_message(&f.error, 1024));
+                if let Some((wall, cpu)) = run {
+                    self.report.wake_runs.push(WakeRun {
+                        event_id: ev.event_id.clone(),
+                        duration_us: wall.elapsed().as_micros() as u64,
+                        cpu_us: crate::accounting::thread_cpu_us().saturating_sub(cpu),
+                        error: error.clone(),
+                        logs,
+                    });
+                }
+                if error.is_some() {
                     self.report.failed_events.push(ev.event_id.clone());
                 } else {
                     self.report.delivered.push(ev.event_id.clone());
@@ -292,6 +320,8 @@ impl SpaceRuntime {
                     .map_err(|e| e.to_string())?;
             }
             write_costs(plane, &costs).map_err(|e| e.to_string())?;
+            // The settlement records the commit the wave makes.
+            report.seq = Some(view.seq);
             settle(&report, plane).map_err(|e| e.to_string())
         });
         match result {

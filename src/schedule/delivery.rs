@@ -17,7 +17,7 @@
 //! same plan — so a callback that kills the process cannot loop.
 
 use crate::runtime::{RuntimeResult, SpaceRuntime, WaveReport};
-use crate::store::{PendingWake, PlaneTx, ScheduleRow, Space, StoreResult};
+use crate::store::{FireRun, PendingWake, PlaneTx, ScheduleRow, Space, StoreResult};
 use std::collections::HashSet;
 
 /// Minutes to wait before retry 1, 2 and 3 of a failed occurrence.
@@ -219,11 +219,25 @@ pub fn settle_delivery(
         let Some(mut row) = entry_of(plane.schedule(Some(piece))?, entry) else {
             continue;
         };
+        let period = row
+            .pending
+            .iter()
+            .find(|p| p.occurrence == occurrence_of(id))
+            .map_or(0, |p| p.period);
         settle_delivered(&mut row, id);
         if crate::schedule::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
             report.backed_off += 1;
         }
         plane.upsert_schedule(&row)?;
+        plane.settle_fire(
+            piece,
+            entry,
+            id,
+            period,
+            "delivered",
+            &fire_run(wave, id, now_ms, None),
+            super::fire::FIRE_HISTORY,
+        )?;
         report.delivered += 1;
     }
     for id in wave
@@ -249,19 +263,45 @@ pub fn settle_delivery(
             }
         };
         plane.upsert_schedule(&row)?;
-        plane.record_fire(
+        let why = if wave.skipped_events.contains(id) {
+            Some("the process ended while the callback ran".to_string())
+        } else {
+            wave.dead_letter_errors
+                .iter()
+                .find(|(e, _)| e == id)
+                .map(|(_, error)| error.clone())
+        };
+        plane.settle_fire(
             piece,
             entry,
-            now_ms,
             id,
             period,
-            now_ms,
-            0,
             outcome,
+            &fire_run(wave, id, now_ms, why),
             super::fire::FIRE_HISTORY,
         )?;
     }
     Ok(report)
+}
+
+/// The record of `id`'s run in `wave`, settled at `now_ms`; `why` stands
+/// for the error when the callback did not run.
+fn fire_run(wave: &WaveReport, id: &str, now_ms: u64, why: Option<String>) -> FireRun {
+    let mut run = FireRun {
+        settled_ms: Some(now_ms),
+        error: why,
+        ..FireRun::default()
+    };
+    if let Some(w) = wave.wake_runs.iter().find(|w| w.event_id == id) {
+        run.duration_us = Some(w.duration_us);
+        run.cpu_us = Some(w.cpu_us);
+        run.error = w.error.clone().or(run.error);
+        run.logs = w.logs.clone();
+    }
+    if run.error.is_none() {
+        run.commit_seq = wave.seq;
+    }
+    run
 }
 
 /// One wave with wake accounting around it: what the host and the

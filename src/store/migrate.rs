@@ -62,6 +62,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0009_effect_ledger",
         sql: include_str!("../../schema/space/0009_effect_ledger.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_fire_runs",
+        sql: include_str!("../../schema/space/0010_fire_runs.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

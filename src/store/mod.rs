@@ -105,8 +105,9 @@ pub use files::FileAccess;
 pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
 pub use path::PathSeg;
 pub use plane::{
-    ActionCost, Bucket, CommitView, DeclaredRow, FireRecord, IndexHook, LedgerDelta, LedgerRow,
-    PendingWake, PlaneTx, ScheduleRow, ScheduleStatus, PRUNE_EVERY_PERIODS,
+    ActionCost, Bucket, CommitView, DeclaredRow, FireLog, FireRecord, FireRun, IndexHook,
+    LedgerDelta, LedgerRow, PendingWake, PlaneTx, ScheduleRow, ScheduleStatus, FIRE_LOG_CHARS,
+    FIRE_LOG_LINES, PRUNE_EVERY_PERIODS,
 };
 pub use records::value_depth;
 pub use records::{

@@ -415,7 +415,63 @@ pub struct FireRecord {
     pub period: u64,
     pub due_ms: u64,
     pub missed_periods: u64,
+    /// `fired`/`retried` while its wake is in flight, then what became of
+    /// it: `delivered`, `failed`, `deadLettered`; or `suppressed`,
+    /// `skippedBudget` when no wake was written.
     pub outcome: String,
+    /// How the callback's run went, once the outcome is settled.
+    #[serde(flatten)]
+    pub run: FireRun,
+}
+
+/// What one delivery attempt of a wake did: kept with its fire.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FireRun {
+    /// When the attempt's outcome was settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_ms: Option<u64>,
+    /// Wall time of the callback's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_us: Option<u64>,
+    /// CPU time of the callback's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us: Option<u64>,
+    /// Why the attempt failed (bounded like every stored error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What the callback logged (`console.*`), at most [`FIRE_LOG_LINES`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<FireLog>,
+    /// The commit the delivered run made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_seq: Option<u64>,
+}
+
+/// One line a wake's callback logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct FireLog {
+    pub level: String,
+    pub text: String,
+}
+
+/// Lines of a callback's log kept per fire, and characters per line.
+pub const FIRE_LOG_LINES: usize = 20;
+pub const FIRE_LOG_CHARS: usize = 500;
+
+impl FireRun {
+    /// The logs as stored (a JSON array; NULL when there are none).
+    pub(crate) fn logs_json(&self) -> Option<String> {
+        (!self.logs.is_empty())
+            .then(|| serde_json::to_string(&self.logs).expect("log lines serialise"))
+    }
+
+    /// The logs from their stored form (unreadable text reads as none).
+    pub(crate) fn logs_from(stored: Option<String>) -> Vec<FireLog> {
+        stored
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// See [`PlaneTx::record_fire`].
@@ -441,6 +497,16 @@ pub(crate) trait PlaneRows {
     /// Inserts `fire`; with `prune_to`, then drops the entry's fires older
     /// than its newest `prune_to`.
     fn record_fire(&mut self, fire: &FireRecord, prune_to: Option<usize>) -> StoreResult<()>;
+    /// Sets the outcome and run of the fire that wrote `event_id` while it
+    /// is still in flight (`fired`/`retried`); false when there is none.
+    fn settle_fire(
+        &mut self,
+        piece: &str,
+        entry: u32,
+        event_id: &str,
+        outcome: &str,
+        run: &FireRun,
+    ) -> StoreResult<bool>;
     fn add_action_cost(&mut self, cost: &ActionCost) -> StoreResult<()>;
     fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()>;
     fn policy(&mut self, key: &str) -> StoreResult<Option<String>>;
@@ -557,8 +623,44 @@ impl<'a> PlaneTx<'a> {
             due_ms,
             missed_periods,
             outcome: outcome.to_string(),
+            run: FireRun::default(),
         };
         self.rows.record_fire(&fire, prune.then_some(keep))
+    }
+
+    /// Settles the fire that wrote `event_id`: its outcome and what the
+    /// callback's run did. A fire no longer on record (pruned, or written
+    /// before fires kept their runs) gets a row of its own at `settled_ms`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn settle_fire(
+        &mut self,
+        piece: &str,
+        entry: u32,
+        event_id: &str,
+        period: u64,
+        outcome: &str,
+        run: &FireRun,
+        keep: usize,
+    ) -> StoreResult<()> {
+        if self
+            .rows
+            .settle_fire(piece, entry, event_id, outcome, run)?
+        {
+            return Ok(());
+        }
+        let at = run.settled_ms.unwrap_or_default();
+        let fire = FireRecord {
+            piece: piece.to_string(),
+            entry,
+            fired_ms: at,
+            event_id: event_id.to_string(),
+            period,
+            due_ms: at,
+            missed_periods: 0,
+            outcome: outcome.to_string(),
+            run: run.clone(),
+        };
+        self.rows.record_fire(&fire, Some(keep))
     }
 
     /// Adds one action's metered cost to its per-window attribution row.

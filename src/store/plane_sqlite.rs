@@ -4,8 +4,8 @@
 use super::dead_letters::{DeadLetter, EventFailure};
 use super::error::{SqlContext, StoreResult};
 use super::plane::{
-    ActionCost, Bucket, DeclaredRow, FireRecord, LedgerDelta, LedgerRow, PlaneRows, ScheduleRow,
-    ScheduleStatus,
+    ActionCost, Bucket, DeclaredRow, FireRecord, FireRun, LedgerDelta, LedgerRow, PlaneRows,
+    ScheduleRow, ScheduleStatus,
 };
 use super::records::EventRecord;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -156,7 +156,8 @@ pub(crate) fn list_fires(
     let mut rows = query_rows(
         conn,
         path,
-        "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
+        "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome, \
+         settled_ms, duration_us, cpu_us, error, logs, commit_seq \
          FROM schedule_fires WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms, event_id",
         params![piece, entry],
         |r| {
@@ -169,6 +170,14 @@ pub(crate) fn list_fires(
                 due_ms: r.get::<_, i64>(5)? as u64,
                 missed_periods: r.get::<_, i64>(6)? as u64,
                 outcome: r.get(7)?,
+                run: FireRun {
+                    settled_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+                    duration_us: r.get::<_, Option<i64>>(9)?.map(|v| v as u64),
+                    cpu_us: r.get::<_, Option<i64>>(10)?.map(|v| v as u64),
+                    error: r.get(11)?,
+                    logs: FireRun::logs_from(r.get(12)?),
+                    commit_seq: r.get::<_, Option<i64>>(13)?.map(|v| v as u64),
+                },
             })
         },
     )?;
@@ -352,8 +361,9 @@ impl PlaneRows for SqlitePlane<'_> {
         self.tx
             .prepare_cached(
                 "INSERT OR REPLACE INTO schedule_fires \
-                 (piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 (piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome, \
+                  settled_ms, duration_us, cpu_us, error, logs, commit_seq) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .at(self.path)?
             .execute(params![
@@ -364,7 +374,13 @@ impl PlaneRows for SqlitePlane<'_> {
                 f.period as i64,
                 f.due_ms as i64,
                 f.missed_periods as i64,
-                f.outcome
+                f.outcome,
+                f.run.settled_ms.map(|v| v as i64),
+                f.run.duration_us.map(|v| v as i64),
+                f.run.cpu_us.map(|v| v as i64),
+                f.run.error,
+                f.run.logs_json(),
+                f.run.commit_seq.map(|v| v as i64),
             ])
             .at(self.path)?;
         let Some(keep) = prune_to else {
@@ -380,6 +396,39 @@ impl PlaneRows for SqlitePlane<'_> {
             .execute(params![f.piece, f.entry, keep as i64])
             .at(self.path)?;
         Ok(())
+    }
+
+    fn settle_fire(
+        &mut self,
+        piece: &str,
+        entry: u32,
+        event_id: &str,
+        outcome: &str,
+        run: &FireRun,
+    ) -> StoreResult<bool> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "UPDATE schedule_fires SET outcome = ?4, settled_ms = ?5, duration_us = ?6, \
+                 cpu_us = ?7, error = ?8, logs = ?9, commit_seq = ?10 \
+                 WHERE piece = ?1 AND entry = ?2 AND event_id = ?3 \
+                 AND outcome IN ('fired', 'retried')",
+            )
+            .at(self.path)?
+            .execute(params![
+                piece,
+                entry,
+                event_id,
+                outcome,
+                run.settled_ms.map(|v| v as i64),
+                run.duration_us.map(|v| v as i64),
+                run.cpu_us.map(|v| v as i64),
+                run.error,
+                run.logs_json(),
+                run.commit_seq.map(|v| v as i64),
+            ])
+            .at(self.path)?;
+        Ok(n > 0)
     }
 
     fn add_action_cost(&mut self, c: &ActionCost) -> StoreResult<()> {

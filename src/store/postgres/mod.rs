@@ -100,6 +100,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0011_effect_ledger",
         include_str!("../../../schema/postgres/0011_effect_ledger.sql"),
     ),
+    (
+        12,
+        "0012_fire_runs",
+        include_str!("../../../schema/postgres/0012_fire_runs.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

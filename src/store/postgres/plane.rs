@@ -6,8 +6,8 @@ use super::pool::Db;
 use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreResult};
 use crate::store::plane::{
-    ActionCost, Bucket, DeclaredRow, FireRecord, LedgerDelta, LedgerRow, PlaneRows, ScheduleRow,
-    ScheduleStatus,
+    ActionCost, Bucket, DeclaredRow, FireRecord, FireRun, LedgerDelta, LedgerRow, PlaneRows,
+    ScheduleRow, ScheduleStatus,
 };
 use crate::store::records::EventRecord;
 use postgres::{GenericClient, Row};
@@ -158,7 +158,8 @@ pub(super) fn list_fires<C: GenericClient>(
 ) -> StoreResult<Vec<FireRecord>> {
     let rows = db
         .query(
-            "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome \
+            "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome, \
+             settled_ms, duration_us, cpu_us, error, logs, commit_seq \
              FROM (SELECT * FROM schedule_fires WHERE space = $1 AND piece = $2 AND entry = $3 \
              ORDER BY fired_ms DESC, event_id DESC LIMIT $4) newest ORDER BY fired_ms, event_id",
             &[
@@ -180,6 +181,14 @@ pub(super) fn list_fires<C: GenericClient>(
             due_ms: r.get::<_, i64>(5) as u64,
             missed_periods: r.get::<_, i64>(6) as u64,
             outcome: r.get(7),
+            run: FireRun {
+                settled_ms: r.get::<_, Option<i64>>(8).map(|v| v as u64),
+                duration_us: r.get::<_, Option<i64>>(9).map(|v| v as u64),
+                cpu_us: r.get::<_, Option<i64>>(10).map(|v| v as u64),
+                error: r.get(11),
+                logs: FireRun::logs_from(r.get(12)),
+                commit_seq: r.get::<_, Option<i64>>(13).map(|v| v as u64),
+            },
         })
         .collect())
 }
@@ -358,10 +367,14 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
         self.db
             .execute(
                 "INSERT INTO schedule_fires (space, piece, entry, fired_ms, event_id, period, \
-                 due_ms, missed_periods, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 due_ms, missed_periods, outcome, settled_ms, duration_us, cpu_us, error, logs, \
+                 commit_seq) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
                  ON CONFLICT (space, piece, entry, fired_ms, event_id, outcome) DO UPDATE SET \
                  period = excluded.period, due_ms = excluded.due_ms, \
-                 missed_periods = excluded.missed_periods",
+                 missed_periods = excluded.missed_periods, settled_ms = excluded.settled_ms, \
+                 duration_us = excluded.duration_us, cpu_us = excluded.cpu_us, \
+                 error = excluded.error, logs = excluded.logs, commit_seq = excluded.commit_seq",
                 &[
                     &self.space,
                     &f.piece,
@@ -372,6 +385,12 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
                     &(f.due_ms as i64),
                     &(f.missed_periods as i64),
                     &f.outcome,
+                    &f.run.settled_ms.map(|v| v as i64),
+                    &f.run.duration_us.map(|v| v as i64),
+                    &f.run.cpu_us.map(|v| v as i64),
+                    &f.run.error,
+                    &f.run.logs_json(),
+                    &f.run.commit_seq.map(|v| v as i64),
                 ],
             )
             .doing("recording a fire")?;
@@ -388,6 +407,39 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
             )
             .doing("pruning fires")?;
         Ok(())
+    }
+
+    fn settle_fire(
+        &mut self,
+        piece: &str,
+        entry: u32,
+        event_id: &str,
+        outcome: &str,
+        run: &FireRun,
+    ) -> StoreResult<bool> {
+        let n = self
+            .db
+            .execute(
+                "UPDATE schedule_fires SET outcome = $5, settled_ms = $6, duration_us = $7, \
+                 cpu_us = $8, error = $9, logs = $10, commit_seq = $11 \
+                 WHERE space = $1 AND piece = $2 AND entry = $3 AND event_id = $4 \
+                 AND outcome IN ('fired', 'retried')",
+                &[
+                    &self.space,
+                    &piece,
+                    &(entry as i32),
+                    &event_id,
+                    &outcome,
+                    &run.settled_ms.map(|v| v as i64),
+                    &run.duration_us.map(|v| v as i64),
+                    &run.cpu_us.map(|v| v as i64),
+                    &run.error,
+                    &run.logs_json(),
+                    &run.commit_seq.map(|v| v as i64),
+                ],
+            )
+            .doing("settling a fire")?;
+        Ok(n > 0)
     }
 
     fn add_action_cost(&mut self, c: &ActionCost) -> StoreResult<()> {

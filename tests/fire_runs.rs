@@ -1,0 +1,190 @@
+//! Every wake's outcome, error and log are kept with its fire: a real
+//! host on a manual clock fires a callback that logs and succeeds, and one
+//! that logs and throws; the operator API and the CLI show what happened.
+
+mod common;
+
+use common::wait;
+use serde_json::json;
+use spacewake::clock::ManualClock;
+use spacewake::host::Host;
+use spacewake::metrics::Counter;
+use spacewake::store::{FIRE_LOG_CHARS, FIRE_LOG_LINES};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+const PATTERN: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+
+const tick = handler<{ fireTime?: number }, { count: Cell<number>; fail: Cell<boolean>; chatty: Cell<boolean> }>(
+  (_ev, { count, fail, chatty }) => {
+    console.log("tick at", count.get());
+    console.warn("feed slow");
+    if (chatty.get()) {
+      for (let i = 0; i < 40; i++) console.log("line " + i + " " + "x".repeat(800));
+    }
+    if (fail.get()) throw new Error("the feed is down");
+    count.set(count.get() + 1);
+  },
+);
+
+export default pattern<{ count: Default<number, 0>; fail: Default<boolean, false>; chatty: Default<boolean, false> }>(
+  ({ count, fail, chatty }) => ({
+    [SCHEDULE]: [{ intervalMinutes: 60, callback: tick({ count, fail, chatty }) }],
+    count,
+    fail,
+    chatty,
+  }),
+);
+"#;
+
+fn deploy(h: &Host, clock: &ManualClock, space: &str, argument: serde_json::Value) -> String {
+    h.store().create_space(space, "did:key:owner").unwrap();
+    let piece = h
+        .deploy_file_blocking(space, "p.tsx", PATTERN, argument)
+        .expect("deploy");
+    common::park(h, clock, space);
+    piece
+}
+
+fn due(h: &Host, space: &str) -> u64 {
+    h.store().open_space(space).unwrap().schedule(None).unwrap()[0].next_due_ms
+}
+
+fn c(h: &Host, space: &str, counter: Counter) -> i64 {
+    h.counters().space_value(space, counter)
+}
+
+fn cli(data: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env_remove("SPACEWAKE_DATA")
+        .env_remove("SPACEWAKE_LOG")
+        .output()
+        .expect("the spacewake binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{args:?}: exit {:?}\n{stdout}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn a_fire_keeps_its_outcome_run_error_and_log_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = common::manual_host(dir.path(), clock.clone(), |_| {});
+    let good = deploy(&h, &clock, "good", json!({}));
+    let bad = deploy(&h, &clock, "bad", json!({"fail": true, "chatty": true}));
+
+    // Both come due; each fires with no session connected.
+    let at = due(&h, "good").max(due(&h, "bad"));
+    clock.set_ms(at);
+    wait("the good wake delivered", || {
+        c(&h, "good", Counter::ScheduleDelivered) == 1
+    });
+    wait("the bad wake failed and is retried", || {
+        c(&h, "bad", Counter::ScheduleRetried) == 1
+    });
+    wait("both parked", || {
+        common::settled(&h, "good") && common::settled(&h, "bad")
+    });
+
+    // The delivered fire: its run, its log and the commit it made.
+    let view = spacewake::operator::fires(h.store(), "good", &good, 0).unwrap();
+    assert_eq!(view.fires.len(), 1, "{:?}", view.fires);
+    let fire = &view.fires[0];
+    assert_eq!(fire.outcome, "delivered");
+    assert!(fire.run.error.is_none(), "{fire:?}");
+    assert!(fire.run.duration_us.is_some() && fire.run.cpu_us.is_some());
+    assert!(fire.run.settled_ms.unwrap() >= fire.fired_ms);
+    let seq = fire.run.commit_seq.expect("the commit the wake made");
+    assert!(seq > 0);
+    let lines: Vec<(&str, &str)> = fire
+        .run
+        .logs
+        .iter()
+        .map(|l| (l.level.as_str(), l.text.as_str()))
+        .collect();
+    assert_eq!(lines, [("info", "tick at 0"), ("warn", "feed slow")]);
+
+    // The failed fire: the error, and the log bounded in lines and length.
+    let view = spacewake::operator::fires(h.store(), "bad", &bad, 0).unwrap();
+    assert_eq!(view.fires.len(), 1, "{:?}", view.fires);
+    let fire = &view.fires[0];
+    assert_eq!(fire.outcome, "failed");
+    let error = fire.run.error.as_deref().unwrap();
+    assert!(error.contains("the feed is down"), "{error}");
+    assert!(fire.run.commit_seq.is_none());
+    assert_eq!(fire.run.logs.len(), FIRE_LOG_LINES);
+    assert_eq!(fire.run.logs[0].text, "tick at 0");
+    assert!(fire
+        .run
+        .logs
+        .iter()
+        .all(|l| l.text.chars().count() < FIRE_LOG_CHARS + 40));
+
+    // `events dead-letters` lists the occurrence being retried, with its
+    // last error and when it is tried next.
+    let letters = spacewake::operator::dead_letters(h.store(), "bad").unwrap();
+    assert!(letters.dead_letters.is_empty());
+    assert_eq!(letters.failing.len(), 1, "{:?}", letters.failing);
+    let failing = &letters.failing[0];
+    assert!(failing.last_error.contains("the feed is down"));
+    assert!(failing.retry_due_ms.is_some_and(|t| t > at));
+    assert_eq!(common::read(&h, "good", &good, "count"), json!(1));
+    assert_eq!(common::read(&h, "bad", &bad, "count"), json!(0));
+    drop(h);
+
+    // The CLI shows the same.
+    let data = dir.path();
+    let out = cli(
+        data,
+        &[
+            "schedules",
+            "fires",
+            "--space",
+            "good",
+            "--piece",
+            &good,
+            "--entry",
+            "0",
+        ],
+    );
+    for want in [
+        "OUTCOME",
+        "TOOK",
+        "CPU",
+        "delivered",
+        "tick at 0",
+        "feed slow",
+    ] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    let out = cli(
+        data,
+        &[
+            "schedules",
+            "fires",
+            "--space",
+            "bad",
+            "--piece",
+            &bad,
+            "--entry",
+            "0",
+        ],
+    );
+    for want in ["failed", "the feed is down"] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    let out = cli(data, &["events", "dead-letters", "--space", "bad"]);
+    for want in ["NEXT ATTEMPT", "the feed is down"] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+}
