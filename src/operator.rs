@@ -352,7 +352,7 @@ pub fn dead_letters(store: &Store, id: &str) -> OpResult<DeadLettersView> {
         let waiting: Vec<_> = row
             .pending
             .iter()
-            .filter(|p| p.retry_due_ms.is_some())
+            .filter(|p| p.attempts > 0 && p.retry_due_ms.is_some())
             .collect();
         if waiting.is_empty() {
             continue;
@@ -584,8 +584,8 @@ pub struct EntryChange {
 /// What an operator does to one schedule entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryAction {
-    /// Make it due now (reactivating a paused or dead entry); the firing
-    /// consumes its current period.
+    /// Fire an extra occurrence now, beside its grid (reactivating a
+    /// paused or dead entry); the next period stays due when it was.
     Trigger,
     /// Stop it firing; it stays indexed.
     Pause,

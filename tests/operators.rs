@@ -282,6 +282,9 @@ async fn operator_actions_act_through_the_host_and_a_trigger_fires_within_millis
     let (status, v) = call(&server, &op, "POST", &format!("{base}/0/trigger"), None);
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["after"]["status"], "active");
+    // An extra occurrence: the cadence's next period is not moved.
+    assert!(v["after"]["nextDueMs"].as_u64().is_some(), "{v}");
+    assert_eq!(v["after"]["nextDueMs"], v["before"]["nextDueMs"], "{v}");
     wait_for("the triggered wake", || {
         server.space_counter("demo", "schedule", "fired") == 1
     });

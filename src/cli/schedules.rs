@@ -2,7 +2,7 @@
 //!
 //! - `list` — one line per entry: space, piece, entry, interval, next due,
 //!   last fired, attempts, status, fired/missed counts.
-//! - `trigger` — make an entry due now.
+//! - `trigger` — fire an extra occurrence of an entry now.
 //! - `pause` / `resume` — stop and restart an entry; a paused entry stays
 //!   indexed.
 //! - `fires` — the bounded history of an entry's recent fires.
@@ -88,7 +88,8 @@ pub enum SchedulesCommand {
         #[arg(long, conflicts_with = "space")]
         all: bool,
     },
-    /// Make an entry due now; a running server fires it at once.
+    /// Fire an extra occurrence of an entry now, beside its cadence (the
+    /// next period stays due when it was); a running server fires it at once.
     Trigger(EntryArgs),
     /// Stop an entry from firing (it stays indexed).
     Pause(EntryArgs),
@@ -207,7 +208,18 @@ fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
         format!("{} min", thousands(u64::from(r.interval_minutes)))
     };
     let mut status = r.status.as_str().to_string();
-    if let Some(retry) = r.retry_due_ms() {
+    // Triggered occurrences not yet tried are planned like retries.
+    let planned = |tried: bool| {
+        r.pending
+            .iter()
+            .filter(|p| (p.attempts > 0) == tried)
+            .filter_map(|p| p.retry_due_ms)
+            .min()
+    };
+    if let Some(at) = planned(false) {
+        status.push_str(&format!(", triggered for {}", format_utc_ms(at)));
+    }
+    if let Some(retry) = planned(true) {
         status.push_str(&format!(", retry at {}", format_utc_ms(retry)));
     }
     [
@@ -247,29 +259,18 @@ fn change(args: &EntryArgs, action: EntryAction) -> anyhow::Result<ExitCode> {
     let server = matches!(target, Target::Server(_));
     match action {
         EntryAction::Trigger => {
-            if before.next_due_ms <= c.now_ms {
-                println!(
-                    "{name} was already due ({}); next due {}",
-                    format_utc_ms(before.next_due_ms),
-                    format_utc_ms(after.next_due_ms)
-                );
-            } else {
-                println!(
-                    "triggered {name}: next due {} (now; it was {})",
-                    format_utc_ms(after.next_due_ms),
-                    format_utc_ms(before.next_due_ms)
-                );
-            }
+            println!(
+                "triggered {name}: an extra occurrence fires now; the next period stays due at {} ({})",
+                format_utc_ms(after.next_due_ms),
+                relative(after.next_due_ms, c.now_ms)
+            );
             if before.status != ScheduleStatus::Active {
                 println!(
                     "It was {}; triggering made it active again.",
                     before.status.as_str()
                 );
             }
-            println!(
-                "The firing consumes the current period (the next one stays on the entry's grid); \
-                 the space's wake is now {wake}."
-            );
+            println!("The space's wake is now {wake}.");
             if server {
                 println!("The server's waker was told: it fires within milliseconds.");
             } else {

@@ -85,11 +85,12 @@ pub fn mark_in_flight(row: &mut ScheduleRow, event_id: &str) -> Mark {
     Mark::Marked
 }
 
-/// The grid period an occurrence id names (its last segment).
+/// The grid period an occurrence id names (its fifth segment:
+/// `wake/{piece}/{entry}/{anchor}/{period}[/at{ms}]`).
 fn period_of(row: &ScheduleRow, occurrence: &str) -> u64 {
     occurrence
-        .rsplit('/')
-        .next()
+        .split('/')
+        .nth(4)
         .and_then(|p| p.parse().ok())
         .unwrap_or(row.nominal_period.saturating_sub(1))
 }

@@ -67,6 +67,32 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
         };
         p.retry_due_ms = None;
         retried.push(p.occurrence.clone());
+        if p.attempts == 0 {
+            // An operator's extra occurrence, not yet tried: its first
+            // attempt, beside the grid (see `ops::trigger_now`).
+            if mode == Mode::Fire {
+                next.fired_count += 1;
+                next.last_fired_ms = Some(now_ms);
+            }
+            wakes.push(Wake {
+                event_id: p.occurrence.clone(),
+                payload: json!({
+                    "entry": row.entry,
+                    "period": p.period,
+                    "nominalTime": retry_ms,
+                    "intervalMinutes": row.interval_minutes,
+                    "fireTime": now_ms,
+                    "dueTime": retry_ms,
+                    "missedPeriods": 0,
+                    "triggered": true,
+                }),
+                due_ms: retry_ms,
+                period: p.period,
+                missed_periods: 0,
+                retry: false,
+            });
+            continue;
+        }
         wakes.push(Wake {
             event_id: format!("{}/retry{}", p.occurrence, p.attempts),
             payload: json!({
@@ -404,6 +430,43 @@ mod tests {
         assert_eq!(d.row.fired_count, 1, "retries are not new occurrences");
         assert_eq!(d.wakes[1].payload["period"], 2);
         assert_eq!(d.wakes[1].payload["attempt"], 2);
+    }
+
+    #[test]
+    fn a_trigger_fires_an_extra_occurrence_and_leaves_the_grid_alone() {
+        let hour = 3_600_000;
+        let mut r = ScheduleRow::new("pc-a", 0, 120, "s", 0, 2 * hour);
+        r.nominal_period = 1;
+        let at = hour + 5;
+        crate::schedule::ops::plan_trigger("s", &mut r, at);
+        crate::schedule::ops::plan_trigger("s", &mut r, at);
+        assert_eq!(r.pending.len(), 1, "one trigger per millisecond");
+        crate::schedule::ops::plan_trigger("s", &mut r, at + 1);
+        assert_eq!(r.wake_ms(), at, "the directory's wake covers it");
+
+        let d = decide("s", &r, at + 1, &Jitter::none(), Mode::Fire);
+        assert_eq!(
+            ids(&d),
+            ["wake/pc-a/0/0/0/at3600005", "wake/pc-a/0/0/0/at3600006"]
+        );
+        assert_eq!(d.wakes[0].payload["triggered"], true);
+        assert_eq!(d.wakes[0].payload["period"], 0);
+        assert!(d.wakes.iter().all(|w| w.outcome(Mode::Fire) == "fired"));
+        assert_eq!(
+            (d.row.nominal_period, d.row.next_due_ms, d.row.fired_count),
+            (1, 2 * hour, 2),
+            "the next period stays due when it was"
+        );
+        assert_eq!(d.row.retry_due_ms(), None, "fired: waiting for its wave");
+
+        // Its first attempt is marked like any wake's; a failure retries it.
+        let mut row = d.row;
+        let id = "wake/pc-a/0/0/0/at3600005";
+        crate::schedule::delivery::mark_in_flight(&mut row, id);
+        assert_eq!(row.pending[0].attempts, 1);
+        crate::schedule::delivery::settle_failed(&mut row, id, at + 2);
+        let d = decide("s", &row, at + 2 + 60_000, &Jitter::none(), Mode::Fire);
+        assert_eq!(ids(&d), ["wake/pc-a/0/0/0/at3600005/retry1"]);
     }
 
     #[test]

@@ -177,9 +177,10 @@ impl Advance {
 /// present that decides which periods already fell due, and is taken as at
 /// least `fired_at_ms`). See the module docs for the catch-up policy.
 ///
-/// A fire ahead of its due time (an operator's "trigger now") consumes the
-/// current period: the next one is `row.nominal_period + 1`, floored by the
-/// min-gap rule from the early fire.
+/// A fire ahead of its due time consumes the current period: the next one
+/// is `row.nominal_period + 1`, floored by the min-gap rule from the early
+/// fire. (An operator's trigger does not come here: it fires an extra
+/// occurrence beside the grid, `ops::trigger_now`.)
 pub fn after_fire(
     space: &str,
     row: &ScheduleRow,
@@ -229,6 +230,19 @@ pub fn after_fire(
 /// declaration's period 1.
 pub fn occurrence_event_id(piece: &str, entry: u32, declared_at_ms: u64, period: u64) -> String {
     format!("wake/{piece}/{entry}/{declared_at_ms}/{period}")
+}
+
+/// The wake event id of an extra occurrence an operator triggered at
+/// `at_ms` during grid period `period`: beside the grid's own, never one
+/// of them.
+pub fn triggered_event_id(
+    piece: &str,
+    entry: u32,
+    declared_at_ms: u64,
+    period: u64,
+    at_ms: u64,
+) -> String {
+    format!("wake/{piece}/{entry}/{declared_at_ms}/{period}/at{at_ms}")
 }
 
 #[cfg(test)]
@@ -494,7 +508,7 @@ mod tests {
     }
 
     #[test]
-    fn an_early_trigger_consumes_the_current_period() {
+    fn an_early_fire_consumes_the_current_period() {
         let j = Jitter::none();
         let r = row(60, T0, 3, T0 + 3 * HOUR);
         let early = T0 + 2 * HOUR + 10 * MINUTE_MS;

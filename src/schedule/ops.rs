@@ -2,7 +2,7 @@
 //! writes only; the directory follows by the early-never-late rule (a
 //! trigger moves the space's wake earlier before its transaction commits).
 
-use crate::store::{ScheduleStatus, Space, StoreError, StoreResult};
+use crate::store::{PendingWake, ScheduleRow, ScheduleStatus, Space, StoreError, StoreResult};
 
 fn with_row(
     space: &mut Space,
@@ -41,15 +41,41 @@ pub fn resume(
     with_row(space, piece, entry, |r| r.status = ScheduleStatus::Active)
 }
 
-/// Makes an entry due now; the firing consumes its current period.
+/// Plans an extra occurrence of an entry, due now, beside its grid: the
+/// next period stays due when it was. A paused entry becomes active.
 pub fn trigger_now(
     space: &mut Space,
     piece: &str,
     entry: u32,
     now_ms: u64,
 ) -> StoreResult<crate::store::ScheduleRow> {
+    let id = space.id().to_string();
     with_row(space, piece, entry, |r| {
         r.status = ScheduleStatus::Active;
-        r.next_due_ms = r.next_due_ms.min(now_ms);
+        plan_trigger(&id, r, now_ms);
     })
+}
+
+/// The extra occurrence of a trigger at `now_ms` (pure): a pending wake
+/// not yet tried (no attempts), due now, in the grid period under way. The
+/// firing pass fires it as its own occurrence; if it fails it is retried
+/// like any other. A second trigger in the same millisecond is the same
+/// occurrence.
+pub fn plan_trigger(space: &str, row: &mut ScheduleRow, now_ms: u64) {
+    let period = {
+        let grid = super::grid::Grid::of_row(space, row);
+        now_ms.saturating_sub(grid.anchor_ms) / grid.interval_ms.max(1)
+    };
+    let occurrence =
+        super::grid::triggered_event_id(&row.piece, row.entry, row.declared_at_ms, period, now_ms);
+    if row.pending.iter().any(|p| p.occurrence == occurrence) {
+        return;
+    }
+    row.pending.push(PendingWake {
+        occurrence,
+        period,
+        attempts: 0,
+        inflight: None,
+        retry_due_ms: Some(now_ms),
+    });
 }
