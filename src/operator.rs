@@ -383,6 +383,41 @@ pub fn dead_letters(store: &Store, id: &str) -> OpResult<DeadLettersView> {
     })
 }
 
+/// What deleting a piece did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PieceDeleted {
+    pub space: String,
+    pub piece: String,
+    /// Its wakes that were pending (undelivered, awaiting a retry or a
+    /// trigger) and ended with it.
+    pub ended_wakes: u64,
+}
+
+/// Deletes `piece` of `space` through `host` (an operator's tenure, which
+/// becomes a full one: the runtime deletes it, in one commit with its
+/// schedule entries leaving the index).
+pub async fn delete_piece(
+    host: &crate::host::Host,
+    space: &str,
+    piece: &str,
+) -> Result<PieceDeleted, crate::host::HostError> {
+    let ended_wakes = host
+        .ask(
+            space,
+            crate::host::Trigger::Operator,
+            crate::host::DeletePiece {
+                piece: piece.to_string(),
+            },
+        )
+        .await?;
+    Ok(PieceDeleted {
+        space: space.to_string(),
+        piece: piece.to_string(),
+        ended_wakes,
+    })
+}
+
 /// The pieces of a space, in id order.
 pub fn pieces(store: &Store, id: &str) -> OpResult<Vec<PieceView>> {
     let mut sp = open(store, id)?;

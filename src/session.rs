@@ -645,6 +645,16 @@ async fn handle(
                 .map_err(fail)?;
             return Ok(ServerMessage::Deployed(Deployed { id: d.id, piece }));
         }
+        ClientMessage::Delete(d) => {
+            host.ask(
+                space,
+                Trigger::Session,
+                crate::host::DeletePiece { piece: d.piece },
+            )
+            .await
+            .map_err(fail)?;
+            return Ok(ack(d.id, None));
+        }
         ClientMessage::Track(t) => (
             t.id,
             Request::Track {

@@ -377,4 +377,41 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
         .sum();
     assert_eq!(drawn, fired, "every observed wake is in one bar");
     b.screenshot(&shots().join("host.png"));
+
+    // Delete the piece: the box must be ticked first; then it is gone,
+    // with its schedule entries.
+    b.goto(&page);
+    let delete = format!(r#"button[aria-label="delete piece {piece}"]"#);
+    assert_eq!(
+        b.run(&format!(
+            "return document.querySelector('{}').form.checkValidity()",
+            delete.replace('\'', "\\'")
+        )),
+        json!(false),
+        "the browser holds back a form whose box is not ticked"
+    );
+    // And the server refuses one sent without it.
+    b.run(&format!(
+        "document.querySelector('{}').form.querySelector('input[name=confirm]').required = false",
+        delete.replace('\'', "\\'")
+    ));
+    b.submit(&delete);
+    eventually("the refusal page", || {
+        b.text("main").contains("tick the box")
+    });
+    assert_eq!(server.space_counter("demo", "actions", "piecesDeleted"), 0);
+    b.goto(&page);
+    b.click(&format!(
+        r#"form[action="/console/spaces/demo/pieces/{piece}/delete"] input[name=confirm]"#
+    ));
+    b.submit(&delete);
+    wait_for("the piece deleted", || {
+        server.space_counter("demo", "actions", "piecesDeleted") == 1
+    });
+    eventually("the pieces and entries gone", || {
+        b.goto(&page);
+        b.text("#pieces").contains("Pieces (0)") && b.text("#entries").contains("(0)")
+    });
+    let listed = call(&server, "GET", "/api/operator/schedules?space=demo");
+    assert_eq!(listed["entries"], json!([]), "{listed}");
 }

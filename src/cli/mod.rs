@@ -82,13 +82,8 @@ pub enum Command {
         #[command(subcommand)]
         which: events::EventsCommand,
     },
-    /// List a space's pieces: id, pattern, name, when deployed.
-    Pieces {
-        #[command(flatten)]
-        op: remote::OperatorArgs,
-        #[arg(long)]
-        space: String,
-    },
+    /// List a space's pieces (id, pattern, name, when deployed), or delete one.
+    Pieces(pieces::PiecesArgs),
     /// Schedule entries: list, trigger, pause, resume, fires.
     Schedules {
         #[command(subcommand)]
@@ -323,7 +318,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Test { files } => Ok(crate::pattern_test::run_files(&files)),
         Command::Bench { which } => bench::run(which),
         Command::Spaces(args) => spaces::run(args),
-        Command::Pieces { op, space } => pieces::run(&op, &space),
+        Command::Pieces(args) => pieces::run(&args),
         Command::Events { which } => events::run(&which),
         Command::Grant {
             op,

@@ -1,6 +1,8 @@
 //! `spacewake pieces --space S`: a space's pieces (id, pattern, name,
-//! when deployed, schedule entries). Through the running server when there
-//! is one, else on the data directory ([`super::remote`]).
+//! when deployed, schedule entries); `spacewake pieces delete --space S
+//! --piece P` deletes one. Through the running server when there is one,
+//! else on the data directory ([`super::remote`]), where a delete runs the
+//! space in this process.
 
 use super::remote::{OperatorArgs, Target};
 use super::table;
@@ -14,7 +16,90 @@ struct Listed {
     pieces: Vec<PieceView>,
 }
 
-pub fn run(args: &OperatorArgs, space: &str) -> anyhow::Result<ExitCode> {
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct PiecesArgs {
+    #[command(subcommand)]
+    which: Option<PiecesCommand>,
+    #[command(flatten)]
+    op: OperatorArgs,
+    /// The space whose pieces to list.
+    #[arg(long)]
+    space: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum PiecesCommand {
+    /// Delete a piece: its result, argument and listing go, its schedule
+    /// entries leave the index in the same commit, and its pending wakes
+    /// end (counted). Its cells and the space's history stay.
+    Delete {
+        #[command(flatten)]
+        op: OperatorArgs,
+        /// The space the piece is in.
+        #[arg(long)]
+        space: String,
+        /// The piece's id (`pc-…`, as `spacewake pieces --space S` lists).
+        #[arg(long)]
+        piece: String,
+    },
+}
+
+pub fn run(args: &PiecesArgs) -> anyhow::Result<ExitCode> {
+    match &args.which {
+        Some(PiecesCommand::Delete { op, space, piece }) => delete(op, space, piece),
+        None => {
+            let Some(space) = &args.space else {
+                anyhow::bail!(
+                    "name the space: `spacewake pieces --space S` (`spacewake spaces` lists them)"
+                );
+            };
+            list(&args.op, space)
+        }
+    }
+}
+
+fn delete(args: &OperatorArgs, space: &str, piece: &str) -> anyhow::Result<ExitCode> {
+    let target = Target::find(args, "pieces delete")?;
+    let done: op::PieceDeleted = match &target {
+        Target::Server(r) => r.delete(&format!("/api/operator/spaces/{space}/pieces/{piece}"))?,
+        Target::Directory(l) => {
+            op::healthy(&l.store, space)?;
+            // The runtime deletes it: run the space here, for this one request.
+            let host = crate::host::Host::new(l.store.clone(), Default::default());
+            let done = host.ask_blocking(
+                space,
+                crate::host::Trigger::Operator,
+                crate::host::DeletePiece {
+                    piece: piece.to_string(),
+                },
+            );
+            // Park it as `serve` does at exit: lease given back, file
+            // checkpointed.
+            host.begin_shutdown();
+            host.stop_spaces(
+                crate::clock::Stopwatch::start(),
+                std::time::Duration::from_secs(30),
+            );
+            op::PieceDeleted {
+                space: space.to_string(),
+                piece: piece.to_string(),
+                ended_wakes: done.map_err(|e| anyhow::anyhow!("{e}"))?,
+            }
+        }
+    };
+    println!("deleted piece {piece} of space {space}");
+    if done.ended_wakes > 0 {
+        println!(
+            "{} ended with it.",
+            crate::human::count(done.ended_wakes, "pending wake", "pending wakes")
+        );
+    }
+    println!("{}", target.note());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(args: &OperatorArgs, space: &str) -> anyhow::Result<ExitCode> {
     let target = Target::find(args, "pieces")?;
     let pieces = match &target {
         Target::Server(r) => {

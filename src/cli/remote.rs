@@ -232,6 +232,10 @@ impl Remote {
         self.call("PUT", path, Some(body))
     }
 
+    pub fn delete<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.call("DELETE", path, None)
+    }
+
     fn call<T: DeserializeOwned>(
         &self,
         method: &str,

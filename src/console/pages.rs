@@ -504,7 +504,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
         h2 { "Pieces" }
         div class="scroll" { table id="pieces" {
             caption { "Pieces (" (d.pieces.len()) ")" }
-            thead { tr { th scope="col" { "id" } th scope="col" { "pattern" } th scope="col" { "name" } th scope="col" class="num" { "schedule entries" } th scope="col" { "deployed" } th scope="col" { "set aside" } } }
+            thead { tr { th scope="col" { "id" } th scope="col" { "pattern" } th scope="col" { "name" } th scope="col" class="num" { "schedule entries" } th scope="col" { "deployed" } th scope="col" { "set aside" } th scope="col" { "actions" } } }
             tbody {
                 @for p in &d.pieces {
                     tr {
@@ -514,6 +514,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                         td class="num" { (p.schedule_entries) }
                         td { @if let Some(t) = p.created_ms { (format_utc_ms(t)) } }
                         td { (p.set_aside.clone().unwrap_or_default()) }
+                        td { (piece_actions(f, &s.id, &p.id)) }
                     }
                 }
             }
@@ -646,6 +647,18 @@ fn fire_run(run: &crate::store::FireRun) -> Markup {
                 summary { (crate::human::count(run.logs.len() as u64, "logged line", "logged lines")) }
                 pre { @for l in &run.logs { (l.level) "  " (l.text) "\n" } }
             }
+        }
+    }
+}
+
+/// Deleting a piece: a form whose box must be ticked first (the browser
+/// and the server both insist), since nothing undoes it.
+fn piece_actions(f: &Frame, space: &str, piece: &str) -> Markup {
+    html! {
+        form class="inline" method="post" action={"/console/spaces/" (space) "/pieces/" (piece) "/delete"} {
+            label { input type="checkbox" name="confirm" value="yes" required disabled[!f.signed_in]; " sure" }
+            " "
+            button type="submit" disabled[!f.signed_in] aria-label={"delete piece " (piece)} { "delete" }
         }
     }
 }

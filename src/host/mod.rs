@@ -55,8 +55,8 @@ use std::sync::{Arc, Mutex};
 pub use creation::{Creations, Creators};
 pub(crate) use request::{shutting_down, stopped_before_reply, Cmd};
 pub use request::{
-    Access, Appended, Ask, Attach, Deploy, HostError, Operation, Read, Reply, Request, Responder,
-    SendEvent, SessionId, Trigger, Update, UpdateSink, ValueAt,
+    Access, Appended, Ask, Attach, DeletePiece, Deploy, HostError, Operation, Read, Reply, Request,
+    Responder, SendEvent, SessionId, Trigger, Update, UpdateSink, ValueAt,
 };
 
 /// The arms of boot discovery: each names a reason a parked space needs its

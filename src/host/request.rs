@@ -115,6 +115,13 @@ pub struct Deploy {
     pub argument: Value,
 }
 
+/// Deletes a piece (`SpaceRuntime::delete_piece`); answered with how many
+/// of its wakes were pending and ended with it.
+#[derive(Debug)]
+pub struct DeletePiece {
+    pub piece: String,
+}
+
 /// A request to a space server. The four that answer with data are their
 /// own types ([`Ask`] gives each its reply type); the rest answer `Done`.
 #[derive(Debug)]
@@ -137,6 +144,7 @@ pub enum Request {
     Send(SendEvent),
     Read(Read),
     Deploy(Deploy),
+    DeletePiece(DeletePiece),
     /// Identity-less warm demand for these pieces, for this tenure.
     Warm {
         pieces: Vec<String>,
@@ -178,6 +186,9 @@ pub enum Reply {
     Value(ValueAt),
     Deployed {
         piece: String,
+    },
+    Deleted {
+        ended_wakes: u64,
     },
 }
 
@@ -268,6 +279,23 @@ impl Ask for Deploy {
     fn unpack(reply: Reply) -> Result<String, Reply> {
         match reply {
             Reply::Deployed { piece } => Ok(piece),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<DeletePiece> for Request {
+    fn from(d: DeletePiece) -> Request {
+        Request::DeletePiece(d)
+    }
+}
+
+impl Ask for DeletePiece {
+    /// The pending wakes that ended with the piece.
+    type Reply = u64;
+    fn unpack(reply: Reply) -> Result<u64, Reply> {
+        match reply {
+            Reply::Deleted { ended_wakes } => Ok(ended_wakes),
             other => Err(other),
         }
     }

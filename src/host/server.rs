@@ -657,6 +657,14 @@ impl Server {
             Request::Send(e) => self.send(e),
             Request::Read(super::Read { piece, doc, path }) => self.read(piece, doc, path),
             Request::Deploy(d) => self.deploy(d),
+            Request::DeletePiece(super::DeletePiece { piece }) => {
+                let ended_wakes = self.rt.delete_piece(&piece).map_err(|e| match e {
+                    RuntimeError::UnknownPiece(p) => HostError::UnknownPiece(p),
+                    other => internal(other),
+                })?;
+                self.rt.flush().map_err(internal)?;
+                Ok(Reply::Deleted { ended_wakes })
+            }
             Request::Warm { pieces } => {
                 for p in &pieces {
                     if !self.rt.has_piece(p) {

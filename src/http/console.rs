@@ -113,6 +113,10 @@ pub fn routes(state: &HttpState) -> Router<HttpState> {
             "/console/spaces/{space}/entries/{piece}/{entry}/{action}",
             post(entry_action),
         )
+        .route(
+            "/console/spaces/{space}/pieces/{piece}/delete",
+            post(delete_piece),
+        )
         .route("/console/spaces/{space}/budget", post(set_budget))
         .route("/console/spaces/{space}/effects", post(set_effects))
         .route(pages::STYLE_PATH, get(style_sheet))
@@ -585,6 +589,52 @@ async fn entry_action(
     {
         Ok(_) => Redirect::to(&format!("/console/spaces/{}", p.space)).into_response(),
         Err(e) => not_done(&s, &headers, e),
+    }
+}
+
+#[derive(Deserialize)]
+struct PiecePath {
+    space: String,
+    piece: String,
+}
+
+#[derive(Deserialize)]
+struct DeleteForm {
+    /// The box that says the operator means it.
+    confirm: Option<String>,
+}
+
+async fn delete_piece(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Path(p): Path<PiecePath>,
+    Form(form): Form<DeleteForm>,
+) -> Response {
+    if let Some(refused) = gate(&s, &headers) {
+        return refused;
+    }
+    if form.confirm.as_deref() != Some("yes") {
+        return refuse(
+            &s,
+            &headers,
+            StatusCode::BAD_REQUEST,
+            "tick the box beside the button: deleting a piece cannot be undone",
+        );
+    }
+    acted(&s, "console", "delete", &p.space);
+    s.host.counters().add_host(Counter::ConsoleActions, 1);
+    if let Err(e) = crate::operator::healthy(s.host.store(), &p.space) {
+        return not_done(&s, &headers, NotDone::Op(e));
+    }
+    match crate::operator::delete_piece(&s.host, &p.space, &p.piece).await {
+        Ok(_) => Redirect::to(&format!("/console/spaces/{}", p.space)).into_response(),
+        Err(crate::host::HostError::UnknownPiece(piece)) => refuse(
+            &s,
+            &headers,
+            StatusCode::NOT_FOUND,
+            &format!("space {} has no piece {piece}", p.space),
+        ),
+        Err(e) => not_done(&s, &headers, NotDone::Host(e)),
     }
 }
 

@@ -30,7 +30,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -64,6 +64,10 @@ pub fn routes() -> Router<HttpState> {
         .route("/api/operator/spaces", get(list_spaces).post(create_space))
         .route("/api/operator/spaces/{space}", get(one_space))
         .route("/api/operator/spaces/{space}/pieces", get(pieces))
+        .route(
+            "/api/operator/spaces/{space}/pieces/{piece}",
+            delete(delete_piece),
+        )
         .route(
             "/api/operator/spaces/{space}/dead-letters",
             get(dead_letters),
@@ -458,6 +462,27 @@ async fn pieces(State(s): State<HttpState>, Params(space): Params<String>, _: Si
         op::pieces(host.store(), &space).map(|p| json!({ "space": space, "pieces": p }))
     })
     .await
+}
+
+#[derive(Deserialize)]
+struct PiecePath {
+    space: String,
+    piece: String,
+}
+
+async fn delete_piece(
+    State(s): State<HttpState>,
+    Params(p): Params<PiecePath>,
+    signed: Signed,
+) -> Response {
+    acted(&s, &signed.did, "delete", &p.space);
+    if let Err(e) = op::healthy(s.host.store(), &p.space) {
+        return op_error(e);
+    }
+    match op::delete_piece(&s.host, &p.space, &p.piece).await {
+        Ok(done) => Json(done).into_response(),
+        Err(e) => super::host_error_response(e),
+    }
 }
 
 async fn dead_letters(

@@ -527,10 +527,19 @@ pub(crate) mod tests {
                     assert_eq!(err.code, ErrorCode::Forbidden);
                     assert!(err.message.contains("WRITE"), "{}", err.message);
                     assert_eq!(err.id, msg.id().cloned());
+                    check_access(Access::Write, &msg).unwrap();
                 }
-                _ => read.unwrap(),
+                ClientMessage::Delete(_) => {
+                    read.unwrap_err();
+                    let err = check_access(Access::Write, &msg).unwrap_err();
+                    assert_eq!(err.code, ErrorCode::Forbidden);
+                    assert!(err.message.contains("OWNER"), "{}", err.message);
+                }
+                _ => {
+                    read.unwrap();
+                    check_access(Access::Write, &msg).unwrap();
+                }
             }
-            check_access(Access::Write, &msg).unwrap();
             check_access(Access::Owner, &msg).unwrap();
         }
     }

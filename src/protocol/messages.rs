@@ -210,6 +210,7 @@ pub enum ClientMessage {
     Send(SendEvent),
     Read(ReadValue),
     Deploy(Deploy),
+    Delete(DeletePiece),
     Ping(Ping),
 }
 
@@ -304,6 +305,16 @@ pub struct Deploy {
     pub argument: Option<Json>,
 }
 
+/// Deletes a piece of the space (owner only); answered with `ack`. Its
+/// result, argument and listing are removed and its schedule entries leave
+/// the index in the same commit; its pending wakes end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeletePiece {
+    pub id: RequestId,
+    pub piece: String,
+}
+
 /// Liveness check; answered with `pong`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -313,8 +324,9 @@ pub struct Ping {
 
 impl ClientMessage {
     /// Every `type` a client may send, in the order the spec lists them.
-    pub const TYPES: &'static [&'static str] =
-        &["open", "track", "untrack", "send", "read", "deploy", "ping"];
+    pub const TYPES: &'static [&'static str] = &[
+        "open", "track", "untrack", "send", "read", "deploy", "delete", "ping",
+    ];
 
     /// The wire name of this message's type.
     pub fn type_name(&self) -> &'static str {
@@ -325,6 +337,7 @@ impl ClientMessage {
             ClientMessage::Send(_) => "send",
             ClientMessage::Read(_) => "read",
             ClientMessage::Deploy(_) => "deploy",
+            ClientMessage::Delete(_) => "delete",
             ClientMessage::Ping(_) => "ping",
         }
     }
@@ -339,14 +352,17 @@ impl ClientMessage {
             ClientMessage::Send(m) => Some(&m.id),
             ClientMessage::Read(m) => Some(&m.id),
             ClientMessage::Deploy(m) => Some(&m.id),
+            ClientMessage::Delete(m) => Some(&m.id),
             ClientMessage::Ping(m) => Some(&m.id),
         }
     }
 
     /// The least access a session needs to send this message: READ may open,
-    /// track, read and ping; sending events and deploying need WRITE.
+    /// track, read and ping; sending events and deploying need WRITE;
+    /// deleting a piece needs OWNER.
     pub fn required_access(&self) -> Access {
         match self {
+            ClientMessage::Delete(_) => Access::Owner,
             ClientMessage::Send(_) | ClientMessage::Deploy(_) => Access::Write,
             _ => Access::Read,
         }
@@ -397,6 +413,7 @@ impl ClientMessage {
                 }
                 Ok(())
             }
+            ClientMessage::Delete(m) => nonempty("piece", &m.piece),
             ClientMessage::Ping(_) => Ok(()),
         }
     }
@@ -800,6 +817,10 @@ pub(crate) mod examples {
                 argument: None,
             }),
             ClientMessage::Ping(Ping { id: 10.into() }),
+            ClientMessage::Delete(DeletePiece {
+                id: 11.into(),
+                piece: "pc-0123456789abcdef".into(),
+            }),
         ]
     }
 
@@ -935,6 +956,7 @@ mod tests {
         for msg in examples::client() {
             let expected = match msg {
                 ClientMessage::Send(_) | ClientMessage::Deploy(_) => Access::Write,
+                ClientMessage::Delete(_) => Access::Owner,
                 _ => Access::Read,
             };
             assert_eq!(msg.required_access(), expected);

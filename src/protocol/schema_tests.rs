@@ -522,6 +522,14 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
             }),
         ),
         (
+            "pieceDeleted",
+            json(&crate::operator::PieceDeleted {
+                space: "s".into(),
+                piece: "pc-0123456789abcdef".into(),
+                ended_wakes: 1,
+            }),
+        ),
+        (
             "firesView",
             json(&FiresView {
                 entry: entry.clone(),

@@ -314,19 +314,45 @@ impl SpaceRuntime {
         Ok(())
     }
 
-    /// Deletes a piece: its result document (which drops its schedule
-    /// entries through the index hook) and its listing; its graph is
-    /// forgotten. Its cells stay, unreferenced.
-    pub fn delete_piece(&mut self, piece: &str) -> RuntimeResult<()> {
-        if self.pieces.remove(piece).is_none() {
+    /// Deletes a piece, a set-aside one included: its result document
+    /// (which drops its schedule entries through the index hook, in the
+    /// commit that deletes it), its argument and its listing; its graph is
+    /// forgotten. Its cells stay, unreferenced (another piece may link to
+    /// them). Returns how many of its wakes were pending (fired and not
+    /// yet delivered, or waiting for a retry or a trigger): they end with
+    /// it, counted.
+    pub fn delete_piece(&mut self, piece: &str) -> RuntimeResult<u64> {
+        let listed = self
+            .doc(PIECES_DOC)?
+            .is_some_and(|l| l.get(piece).is_some());
+        let known = self.pieces.remove(piece).is_some();
+        if !known && !listed {
             return Err(RuntimeError::UnknownPiece(piece.to_string()));
         }
-        self.doc(piece)?;
-        self.docs.insert(piece.to_string(), None);
-        if self.touched_set.insert(piece.to_string()) {
-            self.touched.push(piece.to_string());
+        let ended: u64 = self
+            .space
+            .schedule(Some(piece))?
+            .iter()
+            .map(|r| r.pending.len() as u64)
+            .sum();
+        for doc in [piece.to_string(), format!("{piece}/argument")] {
+            if self.doc(&doc)?.is_none() {
+                continue;
+            }
+            self.docs.insert(doc.clone(), None);
+            if self.touched_set.insert(doc.clone()) {
+                self.touched.push(doc.clone());
+            }
+            self.invalidate(&doc);
         }
-        self.invalidate(piece);
+        if self.set_aside.remove(piece).is_some() {
+            let now = json!(self.set_aside);
+            self.write(SET_ASIDE_DOC, &[], now)?;
+        }
+        self.piece_owner.remove(piece);
+        self.counters.inc(Counter::PiecesDeleted);
+        self.counters
+            .add(Counter::ScheduleEndedByDeletion, ended as i64);
         let mut listed = self.doc(PIECES_DOC)?.unwrap_or(json!({}));
         if let Some(m) = listed.as_object_mut() {
             m.remove(piece);
@@ -336,7 +362,7 @@ impl SpaceRuntime {
         self.effects = None;
         self.streams.retain(|_, b| b.piece != piece);
         self.demand.retain(|(p, _)| p != piece);
-        Ok(())
+        Ok(ended)
     }
 
     pub fn pieces(&self) -> Vec<String> {
