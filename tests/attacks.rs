@@ -339,6 +339,30 @@ async fn a_piece_that_cannot_load_is_set_aside_and_the_space_serves_the_rest() {
     );
     assert_eq!(shown(&recorder), None);
     assert_eq!(shown(&child), None);
+    drop(store);
+
+    // The remedy for a piece that no longer loads: delete it.
+    let out = common::server::spacewake()
+        .args(["pieces", "delete", "--space", SPACE, "--piece", &probe, "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = spacewake::store::Store::open(
+        spacewake::store::StoreConfig::new(dir.path()),
+        std::sync::Arc::new(spacewake::clock::SystemClock),
+        spacewake::metrics::Counters::new(),
+    )
+    .unwrap();
+    let pieces = spacewake::operator::pieces(&store, SPACE).unwrap();
+    assert!(pieces.iter().all(|p| p.id != probe), "{pieces:?}");
+    assert!(pieces.iter().all(|p| p.set_aside.is_none()), "{pieces:?}");
+    assert_eq!(pieces.len(), 2, "the recorder and the made piece stay");
 }
 
 /// The server's resident memory, in bytes.
