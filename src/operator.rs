@@ -58,6 +58,8 @@ pub enum OpError {
         entry: u32,
         have: Vec<u32>,
     },
+    #[error("space {space:?} has no recorded run of wake event {event:?} (only the newest fires of each entry are kept)")]
+    UnknownRun { space: String, event: String },
     #[error("{0}")]
     BadRequest(String),
     #[error("space {0:?} already exists")]
@@ -676,6 +678,51 @@ impl EntryAction {
             now_ms,
         })
     }
+}
+
+/// One fire of a wake and what its run did: the console's run view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub space: String,
+    pub fire: FireRecord,
+    /// The entry it fired (gone when the piece was deleted since).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<EntryView>,
+    /// The wake event as appended: its payload and the commit that
+    /// appended it (gone once history compaction dropped it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub appended_seq: Option<u64>,
+}
+
+/// The fire that wrote wake event `event` in `space`, with its payload.
+pub fn run(store: &Store, space: &str, event: &str) -> OpResult<RunView> {
+    let mut sp = open(store, space)?;
+    let unknown = || OpError::UnknownRun {
+        space: space.to_string(),
+        event: event.to_string(),
+    };
+    let (piece, entry) = crate::schedule::delivery::wake_target(event).ok_or_else(unknown)?;
+    let fire = sp
+        .fires(piece, entry, usize::MAX)?
+        .into_iter()
+        .rev()
+        .find(|f| f.event_id == event)
+        .ok_or_else(unknown)?;
+    let row = sp
+        .schedule(Some(piece))?
+        .into_iter()
+        .find(|r| r.entry == entry);
+    let appended = sp.event(event)?;
+    Ok(RunView {
+        space: space.to_string(),
+        entry: row.map(|r| EntryView::new(space, r)),
+        payload: appended.as_ref().map(|e| e.payload.clone()),
+        appended_seq: appended.map(|e| e.seq),
+        fire,
+    })
 }
 
 /// An entry's recent fires (oldest first; the newest [`FIRE_HISTORY`] kept).

@@ -343,7 +343,9 @@ async fn a_piece_that_cannot_load_is_set_aside_and_the_space_serves_the_rest() {
 
     // The remedy for a piece that no longer loads: delete it.
     let out = common::server::spacewake()
-        .args(["pieces", "delete", "--space", SPACE, "--piece", &probe, "--data"])
+        .args([
+            "pieces", "delete", "--space", SPACE, "--piece", &probe, "--data",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();

@@ -378,6 +378,76 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     assert_eq!(drawn, fired, "every observed wake is in one bar");
     b.screenshot(&shots().join("host.png"));
 
+    // The run view of the delivered fire: linked from the fires list.
+    b.goto(&page);
+    b.click("#fires tbody tr td:nth-child(3) a");
+    eventually("the run view", || b.title().starts_with("Run wake/"));
+    assert_eq!(b.text("#outcome"), "delivered");
+    assert!(
+        b.text("#commit").starts_with("seq "),
+        "{}",
+        b.text("#commit")
+    );
+    assert!(
+        b.text("#payload").contains("\"fireTime\""),
+        "{}",
+        b.text("#payload")
+    );
+    assert!(b.text("main").contains(&piece));
+    b.screenshot(&shots().join("run.png"));
+
+    // A failed wake in another space: its run shows the error and the
+    // lines it logged, and the fires filter finds it.
+    {
+        let (mut c, _) = connect(&server, &me, "reports").await;
+        let failing = match common::wire::deploy_runtime_fixture(
+            &mut c,
+            "failing-wake.tsx",
+            json!({"fail": true}),
+        )
+        .await
+        {
+            spacewake::protocol::ServerMessage::Deployed(d) => d.piece,
+            other => panic!("deploy: {other:?}"),
+        };
+        c.close().await.unwrap();
+        call(
+            &server,
+            "POST",
+            &format!("/api/operator/spaces/reports/schedules/{failing}/0/trigger"),
+        );
+        wait_for("the failed wake", || {
+            server.space_counter("reports", "schedule", "retried") == 1
+        });
+    }
+    let reports = format!("{base}/console/spaces/reports");
+    b.goto(&format!("{reports}?outcome=delivered"));
+    assert_eq!(
+        b.run("return document.querySelectorAll('#fires tbody tr').length"),
+        json!(0)
+    );
+    b.goto(&format!("{reports}?outcome=failed&range=hour"));
+    assert_eq!(
+        b.run("return document.querySelectorAll('#fires tbody tr').length"),
+        json!(1)
+    );
+    assert!(b.text("#fires").contains("the feed is down"));
+    b.screenshot(&shots().join("failed-wake.png"));
+    b.click("#fires tbody tr td:nth-child(3) a");
+    eventually("the failed run", || b.title().starts_with("Run wake/"));
+    assert_eq!(b.text("#outcome"), "failed");
+    assert!(b.text("#error").contains("the feed is down"));
+    assert_eq!(b.text("#logs"), "info  tick 0");
+    assert_eq!(b.text("#commit"), "none");
+    b.screenshot(&shots().join("run-failed.png"));
+    let (status, _) = get(&server, "/console/spaces/reports?outcome=exploded");
+    assert_eq!(status, 400);
+    let (status, _) = get(
+        &server,
+        "/console/spaces/reports/run?event=wake/pc-nothing/0/1/1",
+    );
+    assert_eq!(status, 404);
+
     // Delete the piece: the box must be ticked first; then it is gone,
     // with its schedule entries.
     b.goto(&page);

@@ -303,6 +303,28 @@ async fn operator_actions_act_through_the_host_and_a_trigger_fires_within_millis
     assert!(fire["settledMs"].as_u64().is_some(), "{v}");
     assert!(fire["commitSeq"].as_u64().is_some(), "{v}");
     assert!(fire.get("error").is_none(), "{v}");
+    // Its run view, by event id.
+    let event = fire["eventId"].as_str().unwrap().to_string();
+    let (status, run) = call(
+        &server,
+        &op,
+        "GET",
+        &format!("/api/operator/spaces/demo/runs?event={event}"),
+        None,
+    );
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["fire"]["outcome"], "delivered");
+    assert_eq!(run["payload"]["triggered"], true, "{run}");
+    assert!(run["appendedSeq"].as_u64().is_some(), "{run}");
+    assert_eq!(run["entry"]["piece"], json!(piece), "{run}");
+    let (status, v) = call(
+        &server,
+        &op,
+        "GET",
+        "/api/operator/spaces/demo/runs?event=wake/pc-none/0/1/1",
+        None,
+    );
+    assert_eq!((status, code(&v)), (404, "unknownRun"), "{v}");
 
     // Pause and resume; errors name what is wrong.
     let (_, v) = call(&server, &op, "POST", &format!("{base}/1/pause"), None);

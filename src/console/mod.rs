@@ -214,8 +214,107 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
+/// The space page's filter of recent fires: `?outcome=&range=`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(default)]
+pub struct FiresFilter {
+    /// An outcome (`delivered`, `failed`, …); empty: every outcome.
+    pub outcome: String,
+    /// `hour`, `day` or `week` back from now; empty: as far as kept.
+    pub range: String,
+}
+
+impl FiresFilter {
+    /// The outcomes a fire can have, for the filter's choices.
+    pub const OUTCOMES: [&'static str; 7] = [
+        "delivered",
+        "failed",
+        "deadLettered",
+        "fired",
+        "retried",
+        "suppressed",
+        "skippedBudget",
+    ];
+    /// The ranges, with their length.
+    pub const RANGES: [(&'static str, u64); 3] = [
+        ("hour", 3_600_000),
+        ("day", 86_400_000),
+        ("week", 7 * 86_400_000),
+    ];
+
+    /// Why the filter cannot be applied, if it names what does not exist.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.outcome.is_empty() && !Self::OUTCOMES.contains(&self.outcome.as_str()) {
+            return Err(format!(
+                "no fire has outcome {:?}; the outcomes are {}",
+                self.outcome,
+                Self::OUTCOMES.join(", ")
+            ));
+        }
+        if !self.range.is_empty() && !Self::RANGES.iter().any(|(r, _)| *r == self.range) {
+            return Err(format!(
+                "the range is hour, day or week (not {:?})",
+                self.range
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `fire` passes, seen at `now_ms`.
+    pub fn keeps(&self, fire: &crate::store::FireRecord, now_ms: u64) -> bool {
+        let outcome = self.outcome.is_empty() || fire.outcome == self.outcome;
+        let since = Self::RANGES
+            .iter()
+            .find(|(r, _)| *r == self.range)
+            .map_or(0, |(_, ms)| now_ms.saturating_sub(*ms));
+        outcome && fire.fired_ms >= since
+    }
+
+    pub fn is_set(&self) -> bool {
+        !self.outcome.is_empty() || !self.range.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::FiresFilter;
+
+    #[test]
+    fn the_fires_filter_keeps_an_outcome_within_a_range() {
+        let fire = |outcome: &str, fired_ms: u64| crate::store::FireRecord {
+            piece: "p".into(),
+            entry: 0,
+            fired_ms,
+            event_id: "wake/p/0/0/1".into(),
+            period: 1,
+            due_ms: fired_ms,
+            missed_periods: 0,
+            outcome: outcome.into(),
+            run: Default::default(),
+        };
+        let now = 10 * 86_400_000;
+        let all = FiresFilter::default();
+        assert!(all.keeps(&fire("delivered", 0), now) && !all.is_set());
+        let failed_today = FiresFilter {
+            outcome: "failed".into(),
+            range: "day".into(),
+        };
+        failed_today.check().unwrap();
+        assert!(failed_today.keeps(&fire("failed", now - 3_600_000), now));
+        assert!(!failed_today.keeps(&fire("failed", now - 2 * 86_400_000), now));
+        assert!(!failed_today.keeps(&fire("delivered", now), now));
+        let bad = FiresFilter {
+            outcome: "exploded".into(),
+            range: String::new(),
+        };
+        assert!(bad.check().unwrap_err().contains("delivered, failed"));
+        let bad = FiresFilter {
+            outcome: String::new(),
+            range: "year".into(),
+        };
+        assert!(bad.check().unwrap_err().contains("hour, day or week"));
+    }
+
     use super::*;
 
     fn entry(id: &str, owner: &str, wake: Option<u64>, undelivered: bool) -> SpaceEntry {

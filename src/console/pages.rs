@@ -389,6 +389,71 @@ pub struct SpaceDetail {
     pub fires: Vec<FiresView>,
     pub ledger: LedgerView,
     pub dead_letters: usize,
+    /// What the recent fires are filtered by.
+    pub filter: crate::console::FiresFilter,
+}
+
+/// The link to one fire's run view.
+fn run_link(space: &str, event: &str) -> String {
+    format!("/console/spaces/{space}/run?event={event}")
+}
+
+/// `GET /console/spaces/{space}/run?event=…`: one fire of a wake, its
+/// payload and what its run did.
+pub fn run(f: &Frame, r: &crate::operator::RunView) -> Markup {
+    let fire = &r.fire;
+    let space_page = format!("/console/spaces/{}", r.space);
+    let callback = r.entry.as_ref().map(|e| e.row.callback_stream.clone());
+    let body = html! {
+        h2 { "Run of " code { (fire.event_id) } }
+        p {
+            a href=(space_page) { "space " (r.space) } " · piece "
+            a href={(space_page) "#pieces"} { code { (fire.piece) } }
+            " · entry " a href={(space_page) "#entries"} { (fire.entry) }
+            @if let Some(c) = &callback { " (callback " code { (c) } ")" }
+            @if r.entry.is_none() { " (the entry is gone: its piece was deleted)" }
+        }
+        table id="run" {
+            caption { "The fire and its run" }
+            tbody {
+                tr { th scope="row" { "outcome" } td id="outcome" { (fire.outcome) } }
+                tr { th scope="row" { "period" } td { (fire.period) } }
+                tr { th scope="row" { "due (UTC)" } td { (format_utc_ms(fire.due_ms)) } }
+                tr { th scope="row" { "fired (UTC)" } td { (format_utc_ms(fire.fired_ms)) " (" (human_duration_ms(fire.fired_ms.saturating_sub(fire.due_ms))) " late)" } }
+                tr { th scope="row" { "missed periods" } td { (fire.missed_periods) } }
+                tr { th scope="row" { "settled (UTC)" } td { @if let Some(t) = fire.run.settled_ms { (format_utc_ms(t)) } @else { "not yet" } } }
+                tr { th scope="row" { "took" } td { (fire.run.duration_us.map(cpu).unwrap_or_else(|| "-".into())) } }
+                tr { th scope="row" { "CPU" } td { (fire.run.cpu_us.map(cpu).unwrap_or_else(|| "-".into())) } }
+                tr { th scope="row" { "commit" } td id="commit" { @if let Some(seq) = fire.run.commit_seq { "seq " (seq) } @else { "none" } } }
+                tr { th scope="row" { "appended by" } td { @if let Some(seq) = r.appended_seq { "seq " (seq) } @else { "not in the log any more" } } }
+            }
+        }
+        @if let Some(e) = &fire.run.error {
+            h3 { "Error" }
+            pre id="error" class="error" { (e) }
+        }
+        h3 { "Logged lines" }
+        @if fire.run.logs.is_empty() {
+            p id="logs" { "The callback logged nothing." }
+        } @else {
+            pre id="logs" { @for l in &fire.run.logs { (l.level) "  " (l.text) "\n" } }
+        }
+        h3 { "Payload" }
+        @match &r.payload {
+            Some(p) => pre id="payload" { (serde_json::to_string_pretty(p).unwrap_or_default()) },
+            None => p id="payload" { "The wake event is no longer in the log." },
+        }
+    };
+    layout(
+        f,
+        &format!("Run {}", fire.event_id),
+        "",
+        &format!(
+            "GET /api/operator/spaces/{}/runs?event={}",
+            r.space, fire.event_id
+        ),
+        body,
+    )
 }
 
 const DAY_MS: u64 = 86_400_000;
@@ -548,6 +613,25 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
         h3 { "The next 24 hours" }
         (timeline(f.now_ms, d))
         h2 { "Recent fires" }
+        form class="filters" id="fires-filter" method="get" action={"/console/spaces/" (s.id)} {
+            label { "Outcome"
+                select name="outcome" {
+                    option value="" selected[d.filter.outcome.is_empty()] { "any" }
+                    @for o in crate::console::FiresFilter::OUTCOMES {
+                        option value=(o) selected[d.filter.outcome == o] { (o) }
+                    }
+                }
+            }
+            label { "Fired in the last"
+                select name="range" {
+                    option value="" selected[d.filter.range.is_empty()] { "any time" }
+                    @for (r, _) in crate::console::FiresFilter::RANGES {
+                        option value=(r) selected[d.filter.range == r] { (r) }
+                    }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
         div class="scroll" { table id="fires" {
             caption { "The newest fires of each entry: nominal time, actual time, lateness, and how the callback's run went" }
             thead { tr {
@@ -561,7 +645,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                         tr {
                             td { code { (r.piece) "#" (r.entry) } }
                             td { (format_utc_ms(r.due_ms)) }
-                            td { (format_utc_ms(r.fired_ms)) }
+                            td { a href=(run_link(&s.id, &r.event_id)) { (format_utc_ms(r.fired_ms)) } }
                             td class="num" { (human_duration_ms(r.fired_ms.saturating_sub(r.due_ms))) }
                             td class="num" { (r.missed_periods) }
                             td { (r.outcome) }
@@ -636,8 +720,6 @@ pub fn problem(f: &Frame, title: &str, message: &str) -> Markup {
     )
 }
 
-/// Trigger, pause and resume buttons for one entry (disabled until an
-/// operator signs in).
 /// A fire's error, then the lines its callback logged (folded when any).
 fn fire_run(run: &crate::store::FireRun) -> Markup {
     html! {
@@ -663,6 +745,8 @@ fn piece_actions(f: &Frame, space: &str, piece: &str) -> Markup {
     }
 }
 
+/// Trigger, pause and resume buttons for one entry (disabled until an
+/// operator signs in).
 fn entry_actions(f: &Frame, space: &str, e: &EntryView) -> Markup {
     let base = format!(
         "/console/spaces/{space}/entries/{}/{}",

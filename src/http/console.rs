@@ -107,6 +107,7 @@ pub fn routes(state: &HttpState) -> Router<HttpState> {
         .route("/console", get(host_page))
         .route("/console/spaces", get(spaces_page))
         .route("/console/spaces/{space}", get(space_page))
+        .route("/console/spaces/{space}/run", get(run_page))
         .route("/console/sign-in", post(sign_in))
         .route("/console/sign-out", post(sign_out))
         .route(
@@ -315,9 +316,17 @@ async fn space_page(
     State(s): State<HttpState>,
     headers: HeaderMap,
     Path(space): Path<String>,
+    query: Result<Query<console::FiresFilter>, QueryRejection>,
 ) -> Response {
+    let filter = query.map(|Query(q)| q).unwrap_or_default();
     let f = frame(&s, &headers, format!("/console/spaces/{space}"));
     page(&s, f, move |host, f| {
+        filter.check().map_err(|why| {
+            (
+                StatusCode::BAD_REQUEST,
+                pages::problem(f, "Fires not filtered", &why),
+            )
+        })?;
         let v = view(host);
         let refused = |e: OpError| {
             let status = match e {
@@ -337,6 +346,7 @@ async fn space_page(
                 op::fires(host.store(), &space, &e.row.piece, e.row.entry)
                     .ok()
                     .map(|mut f| {
+                        f.fires.retain(|r| filter.keeps(r, v.now_ms));
                         let keep = f.fires.len().saturating_sub(FIRES_PER_ENTRY);
                         f.fires.drain(..keep);
                         f
@@ -356,8 +366,41 @@ async fn space_page(
                 fires,
                 ledger,
                 dead_letters,
+                filter,
             },
         ))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct RunQuery {
+    event: String,
+}
+
+/// `GET /console/spaces/{space}/run?event=ID`: one fire and its run.
+async fn run_page(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    Path(space): Path<String>,
+    query: Result<Query<RunQuery>, QueryRejection>,
+) -> Response {
+    let f = frame(&s, &headers, format!("/console/spaces/{space}"));
+    page(&s, f, move |host, f| {
+        let Ok(Query(q)) = query else {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                pages::problem(f, "No run named", "the run view takes ?event=EVENT_ID"),
+            ));
+        };
+        let run = op::run(host.store(), &space, &q.event).map_err(|e| {
+            let status = match e {
+                OpError::UnknownSpace(_) | OpError::UnknownRun { .. } => StatusCode::NOT_FOUND,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            (status, pages::problem(f, "Run not shown", &e.to_string()))
+        })?;
+        Ok(pages::run(f, &run))
     })
     .await
 }

@@ -83,6 +83,7 @@ pub fn routes() -> Router<HttpState> {
             "/api/operator/spaces/{space}/schedules/{piece}/{entry}/fires",
             get(fires),
         )
+        .route("/api/operator/spaces/{space}/runs", get(run))
         .route("/api/operator/spaces/{space}/ledger", get(ledger))
         .route(
             "/api/operator/spaces/{space}/ledger/budget",
@@ -267,6 +268,11 @@ fn op_error(e: OpError) -> Response {
             StatusCode::NOT_FOUND,
             "unknownPiece",
             Some(json!({ "piece": piece })),
+        ),
+        OpError::UnknownRun { space, event } => (
+            StatusCode::NOT_FOUND,
+            "unknownRun",
+            Some(json!({ "space": space, "event": event })),
         ),
         OpError::NoSchedule(piece) => (
             StatusCode::NOT_FOUND,
@@ -462,6 +468,26 @@ async fn pieces(State(s): State<HttpState>, Params(space): Params<String>, _: Si
         op::pieces(host.store(), &space).map(|p| json!({ "space": space, "pieces": p }))
     })
     .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunQuery {
+    event: String,
+}
+
+impl Usage for RunQuery {
+    const USAGE: &'static str =
+        "the query takes `event` (a wake event id, as the fires list shows it)";
+}
+
+async fn run(
+    State(s): State<HttpState>,
+    Params(space): Params<String>,
+    QueryOf(q): QueryOf<RunQuery>,
+    _: Signed,
+) -> Response {
+    read(&s, move |host| op::run(host.store(), &space, &q.event)).await
 }
 
 #[derive(Deserialize)]

@@ -570,6 +570,33 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
                 kept: 20,
             }),
         ),
+        (
+            "runView",
+            json(&crate::operator::RunView {
+                space: "s".into(),
+                fire: FireRecord {
+                    piece: "p".into(),
+                    entry: 0,
+                    fired_ms: 1,
+                    event_id: "wake/p/0/0/1".into(),
+                    period: 1,
+                    due_ms: 1,
+                    missed_periods: 0,
+                    outcome: "delivered".into(),
+                    run: crate::store::FireRun {
+                        settled_ms: Some(2),
+                        duration_us: Some(40),
+                        cpu_us: Some(30),
+                        error: None,
+                        logs: Vec::new(),
+                        commit_seq: Some(7),
+                    },
+                },
+                entry: Some(entry.clone()),
+                payload: Some(serde_json::json!({"entry": 0, "period": 1})),
+                appended_seq: Some(6),
+            }),
+        ),
         ("budgetView", json(&budget)),
         ("effectsView", json(&effects)),
         (
