@@ -430,6 +430,29 @@ async fn an_ack_says_whether_the_event_was_a_duplicate_and_the_cli_says_so() {
     );
     let out = cli("e-new");
     assert!(out.starts_with("appended at seq"), "{out}");
+
+    // In the CLI's words: a space that does not exist, a key that does not.
+    let refused = |space: &str, key: &std::path::Path| {
+        let out = spacewake()
+            .args(["read", "--server", &server.addr, "--space", space])
+            .args(["--piece", &piece, "--key"])
+            .arg(key)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let err = refused("homr", &key);
+    assert!(
+        err.contains("space homr does not exist")
+            && err.contains("spacewake spaces create --space homr")
+            && !err.contains("create: true"),
+        "{err}"
+    );
+    let missing = dir.path().join("nobody.key");
+    let err = refused("home", &missing);
+    assert!(err.contains("there is no key at"), "{err}");
+    assert!(!missing.exists(), "read made no key file");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -461,7 +484,7 @@ async fn a_space_that_does_not_exist_is_unknown_and_only_an_explicit_create_make
     let out = cli(&["read", "--piece", "pc-0000000000000000"]);
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("unknownSpace"),
+        String::from_utf8_lossy(&out.stderr).contains("space typo does not exist"),
         "{out:?}"
     );
     let out = cli(&["send", "--piece", "pc-0000000000000000", "--stream", "x"]);

@@ -187,4 +187,38 @@ fn a_fire_keeps_its_outcome_run_error_and_log_lines() {
     for want in ["NEXT ATTEMPT", "the feed is down"] {
         assert!(out.contains(want), "{want}: {out}");
     }
+
+    // Every listing prints JSON with --json, in the operator API's shape.
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let out = cli(data, &args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    };
+    let v = json(&["spaces"]);
+    assert_eq!(v["registered"], json!(2), "{v}");
+    assert_eq!(v["spaces"].as_array().unwrap().len(), 2, "{v}");
+    let v = json(&["pieces", "--space", "good"]);
+    assert_eq!(v["pieces"][0]["id"], json!(good), "{v}");
+    let v = json(&["schedules", "list"]);
+    assert_eq!(v["entries"].as_array().unwrap().len(), 2, "{v}");
+    let v = json(&[
+        "schedules",
+        "fires",
+        "--space",
+        "good",
+        "--piece",
+        &good,
+        "--entry",
+        "0",
+    ]);
+    assert_eq!(v["fires"][0]["outcome"], "delivered", "{v}");
+    assert_eq!(v["fires"][0]["logs"][0]["text"], "tick at 0", "{v}");
+    let v = json(&["ledger", "--space", "good"]);
+    assert!(v["rows"].as_array().is_some_and(|r| !r.is_empty()), "{v}");
+    let v = json(&["events", "dead-letters", "--space", "bad"]);
+    assert!(v["failing"][0]["lastError"]
+        .as_str()
+        .unwrap()
+        .contains("the feed is down"));
 }

@@ -9,12 +9,14 @@ use std::process::ExitCode;
 pub enum BenchCommand {
     /// The console's pages with many spaces, beside the operator API's JSON.
     Console {
+        /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },
     /// The PostgreSQL store beside the SQLite files: commits/s, and the
     /// store-level wake path with one, two and three hosts.
     Fleet {
+        /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
         /// A PostgreSQL database to use (its spaces are added to); a
@@ -25,16 +27,19 @@ pub enum BenchCommand {
     /// The CPU a wake spends fetching a small JSON document from a local
     /// server, beside the same wake without the fetch.
     Effects {
+        /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },
     /// Wave time with compute metering on vs off.
     Accounting {
+        /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },
     /// Scheduled wakes: index-hook overhead, wakes/s, lateness, memory.
     Schedule {
+        /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
         /// Run only these figures (default: all).
@@ -60,6 +65,7 @@ pub enum BenchCommand {
     },
     /// Load generator against the real server on loopback.
     Serve {
+        /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
         /// Run only these figures (default: all).
@@ -68,6 +74,7 @@ pub enum BenchCommand {
     },
     /// Compiler cache, instantiation, events and derivations.
     Patterns {
+        /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },

@@ -33,18 +33,41 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Opens a session on `c.space`; `create`: create the space (owned by this
-/// identity) if it does not exist — only a deploy does.
+/// identity) if it does not exist — only a deploy does, and only a deploy
+/// makes a key file on first use (a new identity can read or send nowhere
+/// until an owner grants it access).
 async fn connect(c: &ClientArgs, create: bool) -> anyhow::Result<Client> {
-    let id = load_identity(&c.key)?;
+    let id = if create || c.key.exists() {
+        load_identity(&c.key)?
+    } else {
+        bail!(
+            "there is no key at {}; `spacewake identity --key {}` makes one, and the space's \
+             owner then grants its did access with `spacewake grant`",
+            c.key.display(),
+            c.key.display()
+        );
+    };
     let url = format!("ws://{}/ws", c.server_addr()?);
     let opts = crate::protocol::client::OpenOptions {
         create,
         resume: None,
     };
-    let (client, _) = Client::connect_with(&url, &id, &c.space, opts)
-        .await
-        .with_context(|| format!("opening space {} on {url}", c.space))?;
-    Ok(client)
+    match Client::connect_with(&url, &id, &c.space, opts).await {
+        Ok((client, _)) => Ok(client),
+        // In the CLI's words, not the protocol's.
+        Err(crate::protocol::client::ClientError::Refused(e))
+            if e.code == crate::protocol::messages::ErrorCode::UnknownSpace =>
+        {
+            bail!(
+                "space {} does not exist on {}; create it with `spacewake spaces create --space {}` \
+                 (a `spacewake deploy` into it creates it too)",
+                c.space,
+                c.server_addr()?,
+                c.space
+            )
+        }
+        Err(e) => Err(e).with_context(|| format!("opening space {} on {url}", c.space)),
+    }
 }
 
 fn segments(dotted: &str) -> Vec<PathSegment> {

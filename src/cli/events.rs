@@ -16,18 +16,29 @@ pub enum EventsCommand {
     DeadLetters {
         #[command(flatten)]
         op: OperatorArgs,
+        /// The space whose dead letters to list.
         #[arg(long)]
         space: String,
+        /// Print them as JSON (the operator API's shape) instead of tables.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 pub fn run(which: &EventsCommand) -> anyhow::Result<ExitCode> {
-    let EventsCommand::DeadLetters { op: args, space } = which;
+    let EventsCommand::DeadLetters {
+        op: args,
+        space,
+        json,
+    } = which;
     let target = Target::find(args, "events dead-letters")?;
     let view: DeadLettersView = match &target {
         Target::Server(r) => r.get(&format!("/api/operator/spaces/{space}/dead-letters"))?,
         Target::Directory(l) => op::dead_letters(&l.store, space)?,
     };
+    if *json {
+        return super::table::print_json(&view);
+    }
     let now = SystemClock.now_ms();
     if view.dead_letters.is_empty() {
         println!("space {space} has no dead letters");

@@ -16,6 +16,7 @@ pub fn run(
     args: &OperatorArgs,
     space: &str,
     top: usize,
+    as_json: bool,
     set_budget_ms: Option<String>,
     set_effects: [Option<String>; 3],
 ) -> anyhow::Result<ExitCode> {
@@ -67,6 +68,9 @@ pub fn run(
         Target::Server(r) => r.get(&format!("/api/operator/spaces/{space}/ledger?top={top}"))?,
         Target::Directory(l) => op::ledger(&l.view(SystemClock.now_ms()), space, top)?,
     };
+    if as_json {
+        return super::table::print_json(&v);
+    }
     println!(
         "space {space}: scheduled budget {} (ledger windows of {})",
         budget_text(&v.budget),

@@ -60,12 +60,14 @@ pub enum Command {
     },
     /// Run pattern scenario files; ends with `N passed, N failed`.
     Scenario {
+        /// Scenario files (`*.scenario.json`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
     /// Run pattern tests in the reference's format (`*.test.tsx` files whose
     /// result holds `[TESTS]`); ends with `N passed, N failed`.
     Test {
+        /// Pattern test files (`*.test.tsx`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -94,6 +96,7 @@ pub enum Command {
     Ledger {
         #[command(flatten)]
         op: remote::OperatorArgs,
+        /// The space whose ledger to show (or whose budget to set).
         #[arg(long)]
         space: String,
         /// How many of the most expensive actions to list.
@@ -115,11 +118,15 @@ pub enum Command {
         /// the host's `--effects-bytes-per-second`).
         #[arg(long, value_name = "N|default")]
         set_effects_bytes_per_second: Option<String>,
+        /// Print the ledger as JSON (the operator API's shape) instead of tables.
+        #[arg(long, conflicts_with_all = ["set_budget_ms", "set_effects_in_flight", "set_effects_per_second", "set_effects_bytes_per_second"])]
+        json: bool,
     },
     /// Grant a principal read or write access to a space (`none` revokes).
     Grant {
         #[command(flatten)]
         op: remote::OperatorArgs,
+        /// The space to grant access to.
         #[arg(long)]
         space: String,
         /// The principal's did:key.
@@ -148,11 +155,13 @@ pub enum Command {
     Send {
         #[command(flatten)]
         client: ClientArgs,
+        /// The piece's id (`pc-…`, as `deploy` printed it).
         #[arg(long)]
         piece: String,
         /// Dot-separated result path of the stream (e.g. `increment`).
         #[arg(long)]
         stream: String,
+        /// The event's payload, as JSON text.
         #[arg(long, default_value = "{}")]
         payload: String,
         /// Idempotency key; a random one when omitted.
@@ -163,6 +172,7 @@ pub enum Command {
     Read {
         #[command(flatten)]
         client: ClientArgs,
+        /// The piece's id (`pc-…`, as `deploy` printed it).
         #[arg(long)]
         piece: String,
         /// Dot-separated path inside the result; the whole result when omitted.
@@ -174,8 +184,10 @@ pub enum Command {
     /// stops it. Uses the machine's server binaries (the distribution's
     /// postgresql package).
     Postgres {
+        /// The cluster's directory.
         #[arg(long, default_value = "./spacewake-postgres")]
         dir: PathBuf,
+        /// Stop the cluster running in `--dir` instead of starting it.
         #[arg(long)]
         stop: bool,
     },
@@ -297,7 +309,8 @@ pub(crate) fn open_existing(data: &std::path::Path) -> anyhow::Result<Store> {
     if !data.join("host.sqlite").is_file() {
         anyhow::bail!(
             "{} is not a spacewake data directory (it has no host.sqlite); \
-             pass --data DIR or set SPACEWAKE_DATA",
+             pass --data DIR or set SPACEWAKE_DATA (or, for an operator command, name a \
+             running server with --server ADDR)",
             data.display()
         );
     }
@@ -335,10 +348,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             set_effects_in_flight,
             set_effects_per_second,
             set_effects_bytes_per_second,
+            json,
         } => ledger::run(
             &op,
             &space,
             top,
+            json,
             set_budget_ms,
             [
                 set_effects_in_flight,
@@ -417,5 +432,33 @@ impl ClientArgs {
                 .and_then(|info| info.listen)
                 .unwrap_or_else(|| "127.0.0.1:8080".to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every argument of every command says what it is in `--help`.
+    #[test]
+    fn every_argument_is_described_in_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "spacewake", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
     }
 }

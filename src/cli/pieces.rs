@@ -26,6 +26,9 @@ pub struct PiecesArgs {
     /// The space whose pieces to list.
     #[arg(long)]
     space: Option<String>,
+    /// Print the list as JSON (the operator API's shape) instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -54,7 +57,7 @@ pub fn run(args: &PiecesArgs) -> anyhow::Result<ExitCode> {
                     "name the space: `spacewake pieces --space S` (`spacewake spaces` lists them)"
                 );
             };
-            list(&args.op, space)
+            list(&args.op, space, args.json)
         }
     }
 }
@@ -99,7 +102,7 @@ fn delete(args: &OperatorArgs, space: &str, piece: &str) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(args: &OperatorArgs, space: &str) -> anyhow::Result<ExitCode> {
+fn list(args: &OperatorArgs, space: &str, as_json: bool) -> anyhow::Result<ExitCode> {
     let target = Target::find(args, "pieces")?;
     let pieces = match &target {
         Target::Server(r) => {
@@ -108,6 +111,9 @@ fn list(args: &OperatorArgs, space: &str) -> anyhow::Result<ExitCode> {
         }
         Target::Directory(l) => op::pieces(&l.store, space)?,
     };
+    if as_json {
+        return table::print_json(&serde_json::json!({ "space": space, "pieces": pieces }));
+    }
     let now = SystemClock.now_ms();
     if pieces.is_empty() {
         println!("space {space} has no pieces");

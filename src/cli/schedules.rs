@@ -57,6 +57,9 @@ pub struct EntryArgs {
     /// The entry's position in the piece's [SCHEDULE] list, from 0.
     #[arg(long)]
     pub entry: u32,
+    /// Print the answer as JSON (the operator API's shape) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl EntryArgs {
@@ -87,6 +90,9 @@ pub enum SchedulesCommand {
         /// Open every space, to find entries that are all paused (slower).
         #[arg(long, conflicts_with = "space")]
         all: bool,
+        /// Print the list as JSON (the operator API's shape) instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Fire an extra occurrence of an entry now, beside its cadence (the
     /// next period stays due when it was); a running server fires it at once.
@@ -101,7 +107,12 @@ pub enum SchedulesCommand {
 
 pub fn run(which: SchedulesCommand) -> anyhow::Result<ExitCode> {
     match which {
-        SchedulesCommand::List { op, space, all } => list(&op, &space, all),
+        SchedulesCommand::List {
+            op,
+            space,
+            all,
+            json,
+        } => list(&op, &space, all, json),
         SchedulesCommand::Trigger(e) => change(&e, EntryAction::Trigger),
         SchedulesCommand::Pause(e) => change(&e, EntryAction::Pause),
         SchedulesCommand::Resume(e) => change(&e, EntryAction::Resume),
@@ -111,7 +122,12 @@ pub fn run(which: SchedulesCommand) -> anyhow::Result<ExitCode> {
 
 // ----- commands -------------------------------------------------------------
 
-fn list(args: &OperatorArgs, only: &[String], all: bool) -> anyhow::Result<ExitCode> {
+fn list(
+    args: &OperatorArgs,
+    only: &[String],
+    all: bool,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
     let target = Target::find(args, "schedules list")?;
     let list: ScheduleList = match &target {
         Target::Server(r) => {
@@ -133,6 +149,9 @@ fn list(args: &OperatorArgs, only: &[String], all: bool) -> anyhow::Result<ExitC
     };
     for (id, why) in &list.unreadable {
         eprintln!("warning: cannot read the schedule of space {id:?}: {why}");
+    }
+    if as_json {
+        return table::print_json(&list);
     }
     let now_ms = list.now_ms;
     let lines: Vec<[String; 10]> = list.entries.iter().map(|e| list_line(e, now_ms)).collect();
@@ -250,6 +269,9 @@ fn change(args: &EntryArgs, action: EntryAction) -> anyhow::Result<ExitCode> {
             action.apply(&mut sp, &args.piece, args.entry, SystemClock.now_ms())?
         }
     };
+    if args.json {
+        return table::print_json(&c);
+    }
     let name = args.name();
     let (before, after) = (&c.before.row, &c.after.row);
     let wake = match c.space_wake_ms {
@@ -319,6 +341,9 @@ fn fires(args: &EntryArgs) -> anyhow::Result<ExitCode> {
         Target::Server(r) => r.get(&args.api_path("fires"))?,
         Target::Directory(l) => op::fires(&l.store, &args.space, &args.piece, args.entry)?,
     };
+    if args.json {
+        return table::print_json(&v);
+    }
     let name = args.name();
     let row = &v.entry.row;
     if v.fires.is_empty() {

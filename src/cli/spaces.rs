@@ -23,6 +23,9 @@ pub struct SpacesArgs {
     pub which: Option<SpacesCommand>,
     #[command(flatten)]
     pub op: OperatorArgs,
+    /// Print the list as JSON (the operator API's shape) instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -31,11 +34,15 @@ pub enum SpacesCommand {
     List {
         #[command(flatten)]
         op: OperatorArgs,
+        /// Print the list as JSON (the operator API's shape) instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Create a space (spaces are never created by a read of a mistyped name).
     Create {
         #[command(flatten)]
         op: OperatorArgs,
+        /// The new space's name.
         #[arg(long)]
         space: String,
         /// Its owner's did:key; default: the did of the client key
@@ -54,8 +61,8 @@ pub enum SpacesCommand {
 
 pub fn run(args: SpacesArgs) -> anyhow::Result<ExitCode> {
     match args.which {
-        None => list(&args.op),
-        Some(SpacesCommand::List { op }) => list(&op),
+        None => list(&args.op, args.json),
+        Some(SpacesCommand::List { op, json }) => list(&op, json),
         Some(SpacesCommand::Create {
             op,
             space,
@@ -65,11 +72,12 @@ pub fn run(args: SpacesArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn list(args: &OperatorArgs) -> anyhow::Result<ExitCode> {
+fn list(args: &OperatorArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let target = Target::find(args, "spaces")?;
     let mut rows: Vec<[String; 7]> = Vec::new();
+    let mut all: Vec<SpaceView> = Vec::new();
     let mut after: Option<String> = None;
-    let (registered, active) = loop {
+    let (registered, active, now_ms) = loop {
         let page: SpacesPage = match &target {
             Target::Server(r) => {
                 let q = after
@@ -82,11 +90,20 @@ fn list(args: &OperatorArgs) -> anyhow::Result<ExitCode> {
             }
         };
         rows.extend(page.spaces.iter().map(|s| line(s, page.now_ms)));
+        all.extend(page.spaces);
         match page.next {
             Some(n) => after = Some(n),
-            None => break (page.registered, page.active),
+            None => break (page.registered, page.active, page.now_ms),
         }
     };
+    if as_json {
+        return table::print_json(&json!({
+            "spaces": all,
+            "registered": registered,
+            "active": active,
+            "nowMs": now_ms,
+        }));
+    }
     if rows.is_empty() {
         println!("no spaces");
     } else {

@@ -40,6 +40,13 @@ pub fn render<const N: usize>(header: &[&str; N], right: &[usize], rows: &[[Stri
     out
 }
 
+/// Prints `value` as pretty JSON: what `--json` prints in place of a
+/// table (the operator API's shape, so scripts read either).
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<std::process::ExitCode> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 /// [`render`], printed to standard output.
 pub fn print<const N: usize>(header: &[&str; N], right: &[usize], rows: &[[String; N]]) {
     print!("{}", render(header, right, rows));
