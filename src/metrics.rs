@@ -159,6 +159,7 @@ counters! {
     ConsoleActions => ("operator", "consoleActions", Counter, "Actions taken through the console (trigger, pause, resume, budget)"),
     ConsoleActionsRefused => ("operator", "consoleActionsRefused", Counter, "Console actions refused (not signed in, another site, or the action failed)"),
     ConsoleWrongHost => ("operator", "consoleWrongHost", Counter, "Console requests refused (421) because their Host header named neither the listen address nor a --public-origin"),
+    ConsoleReadsRefused => ("operator", "consoleReadsRefused", Counter, "Console pages refused to a browser not signed in, under serve --console-read token"),
     ConsoleSignInsRateLimited => ("operator", "consoleSignInsRateLimited", Counter, "Console sign-in attempts refused (429) because their peer address made more than --console-sign-ins-per-minute"),
     OperatorRefused => ("operator", "refused", Counter, "Operator API requests refused: bad, stale or replayed signatures, or a did that is not an operator"),
     OperatorReplaysRefused => ("operator", "replaysRefused", Counter, "Operator actions refused because their signature (as decoded bytes, however it was spelled) was already accepted, also before a restart or by another host of the fleet"),

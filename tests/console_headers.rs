@@ -209,3 +209,38 @@ fn a_public_origin_that_is_not_an_origin_stops_serve_at_start() {
     assert!(log.contains("--public-origin"), "{log}");
     assert!(log.contains("is not an origin"), "{log}");
 }
+
+#[test]
+fn with_console_read_token_only_a_signed_in_browser_reads_the_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--console-read", "token"]);
+    let get = |path: &str, cookie: Option<&str>| {
+        let extra: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        request(&server.addr, "GET", path, &server.addr, &extra, "")
+    };
+    for path in ["/console", "/console/spaces", "/console/spaces/x", "/"] {
+        let (status, _, body) = get(path, None);
+        assert_eq!(status, 401, "{path}");
+        assert!(body.contains("Sign in to read"), "{path}: {body}");
+        assert!(body.contains("id=\"token\""), "the sign-in form is there");
+        assert!(!body.contains("spacesRegistered"), "{body}");
+    }
+    assert_eq!(server.host_counter("operator", "consoleReadsRefused"), 4);
+    // What the sign-in page is made of, and the machine routes, stay open.
+    for path in ["/console/style.css", "/metrics", "/api/health/stats"] {
+        let (status, _, _) = get(path, None);
+        assert_eq!(status, 200, "{path}");
+    }
+    let token = std::fs::read_to_string(dir.path().join("console.token")).unwrap();
+    let (status, headers, _) = sign_in(&server, token.trim());
+    assert_eq!(status, 303);
+    let cookie = header(&headers, "set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let (status, _, body) = get("/console", Some(&cookie));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("<!DOCTYPE html>"), "{body}");
+}

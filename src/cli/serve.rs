@@ -93,6 +93,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SPACEWAKE_CONSOLE_SIGN_INS_PER_MINUTE",
           default_value_t = crate::console::guard::DEFAULT_SIGN_INS_PER_MINUTE)]
     pub console_sign_ins_per_minute: u32,
+    /// Who may read the console's pages: `open` (anyone who reaches the
+    /// address; acting needs the token) or `token` (only a browser signed
+    /// in with the operator token; for a host listening beyond loopback).
+    /// `/metrics` and the health route are not affected.
+    #[arg(long, env = "SPACEWAKE_CONSOLE_READ", value_enum,
+          default_value_t = crate::http::console::ConsoleRead::Open)]
+    pub console_read: crate::http::console::ConsoleRead,
     /// At most this many spaces active at once (each a thread, a JavaScript
     /// runtime and an open file); past it, opens and ingests for another
     /// space are refused (`overloaded`, HTTP 503) and boot discovery waits.
@@ -380,7 +387,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let hosts = crate::console::guard::HostRule::new(local, &args.public_origin)
             .map_err(|e| anyhow::anyhow!("--public-origin: {e}"))?;
         let console = crate::http::console::ConsoleState::new(console_auth)
-            .guarded(hosts, args.console_sign_ins_per_minute);
+            .guarded(hosts, args.console_sign_ins_per_minute)
+            .reading(args.console_read);
         let state = crate::http::HttpState::new(host.clone(), operators)
             .with_console(console)
             .with_ws_open_timeout(millis(args.ws_open_timeout_ms));

@@ -48,6 +48,19 @@ pub struct ConsoleState {
     rates: Mutex<Rates>,
     hosts: HostRule,
     sign_ins: SignInLimiter,
+    /// Whether reading a page needs a signed-in session too.
+    read: ConsoleRead,
+}
+
+/// Who may read the console's pages (`serve --console-read`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ConsoleRead {
+    /// Anyone who reaches the address (acting still needs the token).
+    #[default]
+    Open,
+    /// Only a browser signed in with the operator token: for a host that
+    /// listens beyond loopback.
+    Token,
 }
 
 impl ConsoleState {
@@ -59,7 +72,14 @@ impl ConsoleState {
             rates: Mutex::default(),
             hosts: HostRule::any(),
             sign_ins: SignInLimiter::new(DEFAULT_SIGN_INS_PER_MINUTE),
+            read: ConsoleRead::Open,
         }
+    }
+
+    /// Who may read its pages.
+    pub fn reading(mut self, read: ConsoleRead) -> ConsoleState {
+        self.read = read;
+        self
     }
 
     /// Answering only `hosts`, and `sign_ins_per_minute` sign-in attempts
@@ -138,21 +158,23 @@ async fn guard(
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok());
-    let mut response = if host.is_some_and(|h| s.console.hosts.allows(h)) {
-        next.run(req).await
-    } else {
-        s.host.counters().add_host(Counter::ConsoleWrongHost, 1);
-        tracing::warn!(
-            host = host.unwrap_or(""),
-            "console request for another host refused"
-        );
-        let f = frame(&s, req.headers(), "/console".into());
+    let mut response = if !host.is_some_and(|h| s.console.hosts.allows(h)) {
+        wrong_host(&s, &req, host)
+    } else if s.console.read == ConsoleRead::Token
+        && !readable_unsigned(&req)
+        && !signed_in(&s, req.headers())
+    {
+        // Only the sign-in form (and what styles it) without the token.
+        s.host.counters().add_host(Counter::ConsoleReadsRefused, 1);
+        let f = frame(&s, req.headers(), req.uri().path().to_string());
         let page = pages::problem(
             &f,
-            "Wrong host",
-            "This console answers only to its listen address and its configured public origins (serve --public-origin).",
+            "Sign in to read",
+            "This console shows its pages only to a browser signed in with the operator token (serve --console-read token). The token is printed when serve starts and kept in DATA/console.token.",
         );
-        (StatusCode::MISDIRECTED_REQUEST, Html(page.into_string())).into_response()
+        (StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response()
+    } else {
+        next.run(req).await
     };
     let h = response.headers_mut();
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -169,6 +191,34 @@ async fn guard(
         HeaderValue::from_static("same-origin"),
     );
     response
+}
+
+/// A request for another host's name: refused (421), counted.
+fn wrong_host(s: &HttpState, req: &axum::extract::Request, host: Option<&str>) -> Response {
+    s.host.counters().add_host(Counter::ConsoleWrongHost, 1);
+    tracing::warn!(
+        host = host.unwrap_or(""),
+        "console request for another host refused"
+    );
+    let f = frame(s, req.headers(), "/console".into());
+    let page = pages::problem(
+        &f,
+        "Wrong host",
+        "This console answers only to its listen address and its configured public origins (serve --public-origin).",
+    );
+    (StatusCode::MISDIRECTED_REQUEST, Html(page.into_string())).into_response()
+}
+
+/// What a browser that has not signed in may still fetch when reading
+/// needs the token: the sign-in itself and what the page is made of.
+fn readable_unsigned(req: &axum::extract::Request) -> bool {
+    let path = req.uri().path();
+    path == "/console/sign-in" || path == pages::STYLE_PATH || path == pages::SCRIPT_PATH
+}
+
+fn signed_in(s: &HttpState, headers: &HeaderMap) -> bool {
+    let now_ms = s.host.store().clock().now_ms();
+    session(headers).is_some_and(|id| s.console.auth.signed_in(id, now_ms))
 }
 
 async fn style_sheet() -> Response {
