@@ -216,6 +216,10 @@ fn a_fire_keeps_its_outcome_run_error_and_log_lines() {
     assert_eq!(v["fires"][0]["logs"][0]["text"], "tick at 0", "{v}");
     let v = json(&["ledger", "--space", "good"]);
     assert!(v["rows"].as_array().is_some_and(|r| !r.is_empty()), "{v}");
+    // Patterns by file and export, as the pieces list names them.
+    let top = v["top"].as_array().unwrap();
+    assert!(!top.is_empty(), "{v}");
+    assert!(top.iter().all(|a| a["pattern"] == "p.tsx#default"), "{v}");
     let v = json(&["events", "dead-letters", "--space", "bad"]);
     assert!(v["failing"][0]["lastError"]
         .as_str()

@@ -70,7 +70,11 @@ impl SpaceRuntime {
                 let pattern = self
                     .pieces
                     .get(&piece)
-                    .map(|(hash, export)| format!("{export}@{}", &hash[..hash.len().min(12)]))
+                    .map(|(hash, export)| match self.program_entries.get(hash) {
+                        // As operators see it in the pieces list.
+                        Some(entry) => format!("{entry}#{export}"),
+                        None => format!("{export}@{}", &hash[..hash.len().min(12)]),
+                    })
                     .unwrap_or_default();
                 // The wave's CPU split by each action's share of action time.
                 let share = (cpu_us as u128 * ns as u128 / total_action_ns as u128) as u64;

@@ -375,6 +375,9 @@ pub struct SpaceRuntime {
     owner_instances: HashMap<(String, String), String>,
     /// Piece -> the deployed piece it descends from (itself if deployed).
     piece_owner: HashMap<String, String>,
+    /// Each loaded program's entry file (by hash), so the ledger names a
+    /// pattern as `file#export`.
+    program_entries: HashMap<String, String>,
     pieces: BTreeMap<String, (String, String)>,
     nodes: HashMap<String, Node>,
     streams: HashMap<String, Binding>,
@@ -577,6 +580,7 @@ impl SpaceRuntime {
             instances: HashMap::new(),
             owner_instances: HashMap::new(),
             piece_owner: HashMap::new(),
+            program_entries: HashMap::new(),
             pieces: BTreeMap::new(),
             nodes: HashMap::new(),
             streams: HashMap::new(),

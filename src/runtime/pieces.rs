@@ -309,6 +309,10 @@ impl SpaceRuntime {
         self.add_graph(piece, rec.nodes, rec.streams, rec.cells)?;
         self.pieces
             .insert(piece.to_string(), (program.hash_hex(), export.to_string()));
+        self.program_entries.insert(
+            program.hash_hex(),
+            program.entry().name.trim_start_matches("./").to_string(),
+        );
         self.piece_owner
             .insert(piece.to_string(), owner.to_string());
         Ok(())
