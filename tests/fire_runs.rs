@@ -220,6 +220,12 @@ fn a_fire_keeps_its_outcome_run_error_and_log_lines() {
     let top = v["top"].as_array().unwrap();
     assert!(!top.is_empty(), "{v}");
     assert!(top.iter().all(|a| a["pattern"] == "p.tsx#default"), "{v}");
+    // Handlers by their source name (`const tick = handler(...)`).
+    assert!(
+        top.iter()
+            .any(|a| a["kind"] == "handler" && a["action"] == "tick (s0)"),
+        "{v}"
+    );
     let v = json(&["events", "dead-letters", "--space", "bad"]);
     assert!(v["failing"][0]["lastError"]
         .as_str()

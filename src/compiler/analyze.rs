@@ -952,6 +952,30 @@ impl<'a> Visit<'a> for Analyzer<'_> {
         walk::walk_call_expression(self, it);
     }
 
+    fn visit_variable_declarator(&mut self, it: &oxc_ast::ast::VariableDeclarator<'a>) {
+        // `const sweep = handler(...)`: the handler keeps its source name,
+        // so operators see `sweep`, not only its stream's id.
+        if let (Some(Expression::CallExpression(call)), Some(id)) =
+            (&it.init, it.id.get_binding_identifier())
+        {
+            if self.cf_name(&call.callee) == Some("handler") {
+                self.out.edits.push(Edit::insert(
+                    call.span.start,
+                    format!(
+                        "{}.__named({}, ",
+                        lower::NS,
+                        serde_json::Value::from(id.name.as_str())
+                    ),
+                ));
+                self.out
+                    .edits
+                    .push(Edit::insert(call.span.end, ")".to_string()));
+                self.out.lowered = true;
+            }
+        }
+        walk::walk_variable_declarator(self, it);
+    }
+
     fn visit_object_expression(&mut self, it: &ObjectExpression<'a>) {
         let root = self.roots.get(&(it.span.start, it.span.end)).copied();
         let (scoping, cf) = (self.scoping, self.cf);

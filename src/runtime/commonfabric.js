@@ -499,7 +499,7 @@ export function handler(a, b, c) {
   if (schema && schema.event) EVENT_SCHEMAS.set(fn, schema.event);
   const factory = (ctx) => {
     if (inHandler()) return spawnBinding(factory, ctx === undefined ? {} : ctx);
-    return bindStream(fn, ctx === undefined ? {} : ctx, context, "handler");
+    return bindStream(fn, ctx === undefined ? {} : ctx, context, "handler", factory.__label);
   };
   factory.__handler = true;
   if (evaluatingModules()) pendingHandlers.push(factory);
@@ -573,11 +573,13 @@ export function __inlineAction(fn, captures, cellKeys) {
   return bindStream(fn, caps, { type: "object", properties: props }, "action");
 }
 
-function bindStream(fn, ctx, contextSchema, kind) {
+function bindStream(fn, ctx, contextSchema, kind, label) {
   const id = nextId("s");
   const index = registerFn(fn);
   if (contextSchema) TYPED_FNS.set(index, contextSchema);
-  builder.streams.push({ id, kind, fn: index, context: serialize(ctx), schema: contextSchema });
+  const def = { id, kind, fn: index, context: serialize(ctx), schema: contextSchema };
+  if (typeof label === "string") def.label = label;
+  builder.streams.push(def);
   return makeStreamRef(id);
 }
 
@@ -2163,6 +2165,16 @@ function assertWith(source, partSources, check, captures) {
   };
   return computed(record, captures);
 }
+// The compiler's name for a handler bound to a `const` (`const sweep =
+// handler(...)` becomes `__named("sweep", handler(...))`): its streams
+// carry it, so operators see the source's name.
+export function __named(name, value) {
+  if (typeof value === "function" && value.__handler && value.__label === undefined) {
+    value.__label = name;
+  }
+  return value;
+}
+
 export function __assertWith(source, partSources) {
   return (check, captures) => assertWith(source, partSources, check, captures);
 }
@@ -2233,7 +2245,7 @@ function harden(root) {
 }
 harden(api);
 for (const api of [lift, derive, computed, str, cell, handler, action, __inlineAction, pattern, h, Cell, Stream,
-  ReadCell, CellApi, equals, toSchema, schema, __captures, __assertWith, __part, ifElse, when, unless, __asCell, __beginProgram, __registerProgram, __instantiate, __runNode, __runMap,
+  ReadCell, CellApi, equals, toSchema, schema, __captures, __assertWith, __named, __part, ifElse, when, unless, __asCell, __beginProgram, __registerProgram, __instantiate, __runNode, __runMap,
   __runHandler]) {
   harden(api);
 }

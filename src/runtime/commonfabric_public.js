@@ -5,7 +5,7 @@
 // output calls; they build values and reach nothing.
 export {
   NAME, UI, SCHEDULE, TYPE, TILE_UI, CHIP_UI, FS, TESTS, SELF, ID, ID_FIELD,
-  __asCell, __captures, __assertWith, __part, __inlineAction, lift, ifElse, when, unless, derive, computed, str, cell, handler, action,
+  __asCell, __captures, __assertWith, __named, __part, __inlineAction, lift, ifElse, when, unless, derive, computed, str, cell, handler, action,
   pattern, recipe, h, toSchema, schema, Cell, Writable, equals,
   wish, navigateTo, generateText, generateObject, llm, llmDialog, fetchData, fetchJson,
   fetchJsonUnchecked, fetchText, fetchBinary, fetchProgram, streamData, compileAndRun, resultOf, Default, OpaqueRef, VNode,

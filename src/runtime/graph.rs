@@ -26,6 +26,9 @@ pub struct NodeDef {
 pub struct StreamDef {
     pub id: String,
     pub kind: String,
+    /// The handler's name in the source (`const sweep = handler(...)`).
+    #[serde(default)]
+    pub label: Option<String>,
     #[serde(rename = "fn")]
     pub fn_index: u64,
     pub context: Value,
