@@ -267,6 +267,8 @@ async fn operator_actions_act_through_the_host_and_a_trigger_fires_within_millis
     let p = &v["pieces"][0];
     assert_eq!(p["id"], json!(piece));
     assert_eq!(p["pattern"], "counter.tsx#default");
+    // Its computed `[NAME]`, though no client has read the piece.
+    assert_eq!(p["name"], "Counter 1", "{p}");
     assert_eq!(p["scheduleEntries"], 2);
     assert!(p["createdMs"].as_u64().is_some());
     let (status, v) = call(&server, &op, "GET", "/api/operator/schedules", None);

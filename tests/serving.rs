@@ -99,10 +99,11 @@ async fn two_clients_see_every_update_in_order_and_a_reader_cannot_send() {
         other => panic!("{other:?}"),
     }
     assert!(space_counter(&server.addr, "home", "activation", "runtimeMemoryBytes") > 0);
-    // Laziness over the wire: only `value` is tracked, so `doubled` never ran.
+    // Laziness over the wire: only `value` is tracked, so `doubled` never
+    // ran; the one run is the piece's `[NAME]`, which a deploy computes.
     assert_eq!(
         space_counter(&server.addr, "home", "actions", "derivationRuns"),
-        0
+        1
     );
 
     a.close().await.unwrap();
@@ -350,9 +351,10 @@ async fn a_warm_request_runs_only_the_warmed_instance_and_a_resuming_client_miss
     wait_for("park", || {
         space_counter(&server.addr, "warmth", "activation", "parks") >= 1
     });
+    // Only each deploy's `[NAME]` ran.
     assert_eq!(
         space_counter(&server.addr, "warmth", "actions", "derivationRuns"),
-        0
+        2
     );
 
     let body = json!({"pieces": [p1]}).to_string();
@@ -378,10 +380,11 @@ async fn a_warm_request_runs_only_the_warmed_instance_and_a_resuming_client_miss
         space_counter(&server.addr, "warmth", "activation", "byWarm"),
         1
     );
-    // p1's data output `doubled` ran; its [NAME] str, its [UI] and all of p2 did not.
+    // p1's data output `doubled` ran (after the deploys' two names); its
+    // [UI] and all of p2 did not.
     assert_eq!(
         space_counter(&server.addr, "warmth", "actions", "derivationRuns"),
-        1
+        3
     );
 
     // Meanwhile another client changes the value twice; the first resumes.

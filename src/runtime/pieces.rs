@@ -29,7 +29,12 @@ impl SpaceRuntime {
         export: Option<&str>,
         argument: &Value,
     ) -> RuntimeResult<String> {
-        self.create_piece_with(program, export, argument, ArgumentCheck::Strict)
+        let piece = self.create_piece_with(program, export, argument, ArgumentCheck::Strict)?;
+        // Its `[NAME]`, computed now and stored with the deploy, so
+        // operators see it before any client has read the piece. A name
+        // that fails to compute is the piece's failure, not the deploy's.
+        let _ = self.read(&piece, &[PathSeg::Key("$NAME".into())]);
+        Ok(piece)
     }
 
     pub(super) fn create_piece_with(
