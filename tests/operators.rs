@@ -23,18 +23,7 @@ fn call_at(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let headers = vec![
-        ("x-spacewake-did", who.did()),
-        ("x-spacewake-time", time_ms.to_string()),
-        (
-            "x-spacewake-signature",
-            sign_operator(who, time_ms, method, path, &bytes),
-        ),
-    ];
-    let (status, _, text) = http_full(&server.addr, method, path, &headers, &bytes);
-    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {text}"));
-    (status, v)
+    common::server::operator_call(server, who, time_ms, method, path, body)
 }
 
 fn call(

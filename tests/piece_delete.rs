@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::server::{http_full, spacewake, wait_for, Server};
+use common::server::{spacewake, wait_for, Server};
 use common::wire::{connect, deploy, deploy_runtime_fixture};
 use serde_json::{json, Value};
 use spacewake::clock::{Clock, SystemClock};
 use spacewake::protocol::messages::{DeletePiece, ErrorCode, ReadValue};
-use spacewake::protocol::{sign_operator, ClientMessage, Identity, ServerMessage};
+use spacewake::protocol::{ClientMessage, Identity, ServerMessage};
 
 fn call(
     server: &Server,
@@ -19,24 +19,11 @@ fn call(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
     // A distinct time per request: two identical requests in one
     // millisecond would carry one signature, refused as a replay.
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let time = SystemClock.now_ms() + N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let headers = vec![
-        ("x-spacewake-did", who.did()),
-        ("x-spacewake-time", time.to_string()),
-        (
-            "x-spacewake-signature",
-            sign_operator(who, time, method, path, &bytes),
-        ),
-    ];
-    let (status, _, text) = http_full(&server.addr, method, path, &headers, &bytes);
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(json!({ "text": text })),
-    )
+    common::server::operator_call(server, who, time, method, path, body)
 }
 
 async fn delete(c: &mut spacewake::protocol::client::Client, piece: &str) -> ServerMessage {

@@ -93,7 +93,10 @@ impl Default for SandboxConfig {
 /// The names a pattern's code finds on the global object, once the sandbox
 /// is locked down (no timers, no `eval`, no `WeakRef`). `check` reports a
 /// reference to any other undeclared name; a test holds this list to the
-/// engine's.
+/// engine's. Besides the language's own: `console` (lines for the embedder,
+/// bounded), `URL` and `URLSearchParams` (pure string work, `url.js`),
+/// `Intl` (pure formatting, `intl.js`), `btoa`/`atob` (base64 of byte
+/// strings).
 pub const GLOBALS: &[&str] = &[
     "AggregateError",
     "Array",

@@ -234,3 +234,27 @@ pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// One operator API request signed by `who` at `time_ms`: `(status, body)`
+/// (a body that is not JSON comes back as `{"text": …}`).
+pub fn operator_call(
+    server: &Server,
+    who: &spacewake::protocol::Identity,
+    time_ms: u64,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    let headers = vec![
+        ("x-spacewake-did", who.did()),
+        ("x-spacewake-time", time_ms.to_string()),
+        (
+            "x-spacewake-signature",
+            spacewake::protocol::sign_operator(who, time_ms, method, path, &bytes),
+        ),
+    ];
+    let (status, _, text) = http_full(&server.addr, method, path, &headers, &bytes);
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| serde_json::json!({ "text": text }));
+    (status, v)
+}
