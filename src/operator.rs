@@ -22,7 +22,7 @@ use crate::store::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Directory rows read per page while listing.
 const PAGE: usize = 500;
@@ -496,13 +496,36 @@ pub struct EntryView {
     pub retry_due_ms: Option<u64>,
     /// The newest wake event in flight.
     pub inflight_event: Option<String>,
+    /// Its callback's name in the source (`const sweep = handler(...)`),
+    /// when the piece recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_name: Option<String>,
     #[serde(flatten)]
     pub row: ScheduleRow,
+}
+
+/// The source names of a space's handlers, by stream id, as its pieces
+/// list recorded them at creation.
+pub fn handler_names(sp: &mut Space) -> OpResult<HashMap<String, String>> {
+    let listed = sp
+        .read(crate::runtime::PIECES_DOC)?
+        .map(|d| d.value)
+        .unwrap_or(Value::Null);
+    let mut names = HashMap::new();
+    for info in listed.as_object().into_iter().flat_map(|m| m.values()) {
+        for (stream, name) in info["handlers"].as_object().into_iter().flatten() {
+            if let Some(n) = name.as_str() {
+                names.insert(stream.clone(), n.to_string());
+            }
+        }
+    }
+    Ok(names)
 }
 
 impl EntryView {
     pub fn new(space: &str, row: ScheduleRow) -> EntryView {
         EntryView {
+            callback_name: None,
             space: space.to_string(),
             effective_interval_minutes: grid::interval_ms(row.interval_minutes, row.backoff_factor)
                 / grid::MINUTE_MS,
@@ -510,6 +533,15 @@ impl EntryView {
             retry_due_ms: row.retry_due_ms(),
             inflight_event: row.inflight_event().map(str::to_string),
             row,
+        }
+    }
+
+    /// [`EntryView::new`], its callback named from `names` ([`handler_names`]).
+    pub fn named(space: &str, row: ScheduleRow, names: &HashMap<String, String>) -> EntryView {
+        let name = names.get(&row.callback_stream).cloned();
+        EntryView {
+            callback_name: name,
+            ..EntryView::new(space, row)
         }
     }
 }
@@ -564,8 +596,18 @@ pub fn schedules(v: &View<'_>, only: &[String], all: bool) -> OpResult<ScheduleL
     let mut entries = Vec::new();
     let mut unreadable = Vec::new();
     for id in &targets {
-        match v.store.open_space(id).and_then(|mut s| s.schedule(None)) {
-            Ok(rows) => entries.extend(rows.into_iter().map(|r| EntryView::new(id, r))),
+        let read = v
+            .store
+            .open_space(id)
+            .map_err(OpError::from)
+            .and_then(|mut s| {
+                let names = handler_names(&mut s)?;
+                Ok((s.schedule(None)?, names))
+            });
+        match read {
+            Ok((rows, names)) => {
+                entries.extend(rows.into_iter().map(|r| EntryView::named(id, r, &names)))
+            }
             Err(e) => unreadable.push((id.clone(), e.to_string())),
         }
     }
@@ -669,11 +711,12 @@ impl EntryAction {
             EntryAction::Resume => ops::resume(sp, piece, entry)?,
         };
         let id = sp.id().to_string();
+        let names = handler_names(sp)?;
         // The directory as it is now, moved later if the change allows.
         let space_wake_ms = sp.reconcile_projection()?.next_wake_ms;
         Ok(EntryChange {
-            before: EntryView::new(&id, before),
-            after: EntryView::new(&id, after),
+            before: EntryView::named(&id, before, &names),
+            after: EntryView::named(&id, after, &names),
             space_wake_ms,
             now_ms,
         })
@@ -718,7 +761,10 @@ pub fn run(store: &Store, space: &str, event: &str) -> OpResult<RunView> {
     let appended = sp.event(event)?;
     Ok(RunView {
         space: space.to_string(),
-        entry: row.map(|r| EntryView::new(space, r)),
+        entry: match row {
+            Some(r) => Some(EntryView::named(space, r, &handler_names(&mut sp)?)),
+            None => None,
+        },
         payload: appended.as_ref().map(|e| e.payload.clone()),
         appended_seq: appended.map(|e| e.seq),
         fire,
@@ -739,7 +785,7 @@ pub fn fires(store: &Store, space: &str, piece: &str, entry: u32) -> OpResult<Fi
     let row = find_entry(&mut sp, piece, entry)?;
     let fires = sp.fires(piece, entry, FIRE_HISTORY)?;
     Ok(FiresView {
-        entry: EntryView::new(space, row),
+        entry: EntryView::named(space, row, &handler_names(&mut sp)?),
         fires,
         kept: FIRE_HISTORY,
     })

@@ -202,6 +202,10 @@ fn a_fire_keeps_its_outcome_run_error_and_log_lines() {
     assert_eq!(v["pieces"][0]["id"], json!(good), "{v}");
     let v = json(&["schedules", "list"]);
     assert_eq!(v["entries"].as_array().unwrap().len(), 2, "{v}");
+    // Entries by index and by their callback's source name.
+    assert_eq!(v["entries"][0]["callbackName"], "tick", "{v}");
+    let listed = cli(data, &["schedules", "list"]);
+    assert!(listed.contains(" 0 (tick) "), "{listed}");
     let v = json(&[
         "schedules",
         "fires",

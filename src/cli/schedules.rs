@@ -244,7 +244,10 @@ fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
     [
         e.space.clone(),
         r.piece.clone(),
-        r.entry.to_string(),
+        match &e.callback_name {
+            Some(name) => format!("{} ({name})", r.entry),
+            None => r.entry.to_string(),
+        },
         interval,
         format!(
             "{} ({})",

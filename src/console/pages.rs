@@ -598,7 +598,7 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                 @for e in &d.entries {
                     tr data-entry={(e.row.piece) "/" (e.row.entry)} {
                         td { code { (e.row.piece) } }
-                        td class="num" { (e.row.entry) }
+                        td class="num" { (e.row.entry) @if let Some(n) = &e.callback_name { " " code { (n) } } }
                         td class="num" { (e.row.interval_minutes) " min" }
                         td class="num" { (e.effective_interval_minutes) " min" }
                         td { (format_utc_ms(e.row.next_due_ms)) " (" (relative(e.row.next_due_ms, f.now_ms)) ")" }

@@ -394,7 +394,8 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
         },
     ];
     row.output_docs = Some("[]".into());
-    let entry = EntryView::new("home", row.clone());
+    let mut entry = EntryView::new("home", row.clone());
+    entry.callback_name = Some("sweep".into());
     let space = SpaceView {
         id: "home".into(),
         owner: "did:key:z6Mk".into(),

@@ -70,13 +70,20 @@ impl SpaceRuntime {
             }
             self.write(&program_doc, &[], doc)?;
         }
-        // When it was created, for operators (the listing's only use).
+        // When it was created, and its handlers' source names by stream,
+        // for operators (the listing's only use).
         let created_ms = self.clock.now_ms();
-        self.write(
-            PIECES_DOC,
-            &[PathSeg::Key(piece.clone())],
-            json!({"program": hash, "export": export, "createdMs": created_ms}),
-        )?;
+        let mut listed = json!({"program": hash, "export": export, "createdMs": created_ms});
+        let handlers: serde_json::Map<String, Value> = self
+            .streams
+            .iter()
+            .filter(|(_, b)| b.piece == piece)
+            .filter_map(|(id, b)| Some((id.clone(), json!(b.def.label.clone()?))))
+            .collect();
+        if !handlers.is_empty() {
+            listed["handlers"] = Value::Object(handlers);
+        }
+        self.write(PIECES_DOC, &[PathSeg::Key(piece.clone())], listed)?;
         self.counters.inc(Counter::PiecesCreated);
         Ok(piece)
     }
