@@ -439,6 +439,16 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     assert!(b.text("#error").contains("the feed is down"));
     assert_eq!(b.text("#logs"), "info  tick 0");
     assert_eq!(b.text("#commit"), "none");
+    assert!(
+        b.text("#next-attempt").contains("(in "),
+        "{}",
+        b.text("#next-attempt")
+    );
+    assert!(
+        b.text("main").contains("(callback tick)"),
+        "{}",
+        b.text("main")
+    );
     b.screenshot(&shots().join("run-failed.png"));
     let (status, _) = get(&server, "/console/spaces/reports?outcome=exploded");
     assert_eq!(status, 400);

@@ -403,7 +403,20 @@ fn run_link(space: &str, event: &str) -> String {
 pub fn run(f: &Frame, r: &crate::operator::RunView) -> Markup {
     let fire = &r.fire;
     let space_page = format!("/console/spaces/{}", r.space);
-    let callback = r.entry.as_ref().map(|e| e.row.callback_stream.clone());
+    let callback = r.entry.as_ref().map(|e| {
+        e.callback_name
+            .clone()
+            .unwrap_or_else(|| e.row.callback_stream.clone())
+    });
+    // A failed occurrence still being retried: when it is tried next.
+    let occurrence = crate::schedule::delivery::occurrence_of(&fire.event_id);
+    let next_attempt = r.entry.as_ref().and_then(|e| {
+        e.row
+            .pending
+            .iter()
+            .find(|p| p.occurrence == occurrence && p.attempts > 0)
+            .and_then(|p| p.retry_due_ms)
+    });
     let body = html! {
         h2 { "Run of " code { (fire.event_id) } }
         p {
@@ -422,6 +435,9 @@ pub fn run(f: &Frame, r: &crate::operator::RunView) -> Markup {
                 tr { th scope="row" { "fired (UTC)" } td { (format_utc_ms(fire.fired_ms)) " (" (human_duration_ms(fire.fired_ms.saturating_sub(fire.due_ms))) " late)" } }
                 tr { th scope="row" { "missed periods" } td { (fire.missed_periods) } }
                 tr { th scope="row" { "settled (UTC)" } td { @if let Some(t) = fire.run.settled_ms { (format_utc_ms(t)) } @else { "not yet" } } }
+                @if let Some(t) = next_attempt {
+                    tr { th scope="row" { "next attempt (UTC)" } td id="next-attempt" { (format_utc_ms(t)) " (" (crate::human::relative(t, f.now_ms)) ")" } }
+                }
                 tr { th scope="row" { "took" } td { (fire.run.duration_us.map(cpu).unwrap_or_else(|| "-".into())) } }
                 tr { th scope="row" { "CPU" } td { (fire.run.cpu_us.map(cpu).unwrap_or_else(|| "-".into())) } }
                 tr { th scope="row" { "commit" } td id="commit" { @if let Some(seq) = fire.run.commit_seq { "seq " (seq) } @else { "none" } } }
