@@ -28,6 +28,11 @@ const TTL_MS: u64 = 2_000;
 const RUN: Duration = Duration::from_secs(22);
 /// An hourly schedule at 50 ms a minute.
 const PERIOD_MS: i64 = 3_000;
+/// Loop iterations of the slow event: about 0.2 s of CPU alone on the dev
+/// machine (4 M took 0.5 s alone and over the sandbox's 2 s wall-time net
+/// with three hosts and PostgreSQL sharing its 2 cores, so no host could
+/// ever finish it), yet far longer than the 10 ms before the SIGSTOP.
+const SLOW_SPIN: u64 = 1_500_000;
 
 const PATTERN: &str = r#"
 import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
@@ -299,7 +304,7 @@ async fn three_hosts_one_database_faults_lose_and_duplicate_nothing() {
             slow.clone(),
             pieces[SPACES - 1].clone(),
         );
-        tokio::task::spawn_blocking(move || ingest(&addr, &me, &slow, &piece, "slow-1", 4_000_000))
+        tokio::task::spawn_blocking(move || ingest(&addr, &me, &slow, &piece, "slow-1", SLOW_SPIN))
             .await
             .unwrap()
     };
