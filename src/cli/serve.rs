@@ -100,6 +100,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SPACEWAKE_CONSOLE_READ", value_enum,
           default_value_t = crate::http::console::ConsoleRead::Open)]
     pub console_read: crate::http::console::ConsoleRead,
+    /// `/metrics` shows per-space series (CPU by bucket, commits, wakes
+    /// delivered, dead letters, budget skips) for this many spaces, those
+    /// with the most CPU time; everything else is host-wide. 0: none.
+    #[arg(long, env = "SPACEWAKE_METRICS_TOP_SPACES",
+          default_value_t = crate::metrics::exposition::DEFAULT_TOP_SPACES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub metrics_top_spaces: u64,
     /// At most this many spaces active at once (each a thread, a JavaScript
     /// runtime and an open file); past it, opens and ingests for another
     /// space are refused (`overloaded`, HTTP 503) and boot discovery waits.
@@ -391,7 +398,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .reading(args.console_read);
         let state = crate::http::HttpState::new(host.clone(), operators)
             .with_console(console)
-            .with_ws_open_timeout(millis(args.ws_open_timeout_ms));
+            .with_ws_open_timeout(millis(args.ws_open_timeout_ms))
+            .with_metrics_top_spaces(args.metrics_top_spaces as usize);
         let limits = crate::http::conn::ConnLimits {
             header_read: millis(args.header_read_timeout_ms),
             idle: millis(args.idle_timeout_ms),

@@ -77,6 +77,7 @@ pub(crate) fn run(
 ) {
     let scheduled = trigger == super::Trigger::Schedule;
     let counters = inner.counters.space(&id);
+    let activation = crate::clock::Stopwatch::start();
     let access = if scheduled {
         FileAccess::Exclusive
     } else {
@@ -168,6 +169,10 @@ pub(crate) fn run(
         }
     };
     inner.clear_failures(&id);
+    counters.observe(
+        crate::metrics::Hist::ActivationDuration,
+        activation.elapsed().as_micros() as u64,
+    );
     let mut rt = rt;
     // An effect's outcome comes back as a command of this space (dropped if
     // the space has parked since: it is asked for again when next pulled).

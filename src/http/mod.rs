@@ -47,6 +47,8 @@ pub struct HttpState {
     /// How long a WebSocket may go without opening its session (`None`:
     /// no deadline).
     pub ws_open: Option<std::time::Duration>,
+    /// Spaces given per-space series on `/metrics` (the top ones by CPU).
+    pub metrics_top_spaces: usize,
 }
 
 /// The default of `serve --ws-open-timeout-ms`.
@@ -63,6 +65,7 @@ impl HttpState {
                 crate::console::auth::ConsoleAuth::disabled(),
             )),
             ws_open: Some(DEFAULT_WS_OPEN),
+            metrics_top_spaces: crate::metrics::exposition::DEFAULT_TOP_SPACES,
         }
     }
 
@@ -78,6 +81,11 @@ impl HttpState {
 
     pub fn with_ws_open_timeout(mut self, limit: Option<std::time::Duration>) -> HttpState {
         self.ws_open = limit;
+        self
+    }
+
+    pub fn with_metrics_top_spaces(mut self, top: usize) -> HttpState {
+        self.metrics_top_spaces = top;
         self
     }
 }
@@ -144,6 +152,12 @@ fn fleet_view(s: &HttpState) -> Option<serde_json::Value> {
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
     let mut extra: Vec<Box<dyn prometheus_client::collector::Collector>> = Vec::new();
+    if let Ok(registered) = s.host.store().directory().count() {
+        extra.push(Box::new(crate::metrics::exposition::SpaceGauges {
+            registered,
+            active: s.host.active_spaces().len() as u64,
+        }));
+    }
     if let Some(pg) = s.host.store().postgres() {
         if let Ok(hosts) = crate::store::off_runtime(|| pg.fleet()) {
             extra.push(Box::new(FleetGauges {
@@ -157,7 +171,9 @@ async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.host.counters().prometheus_text_with(extra),
+        s.host
+            .counters()
+            .prometheus_text_with(s.metrics_top_spaces, extra),
     )
 }
 

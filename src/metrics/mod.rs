@@ -13,6 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 
+pub mod exposition;
+pub mod histogram;
+pub use histogram::Hist;
+
 macro_rules! counters {
     ($( $variant:ident => ($block:literal, $name:literal, $kind:ident, $help:literal), )*) => {
         /// Every counter and gauge spacewake keeps.
@@ -268,6 +272,8 @@ pub struct Counters {
     retired: std::sync::Mutex<std::collections::VecDeque<Arc<str>>>,
     /// The values of the most recently parked spaces.
     parked: std::sync::Mutex<ParkedRing>,
+    /// Host-wide only: per space they would multiply series by spaces.
+    histograms: histogram::Histograms,
 }
 
 /// The longest space id the parked ring holds (ids are at most 200 bytes;
@@ -483,6 +489,12 @@ impl SpaceCounters {
         }
         self.inc(Counter::LatenessCount);
         self.add(Counter::LatenessSumMs, lateness_ms as i64);
+        self.observe(Hist::WakeLateness, lateness_ms.saturating_mul(1_000));
+    }
+
+    /// Records a duration, in µs, in the host's histogram `h`.
+    pub fn observe(&self, h: Hist, us: u64) {
+        self.counters.histograms.observe(h, us);
     }
 
     pub fn add(&self, c: Counter, n: i64) {
@@ -511,6 +523,10 @@ impl Counters {
 
     pub fn host(&self) -> &CounterSet {
         &self.host
+    }
+
+    pub fn histograms(&self) -> &histogram::Histograms {
+        &self.histograms
     }
 
     /// Host-only increment, for events that belong to no space.
@@ -649,20 +665,63 @@ impl Counters {
         Value::Object(out)
     }
 
-    /// Prometheus text exposition of every counter, host-wide and per space.
-    pub fn prometheus_text(self: &Arc<Self>) -> String {
-        self.prometheus_text_with(Vec::new())
+    /// The `n` spaces whose kept values of `measure` (summed) are largest
+    /// and above zero, largest first (ties by id), with their values.
+    pub fn top_spaces(&self, n: usize, measure: &[Counter]) -> Vec<(String, Vec<i64>)> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let score = |get: &dyn Fn(Counter) -> i64| measure.iter().map(|&c| get(c)).sum::<i64>();
+        let mut ranked: Vec<(i64, String, Vec<i64>)> = self
+            .parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries()
+            .map(|(id, row)| (score(&|c| row[c as usize]), id.to_string(), row))
+            .filter(|(s, _, _)| *s > 0)
+            .collect();
+        {
+            // Scored in place: copying every active set's row would cost
+            // a scrape of 10,000 spaces megabytes.
+            let map = self.spaces.read().unwrap_or_else(|p| p.into_inner());
+            let mut active: Vec<(i64, &Arc<str>)> = map
+                .iter()
+                .map(|(id, set)| (score(&|c| set.get(c)), id))
+                .filter(|(s, _)| *s > 0)
+                .collect();
+            active.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+            active.truncate(n);
+            ranked.retain(|(_, id, _)| !map.contains_key(id.as_str()));
+            ranked.extend(
+                active
+                    .into_iter()
+                    .map(|(s, id)| (s, id.to_string(), map[id].to_row())),
+            );
+        }
+        ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        ranked.truncate(n);
+        ranked.into_iter().map(|(_, id, row)| (id, row)).collect()
+    }
+
+    /// `/metrics`: host-wide families, histograms, and per-space families
+    /// for the `top` spaces by CPU (see [`exposition`]).
+    pub fn prometheus_text(self: &Arc<Self>, top: usize) -> String {
+        self.prometheus_text_with(top, Vec::new())
     }
 
     /// [`Counters::prometheus_text`] with more metric families beside the
     /// counters (the fleet view on a fleet's database).
     pub fn prometheus_text_with(
         self: &Arc<Self>,
+        top: usize,
         extra: Vec<Box<dyn prometheus_client::collector::Collector>>,
     ) -> String {
         use prometheus_client::registry::Registry;
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(PromCollector(self.clone())));
+        registry.register_collector(Box::new(exposition::Collector {
+            counters: self.clone(),
+            top,
+        }));
         for c in extra {
             registry.register_collector(c);
         }
@@ -671,69 +730,6 @@ impl Counters {
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
         out
     }
-}
-
-#[derive(Debug)]
-struct PromCollector(Arc<Counters>);
-
-impl prometheus_client::collector::Collector for PromCollector {
-    fn encode(
-        &self,
-        mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>,
-    ) -> Result<(), std::fmt::Error> {
-        use prometheus_client::encoding::EncodeMetric;
-        use prometheus_client::metrics::counter::ConstCounter;
-        use prometheus_client::metrics::gauge::ConstGauge;
-        let spaces: Vec<(String, CounterSet)> = self
-            .0
-            .per_space()
-            .into_iter()
-            .map(|(id, row)| (id, CounterSet::from_row(&row)))
-            .collect();
-        for &c in Counter::ALL {
-            let name = format!("spacewake_{}_{}", c.block(), snake(c.name()));
-            let sets = std::iter::once((None, &self.0.host))
-                .chain(spaces.iter().map(|(id, set)| (Some(id.as_str()), set)));
-            match c.kind() {
-                Kind::Counter => {
-                    let proto = ConstCounter::new(0u64);
-                    let mut fam =
-                        encoder.encode_descriptor(&name, c.help(), None, proto.metric_type())?;
-                    for (space, set) in sets {
-                        let labels = [("space", space.unwrap_or("_host"))];
-                        let m = ConstCounter::new(set.get(c).max(0) as u64);
-                        m.encode(fam.encode_family(&labels)?)?;
-                    }
-                    let _ = &mut fam;
-                }
-                Kind::Gauge => {
-                    let proto = ConstGauge::new(0i64);
-                    let mut fam =
-                        encoder.encode_descriptor(&name, c.help(), None, proto.metric_type())?;
-                    for (space, set) in sets {
-                        let labels = [("space", space.unwrap_or("_host"))];
-                        let m = ConstGauge::new(set.get(c));
-                        m.encode(fam.encode_family(&labels)?)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `commitsAuthored` -> `commits_authored`.
-fn snake(camel: &str) -> String {
-    let mut out = String::with_capacity(camel.len() + 4);
-    for ch in camel.chars() {
-        if ch.is_ascii_uppercase() {
-            out.push('_');
-            out.push(ch.to_ascii_lowercase());
-        } else {
-            out.push(ch);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -815,9 +811,14 @@ mod tests {
         assert_eq!(c.space_value("held", Counter::Parks), 2);
         let j = c.serving_loop_json();
         assert_eq!(j["spaces"]["last"]["activation"]["parks"], 1);
-        assert!(c
-            .prometheus_text()
-            .contains("spacewake_activation_parks_total{space=\"last\"} 1"));
+        c.space("last").add(Counter::LedgerCpuUsSession, 2_500);
+        c.retire_space("last");
+        assert!(
+            c.prometheus_text(10).contains(
+                "spacewake_space_cpu_seconds_total{space=\"last\",bucket=\"session\"} 0.0025"
+            ),
+            "a parked space among the top spaces has its series"
+        );
     }
 
     #[test]
@@ -895,24 +896,5 @@ mod tests {
             }
         }
         assert!(ring.spans.iter().all(|s| s.at + s.len <= PARKED_LOG_BYTES));
-    }
-
-    #[test]
-    fn prometheus_text_has_host_and_space_series() {
-        let c = Counters::new();
-        c.space("s1").inc(Counter::LeaseAcquired);
-        let text = c.prometheus_text();
-        assert!(
-            text.contains("spacewake_lease_acquired_total{space=\"s1\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("spacewake_lease_acquired_total{space=\"_host\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("spacewake_store_spaces_open{space=\"_host\"} 0"),
-            "{text}"
-        );
     }
 }

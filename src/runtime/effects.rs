@@ -208,6 +208,10 @@ impl SpaceRuntime {
     /// Writes an outcome into its node, for the next wave to commit;
     /// dropped when the node no longer asks that request.
     pub fn apply_effect(&mut self, done: EffectDone) -> RuntimeResult<()> {
+        self.counters.observe(
+            crate::metrics::Hist::EffectDuration,
+            done.took.as_micros() as u64,
+        );
         let asked = self
             .effects_in_flight
             .get(&done.node)

@@ -108,6 +108,7 @@ impl SpaceRuntime {
             }
         };
         c.add(wall, wall_us as i64);
+        c.observe(crate::metrics::Hist::WaveDuration, wall_us);
         c.inc(waves);
         c.inc(Counter::LedgerWaves);
         c.add(Counter::LedgerActions, runs as i64);
