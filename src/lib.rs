@@ -30,3 +30,4 @@ pub mod schedule;
 pub mod session;
 pub mod store;
 pub mod telemetry;
+pub mod types;

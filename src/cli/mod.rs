@@ -58,6 +58,15 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Write `commonfabric.d.ts` (the authoring API's type declarations,
+    /// exactly what this runtime exports) into a directory of patterns, and
+    /// a `tsconfig.json` if it has none, so `tsc --noEmit` and editors can
+    /// check them.
+    Types {
+        /// The directory of patterns (created if missing).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Run pattern scenario files; ends with `N passed, N failed`.
     Scenario {
         /// Scenario files (`*.scenario.json`).
@@ -327,6 +336,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Check { files } => Ok(crate::check::run(&files)),
+        Command::Types { dir } => types(&dir),
         Command::Scenario { files } => Ok(crate::scenario::run_files(&files)),
         Command::Test { files } => Ok(crate::pattern_test::run_files(&files)),
         Command::Bench { which } => bench::run(which),
@@ -433,6 +443,31 @@ impl ClientArgs {
                 .unwrap_or_else(|| "127.0.0.1:8080".to_string())),
         }
     }
+}
+
+/// `spacewake types DIR`: one line per file, saying what was done.
+fn types(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use crate::types::Written;
+    let written = crate::types::write(dir).map_err(|e| {
+        anyhow::anyhow!("cannot write the declarations into {}: {e}", dir.display())
+    })?;
+    for w in written {
+        let line = match w {
+            Written::Created(p) => format!("wrote {}", p.display()),
+            Written::Updated(p) => format!("updated {}", p.display()),
+            Written::Unchanged(p) => format!("{} is up to date", p.display()),
+            Written::KeptExisting(p) => format!(
+                "kept {} (make sure it includes commonfabric.d.ts and sets \"jsx\": \"preserve\", \"jsxFactory\": \"h\")",
+                p.display()
+            ),
+        };
+        println!("{line}");
+    }
+    println!(
+        "check with: tsc -p {} --noEmit (TypeScript 5.4 or later)",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
