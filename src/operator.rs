@@ -505,17 +505,27 @@ pub struct EntryView {
 }
 
 /// The source names of a space's handlers, by stream id, as its pieces
-/// list recorded them at creation.
+/// list recorded them at creation; for a piece made before names were
+/// recorded, where each stream shows in its result.
 pub fn handler_names(sp: &mut Space) -> OpResult<HashMap<String, String>> {
     let listed = sp
         .read(crate::runtime::PIECES_DOC)?
         .map(|d| d.value)
         .unwrap_or(Value::Null);
     let mut names = HashMap::new();
-    for info in listed.as_object().into_iter().flat_map(|m| m.values()) {
-        for (stream, name) in info["handlers"].as_object().into_iter().flatten() {
-            if let Some(n) = name.as_str() {
-                names.insert(stream.clone(), n.to_string());
+    for (piece, info) in listed.as_object().into_iter().flatten() {
+        match info["handlers"].as_object() {
+            Some(handlers) => {
+                for (stream, name) in handlers {
+                    if let Some(n) = name.as_str() {
+                        names.insert(stream.clone(), n.to_string());
+                    }
+                }
+            }
+            None => {
+                if let Some(result) = sp.read(piece)? {
+                    names.extend(crate::runtime::graph::stream_paths(&result.value));
+                }
             }
         }
     }
@@ -551,6 +561,10 @@ impl EntryView {
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleList {
     pub entries: Vec<EntryView>,
+    /// Declared entries that can never fire (never indexed), with why:
+    /// only pieces made before such entries were refused have any.
+    #[serde(default)]
+    pub invalid: Vec<InvalidEntry>,
     /// How many spaces were opened to find them.
     pub looked_in: usize,
     /// Whether only spaces with a wake set were looked in (see [`schedules`]).
@@ -559,6 +573,39 @@ pub struct ScheduleList {
     /// Spaces whose schedule could not be read, with the reason.
     pub unreadable: Vec<(String, String)>,
     pub now_ms: u64,
+}
+
+/// A `[SCHEDULE]` entry on a piece's result that can never fire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InvalidEntry {
+    pub space: String,
+    pub piece: String,
+    pub entry: u32,
+    pub reason: String,
+}
+
+/// The invalid entries of a space's pieces (see [`InvalidEntry`]).
+pub fn invalid_entries(space: &str, sp: &mut Space) -> OpResult<Vec<InvalidEntry>> {
+    let listed = sp
+        .read(crate::runtime::PIECES_DOC)?
+        .map(|d| d.value)
+        .unwrap_or(Value::Null);
+    let mut out = Vec::new();
+    for piece in listed.as_object().into_iter().flat_map(|m| m.keys()) {
+        let Some(result) = sp.read(piece)? else {
+            continue;
+        };
+        for (entry, reason) in index::declaration_problems(&result.value) {
+            out.push(InvalidEntry {
+                space: space.to_string(),
+                piece: piece.clone(),
+                entry,
+                reason,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// The entries of the spaces named in `only`, or of every space with a
@@ -594,6 +641,7 @@ pub fn schedules(v: &View<'_>, only: &[String], all: bool) -> OpResult<ScheduleL
         }
     }
     let mut entries = Vec::new();
+    let mut invalid = Vec::new();
     let mut unreadable = Vec::new();
     for id in &targets {
         let read = v
@@ -602,17 +650,19 @@ pub fn schedules(v: &View<'_>, only: &[String], all: bool) -> OpResult<ScheduleL
             .map_err(OpError::from)
             .and_then(|mut s| {
                 let names = handler_names(&mut s)?;
-                Ok((s.schedule(None)?, names))
+                Ok((s.schedule(None)?, names, invalid_entries(id, &mut s)?))
             });
         match read {
-            Ok((rows, names)) => {
-                entries.extend(rows.into_iter().map(|r| EntryView::named(id, r, &names)))
+            Ok((rows, names, bad)) => {
+                entries.extend(rows.into_iter().map(|r| EntryView::named(id, r, &names)));
+                invalid.extend(bad);
             }
             Err(e) => unreadable.push((id.clone(), e.to_string())),
         }
     }
     Ok(ScheduleList {
         entries,
+        invalid,
         looked_in: targets.len(),
         wake_set_only: only.is_empty() && !all,
         quarantined,

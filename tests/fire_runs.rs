@@ -236,3 +236,168 @@ fn a_fire_keeps_its_outcome_run_error_and_log_lines() {
         .unwrap()
         .contains("the feed is down"));
 }
+
+/// A handler the source gave no name goes by where its stream shows in the
+/// result; a lift or derivation bound to a `const` goes by that name.
+const UNNAMED: &str = r#"
+import { pattern, handler, lift, computed, SCHEDULE, Cell, Default } from "commonfabric";
+
+const double = lift((n: number) => n * 2);
+
+export default pattern<{ count: Default<number, 0> }>(({ count }) => {
+  const bumper = handler<unknown, { count: Cell<number> }>((_e, { count }) => {
+    count.set(count.get() + 1);
+  })({ count });
+  const doubled = double(count);
+  const summary = computed(() => `count ${count}`);
+  return {
+    [SCHEDULE]: [{ intervalMinutes: 60, callback: bumper }],
+    bump: bumper,
+    doubled,
+    summary,
+    count,
+  };
+});
+"#;
+
+#[test]
+fn handlers_and_derivations_go_by_the_names_an_author_gave_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = common::manual_host(dir.path(), clock.clone(), |_| {});
+    h.store().create_space("s", "did:key:owner").unwrap();
+    let piece = h
+        .deploy_file_blocking("s", "p.tsx", UNNAMED, json!({}))
+        .expect("deploy");
+    common::park(&h, &clock, "s");
+    clock.set_ms(due(&h, "s"));
+    wait("the wake delivered", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    // A reader runs the derivations (nothing asks for them on a wake).
+    assert_eq!(common::read(&h, "s", &piece, "doubled"), json!(2));
+    assert_eq!(common::read(&h, "s", &piece, "summary"), json!("count 1"));
+    common::park(&h, &clock, "s");
+    drop(h);
+
+    let data = dir.path();
+    let list: serde_json::Value =
+        serde_json::from_str(&cli(data, &["schedules", "list", "--json"])).unwrap();
+    assert_eq!(list["entries"][0]["callbackName"], "bump", "{list}");
+    let ledger: serde_json::Value =
+        serde_json::from_str(&cli(data, &["ledger", "--space", "s", "--json"])).unwrap();
+    let actions: Vec<(String, String)> = ledger["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["kind"].as_str().unwrap().to_string(),
+                a["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let has = |kind: &str, prefix: &str| {
+        actions
+            .iter()
+            .any(|(k, a)| k == kind && a.starts_with(prefix) && a.ends_with(')'))
+    };
+    assert!(has("handler", "bump (s"), "{actions:?}");
+    assert!(has("derivation", "double (n"), "{actions:?}");
+    assert!(has("derivation", "summary (n"), "{actions:?}");
+    assert!(
+        actions.iter().all(|(_, a)| !a.starts_with("pc-")),
+        "{actions:?}"
+    );
+}
+
+/// A piece made before a `[SCHEDULE]` entry that can never fire was
+/// refused at deploy: its program (the compiler cannot see that
+/// `handlers.sweep` is a handler not bound to its state) and its listing,
+/// as an older release stored them.
+const LEGACY: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+
+const sweep = handler<unknown, { count: Cell<number> }>((_e, { count }) => count.set(count.get() + 1));
+const handlers = { sweep };
+
+export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
+  [SCHEDULE]: [{ intervalMinutes: 60, callback: handlers.sweep }],
+  count,
+}));
+"#;
+
+#[test]
+fn a_legacy_entry_that_can_never_fire_is_counted_as_it_loads_and_listed() {
+    use spacewake::store::{Author, CommitClass, CommitRequest, DocOp};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = common::manual_host(dir.path(), clock.clone(), |_| {});
+    // A deploy of it today is refused, nothing stored.
+    h.store().create_space("old", "did:key:owner").unwrap();
+    let refused = h.deploy_file_blocking("old", "p.tsx", LEGACY, json!({}));
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| format!("{e:?}").contains("could never fire")),
+        "{refused:?}"
+    );
+    common::park(&h, &clock, "old");
+
+    let program = spacewake::compiler::compile(
+        "p.tsx",
+        &spacewake::compiler::MemorySource::new().with("p.tsx", LEGACY),
+    )
+    .unwrap();
+    let hash = program.hash_hex();
+    let modules: Vec<serde_json::Value> = program
+        .modules
+        .iter()
+        .map(|m| json!({"name": m.name, "source": m.source}))
+        .collect();
+    let piece = "pc-0123456789abcdef";
+    let mut s = h.store().open_space("old").unwrap();
+    s.commit(
+        CommitRequest::new(CommitClass::System, Author::server())
+            .op(DocOp::Set {
+                id: format!("program/{hash}"),
+                value: json!({"entry": program.entry().name, "modules": modules}),
+            })
+            .op(DocOp::Set {
+                id: format!("{piece}/argument"),
+                value: json!({"count": 0}),
+            })
+            .op(DocOp::Set {
+                id: spacewake::runtime::PIECES_DOC.into(),
+                value: json!({piece: {"program": hash, "export": "default", "createdMs": 0}}),
+            }),
+    )
+    .unwrap();
+    drop(s);
+
+    // It loads (its other parts serve), the entry is counted, never indexed.
+    assert_eq!(common::read(&h, "old", piece, "count"), json!(0));
+    assert!(c(&h, "old", Counter::ScheduleInvalidEntries) >= 1);
+    common::park(&h, &clock, "old");
+    assert!(h
+        .store()
+        .open_space("old")
+        .unwrap()
+        .schedule(None)
+        .unwrap()
+        .is_empty());
+    drop(h);
+    let list: serde_json::Value = serde_json::from_str(&cli(
+        dir.path(),
+        &["schedules", "list", "--space", "old", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(list["entries"], json!([]), "{list}");
+    assert_eq!(list["invalid"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["invalid"][0]["piece"], piece, "{list}");
+    assert_eq!(list["invalid"][0]["entry"], 0, "{list}");
+    assert!(list["invalid"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not a stream"));
+}

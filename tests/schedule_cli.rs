@@ -220,6 +220,52 @@ fn list_says_so_when_there_are_no_entries() {
     assert!(stdout.starts_with("no schedule entries\n"), "{stdout}");
 }
 
+/// A piece made before entries that can never fire were refused at deploy
+/// (its `[SCHEDULE]` callback `null`): the index leaves the entry out, and
+/// the listing shows it as invalid, with why, beside the valid one.
+#[test]
+fn an_entry_that_can_never_fire_is_listed_as_invalid_with_why() {
+    let d = Data::new(system_now());
+    d.store.create_space("old", "did:key:owner").unwrap();
+    d.put(
+        "old",
+        spacewake::runtime::PIECES_DOC,
+        json!({PIECE: {"program": "0".repeat(64), "export": "default"}}),
+    );
+    d.put(
+        "old",
+        PIECE,
+        json!({"$SCHEDULE": [
+            {"intervalMinutes": 60, "callback": null},
+            {"intervalMinutes": 120, "callback": {"$stream": format!("{PIECE}/s0")}},
+        ]}),
+    );
+    let rows = d.rows("old");
+    assert_eq!(rows.iter().map(|r| r.entry).collect::<Vec<_>>(), [1]);
+
+    let stdout = ok(&schedules(&with_data(d.path(), "list", &["--all"])));
+    assert!(
+        stdout.contains(&format!(
+            "old {PIECE} entry 0: invalid: its callback is not a stream"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 entry can never fire"), "{stdout}");
+    let out = ok(&schedules(&with_data(
+        d.path(),
+        "list",
+        &["--all", "--json"],
+    )));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["entries"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["invalid"][0]["piece"], PIECE, "{v}");
+    assert_eq!(v["invalid"][0]["entry"], 0, "{v}");
+    assert!(v["invalid"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not a stream"));
+}
+
 #[test]
 fn list_shows_backoff_retries_and_history_columns() {
     let d = Data::new(system_now());

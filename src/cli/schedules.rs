@@ -188,6 +188,20 @@ fn list(
             plural(spaces_with_entries, "space", "spaces"),
         );
     }
+    if !list.invalid.is_empty() {
+        // Never indexed, so never due: shown apart, each with why.
+        println!(
+            "{} {} can never fire:",
+            thousands(list.invalid.len() as u64),
+            plural(list.invalid.len(), "entry", "entries")
+        );
+        for e in &list.invalid {
+            println!(
+                "  {} {} entry {}: invalid: {}",
+                e.space, e.piece, e.entry, e.reason
+            );
+        }
+    }
     if list.wake_set_only {
         println!(
             "(looked in the {} {} with a wake set; entries that are all paused are found with --all)",

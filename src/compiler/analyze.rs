@@ -953,12 +953,16 @@ impl<'a> Visit<'a> for Analyzer<'_> {
     }
 
     fn visit_variable_declarator(&mut self, it: &oxc_ast::ast::VariableDeclarator<'a>) {
-        // `const sweep = handler(...)`: the handler keeps its source name,
-        // so operators see `sweep`, not only its stream's id.
+        // `const sweep = handler(...)` (or a lift, `computed`, `derive`):
+        // it keeps its source name, so operators see `sweep`, not only its
+        // stream's or node's id.
         if let (Some(Expression::CallExpression(call)), Some(id)) =
             (&it.init, it.id.get_binding_identifier())
         {
-            if self.cf_name(&call.callee) == Some("handler") {
+            if matches!(
+                self.cf_name(&call.callee),
+                Some("handler" | "lift" | "computed" | "derive")
+            ) {
                 self.out.edits.push(Edit::insert(
                     call.span.start,
                     format!(

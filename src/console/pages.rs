@@ -386,6 +386,8 @@ pub struct SpaceDetail {
     pub space: SpaceView,
     pub pieces: Vec<PieceView>,
     pub entries: Vec<EntryView>,
+    /// Entries that can never fire, with why (never indexed).
+    pub invalid: Vec<crate::operator::InvalidEntry>,
     pub fires: Vec<FiresView>,
     pub ledger: LedgerView,
     pub dead_letters: usize,
@@ -622,6 +624,15 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                         td class="num" { (e.row.attempts()) }
                         td class="status" { (e.row.status.as_str()) }
                         td { (entry_actions(f, &s.id, e)) }
+                    }
+                }
+                @for e in &d.invalid {
+                    tr class="invalid" data-entry={(e.piece) "/" (e.entry)} {
+                        td { code { (e.piece) } }
+                        td class="num" { (e.entry) }
+                        td colspan="5" { (e.reason) }
+                        td class="status" { "invalid" }
+                        td { span class="muted" { "never fires" } }
                     }
                 }
             }

@@ -387,9 +387,8 @@ async fn space_page(
         };
         let sv = op::space(&v, &space).map_err(refused)?;
         let pieces = op::pieces(host.store(), &space).map_err(refused)?;
-        let entries = op::schedules(&v, std::slice::from_ref(&space), true)
-            .map_err(refused)?
-            .entries;
+        let listed = op::schedules(&v, std::slice::from_ref(&space), true).map_err(refused)?;
+        let (entries, invalid) = (listed.entries, listed.invalid);
         let fires = entries
             .iter()
             .filter_map(|e| {
@@ -413,6 +412,7 @@ async fn space_page(
                 space: sv,
                 pieces,
                 entries,
+                invalid,
                 fires,
                 ledger,
                 dead_letters,

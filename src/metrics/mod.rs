@@ -83,6 +83,7 @@ counters! {
     ScheduleSuppressed => ("schedule", "suppressed", Counter, "Due wakes not fired because scheduled wakes are switched off"),
     ScheduleRetried => ("schedule", "retried", Counter, "Failed wake deliveries scheduled for retry (1, 5, 30 min)"),
     ScheduleRefusedEntries => ("schedule", "refusedDeclarations", Counter, "New pieces refused because a [SCHEDULE] entry could never fire (its callback is not a stream)"),
+    ScheduleInvalidEntries => ("schedule", "invalidEntries", Counter, "[SCHEDULE] entries that can never fire found on a piece as it loaded (a piece made before such entries were refused); listed as invalid with why, never indexed"),
     ScheduleUnvalidated => ("schedule", "unvalidatedDeclarations", Counter, "Piece results whose $SCHEDULE matched no declaration the compiler validated (dropped, never indexed)"),
     ScheduleDeadLettered => ("schedule", "deadLettered", Counter, "Wake occurrences given up after their retries"),
     ScheduleEndedByDeletion => ("schedule", "endedByDeletion", Counter, "Pending wakes (undelivered, awaiting a retry or a trigger) that ended because their piece was deleted"),

@@ -506,6 +506,12 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
             "scheduleList",
             json(&ScheduleList {
                 entries: vec![entry.clone()],
+                invalid: vec![crate::operator::InvalidEntry {
+                    space: "a".into(),
+                    piece: "pc-1".into(),
+                    entry: 0,
+                    reason: "its callback is not a stream".into(),
+                }],
                 looked_in: 1,
                 wake_set_only: true,
                 quarantined: 0,

@@ -333,12 +333,13 @@ export function lift(...given) {
     if (inHandler()) return fn(input, captures);
     if (inRun() && !hasRefs(input, 0) && !hasRefs(captures, 0)) return fn(input, captures);
     const args = captures === undefined ? [markCells(input, schema)] : [markCells(input, schema), captures];
-    const out = addNode("lift", fn, args, fn.name || "lift");
+    const out = addNode("lift", fn, args, fn.name || applied.__label || "lift");
     // The result's type travels with its reference: a derivation capturing
     // a `Writable<T>[]` result gets a cell per element, as in the reference.
     if (schema && schema.result) { out[REF].schema = schema.result; out[REF].root = schema.result; }
     return out;
   };
+  applied.__lift = true;
   return applied;
 }
 
@@ -2165,12 +2166,18 @@ function assertWith(source, partSources, check, captures) {
   };
   return computed(record, captures);
 }
-// The compiler's name for a handler bound to a `const` (`const sweep =
-// handler(...)` becomes `__named("sweep", handler(...))`): its streams
-// carry it, so operators see the source's name.
+// The compiler's name for a handler, lift or derivation bound to a `const`
+// (`const sweep = handler(...)` becomes `__named("sweep", handler(...))`):
+// its streams and nodes carry it, so operators see the source's name.
 export function __named(name, value) {
-  if (typeof value === "function" && value.__handler && value.__label === undefined) {
-    value.__label = name;
+  if (typeof value === "function" && (value.__handler || value.__lift)) {
+    if (value.__label === undefined) value.__label = name;
+  } else if (builder !== null && isRef(value) && value[REF].node) {
+    // `const total = computed(...)`: the node it just added keeps the name
+    // unless its function had one of its own.
+    const id = value[REF].doc;
+    const node = builder.nodes.find((n) => n.id === id);
+    if (node !== undefined && node.label === node.kind) node.label = name;
   }
   return value;
 }

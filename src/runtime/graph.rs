@@ -315,6 +315,46 @@ pub fn strip_reserved(v: &Value) -> Value {
     }
 }
 
+/// Where each stream shows in a piece's result, as a dotted path
+/// (`increment`, `actions.add`, `items.0.remove`; the shortest where it
+/// shows twice): the name an operator knows a handler by when the source
+/// gave it none. Reserved (`$`) keys
+/// are not walked, so a stream seen only in `[SCHEDULE]` or `[UI]` has no
+/// path here.
+pub fn stream_paths(result: &Value) -> std::collections::HashMap<String, String> {
+    type Seen = std::collections::HashMap<String, (usize, String)>;
+    fn walk(v: &Value, at: &mut Vec<String>, out: &mut Seen) {
+        if let Some(id) = as_stream(v) {
+            let shorter = out.get(id).is_none_or(|(depth, _)| *depth > at.len());
+            if !at.is_empty() && shorter {
+                out.insert(id.to_string(), (at.len(), at.join(".")));
+            }
+            return;
+        }
+        // Deep enough for any result a person reads; bounded for the rest.
+        if at.len() >= 8 {
+            return;
+        }
+        let children: Box<dyn Iterator<Item = (String, &Value)>> = match v {
+            Value::Object(m) => Box::new(
+                m.iter()
+                    .filter(|(k, _)| !k.starts_with('$'))
+                    .map(|(k, v)| (k.clone(), v)),
+            ),
+            Value::Array(a) => Box::new(a.iter().enumerate().map(|(i, v)| (i.to_string(), v))),
+            _ => return,
+        };
+        for (k, child) in children {
+            at.push(k);
+            walk(child, at, out);
+            at.pop();
+        }
+    }
+    let mut seen = Seen::new();
+    walk(result, &mut Vec::new(), &mut seen);
+    seen.into_iter().map(|(id, (_, path))| (id, path)).collect()
+}
+
 /// `length` as a path segment of an array or a string, as JavaScript reads
 /// it (strings count UTF-16 units); `None` for anything else.
 pub fn length_of(v: &Value, seg: &PathSeg) -> Option<Value> {
@@ -354,6 +394,27 @@ mod tests {
         assert_eq!(docs, ["d1", "d2"]);
         let l = as_link(&t[0]["x"]).unwrap();
         assert_eq!(l.path, vec![PathSeg::Key("a".into()), PathSeg::Index(0)]);
+    }
+
+    #[test]
+    fn a_stream_is_named_by_where_it_shows_in_the_result() {
+        let r = json!({
+            "$SCHEDULE": [{"callback": {"$stream": "p/s0"}}],
+            "$UI": {"onClick": {"$stream": "p/s3"}},
+            "increment": {"$stream": "p/s1"},
+            "actions": {"add": {"$stream": "p/s2"}, "again": {"$stream": "p/s1"}},
+            "items": [{"remove": {"$stream": "p/s4"}}],
+        });
+        let paths = stream_paths(&r);
+        assert_eq!(paths.get("p/s1").map(String::as_str), Some("increment"));
+        assert_eq!(paths.get("p/s2").map(String::as_str), Some("actions.add"));
+        assert_eq!(
+            paths.get("p/s4").map(String::as_str),
+            Some("items.0.remove")
+        );
+        // Only under reserved keys: no name from the result.
+        assert!(!paths.contains_key("p/s0") && !paths.contains_key("p/s3"));
+        assert!(stream_paths(&json!({"$stream": "p/s9"})).is_empty());
     }
 
     #[test]

@@ -8,7 +8,9 @@ pub(super) struct Meter {
     pub(super) cpu_start_us: u64,
     pub(super) wall_start: crate::clock::Stopwatch,
     /// action id -> (piece, kind, wall ns, runs)
-    pub(super) actions: BTreeMap<String, (String, &'static str, u64, u64)>,
+    /// By (piece, action): two instances of one pattern name their
+    /// actions alike (`tick (s0)`), and each is billed apart.
+    pub(super) actions: BTreeMap<(String, String), (&'static str, u64, u64)>,
 }
 
 /// Waves between writes of the per-action attribution.
@@ -40,13 +42,12 @@ impl SpaceRuntime {
         took: std::time::Duration,
     ) {
         if let Some(m) = self.meter.as_mut() {
-            if !m.actions.contains_key(action) {
-                m.actions
-                    .insert(action.to_string(), (piece.to_string(), kind, 0, 0));
-            }
-            let e = m.actions.get_mut(action).expect("inserted above");
-            e.2 += took.as_nanos() as u64;
-            e.3 += 1;
+            let e = m
+                .actions
+                .entry((piece.to_string(), action.to_string()))
+                .or_insert((kind, 0, 0));
+            e.1 += took.as_nanos() as u64;
+            e.2 += 1;
         }
     }
 
@@ -58,15 +59,15 @@ impl SpaceRuntime {
         let m = self.meter.take()?;
         let cpu_us = crate::accounting::thread_cpu_us().saturating_sub(m.cpu_start_us);
         let wall_us = m.wall_start.elapsed().as_micros() as u64;
-        let total_action_ns: u64 = m.actions.values().map(|a| a.2).sum::<u64>().max(1);
-        let runs: u64 = m.actions.values().map(|a| a.3).sum();
+        let total_action_ns: u64 = m.actions.values().map(|a| a.1).sum::<u64>().max(1);
+        let runs: u64 = m.actions.values().map(|a| a.2).sum();
         if runs == 0 && !committed && self.effect_tally == Default::default() {
             return None; // an idle wave costs nothing worth booking
         }
         let costs = m
             .actions
             .into_iter()
-            .map(|(action, (piece, kind, ns, n))| {
+            .map(|((piece, action), (kind, ns, n))| {
                 let pattern = self
                     .pieces
                     .get(&piece)

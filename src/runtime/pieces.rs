@@ -247,6 +247,21 @@ impl SpaceRuntime {
                 "a [SCHEDULE] the compiler did not validate was dropped"
             );
         }
+        // A handler the source gave no name (`increment: handler(...)({…})`)
+        // goes by where its stream shows in the result.
+        let paths = graph::stream_paths(&rec.result);
+        for s in rec.streams.iter_mut().filter(|s| s.label.is_none()) {
+            s.label = paths.get(&s.id).cloned();
+        }
+        if argument.is_none() {
+            // A piece made before such entries were refused: it loads, and
+            // the entry is counted (operators see it listed as invalid).
+            let problems = crate::schedule::index::declaration_problems(&rec.result);
+            for (entry, why) in &problems {
+                self.counters.inc(Counter::ScheduleInvalidEntries);
+                tracing::warn!(piece, entry, why, "a [SCHEDULE] entry can never fire");
+            }
+        }
         if argument.is_some() {
             // A new piece whose `[SCHEDULE]` has an entry that could never
             // fire (its callback no stream: a handler not bound to its

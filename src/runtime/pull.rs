@@ -165,12 +165,20 @@ impl SpaceRuntime {
         let ran = self
             .sandbox
             .call_run(entry, &call_args, &self.options_reactive());
-        let piece = self
+        let (piece, label) = self
             .nodes
             .get(id)
-            .map(|n| n.piece.clone())
+            .map(|n| (n.piece.clone(), n.def.label.clone()))
             .unwrap_or_default();
-        self.meter_action(id, &piece, "derivation", started.elapsed());
+        // Named as the source names it, its node (unique in the piece)
+        // beside: `total (n2)`, or `computed (n3)` for an unnamed one.
+        let short = id.strip_prefix(&format!("{piece}/")).unwrap_or(id);
+        let metered = if label.is_empty() {
+            id.to_string()
+        } else {
+            format!("{label} ({short})")
+        };
+        self.meter_action(&metered, &piece, "derivation", started.elapsed());
         self.drain_console(&piece, id);
         let ran = ran.and_then(|out| {
             Frame::from_run(out.value).map_err(|e| SandboxError::Threw {

@@ -82,21 +82,59 @@ pub fn is_piece_result_id(id: &str) -> bool {
 /// which is not indexed.
 pub fn parse_declaration(doc: &Value) -> Option<Vec<Option<DeclaredEntry>>> {
     let list = doc.as_object()?.get(SCHEDULE_KEY)?.as_array()?;
-    Some(list.iter().take(MAX_ENTRIES).map(parse_entry).collect())
+    Some(
+        list.iter()
+            .take(MAX_ENTRIES)
+            .map(|v| check_entry(v).ok())
+            .collect(),
+    )
 }
 
-fn parse_entry(v: &Value) -> Option<DeclaredEntry> {
-    let o = v.as_object()?;
-    let minutes = o.get("intervalMinutes")?.as_u64()?;
-    if !INTERVAL_MINUTES.contains(&minutes) {
-        return None;
+/// The entries of a result's declaration that can never fire, by position,
+/// each with why. Nothing the compiler accepts and a deploy stores has any
+/// (a deploy refuses them); a piece made before that rule may.
+pub fn declaration_problems(doc: &Value) -> Vec<(u32, String)> {
+    let Some(list) = doc
+        .as_object()
+        .and_then(|o| o.get(SCHEDULE_KEY))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    list.iter()
+        .take(MAX_ENTRIES)
+        .enumerate()
+        .filter_map(|(i, v)| check_entry(v).err().map(|why| (i as u32, why)))
+        .collect()
+}
+
+fn check_entry(v: &Value) -> Result<DeclaredEntry, String> {
+    let o = v.as_object().ok_or("the entry is not an object")?;
+    let minutes = o
+        .get("intervalMinutes")
+        .and_then(Value::as_u64)
+        .filter(|m| INTERVAL_MINUTES.contains(m))
+        .ok_or_else(|| {
+            format!(
+                "intervalMinutes is not a whole number of minutes in {}..={}",
+                INTERVAL_MINUTES.start(),
+                INTERVAL_MINUTES.end()
+            )
+        })?;
+    let stream = o
+        .get("callback")
+        .and_then(Value::as_object)
+        .and_then(|c| c.get("$stream"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or("its callback is not a stream (a handler not bound to its state)")?;
+    if stream.len() > MAX_STREAM_LEN {
+        return Err(format!(
+            "its callback's stream id is longer than {MAX_STREAM_LEN} bytes"
+        ));
     }
-    let stream = o.get("callback")?.as_object()?.get("$stream")?.as_str()?;
-    if stream.is_empty() || stream.len() > MAX_STREAM_LEN {
-        return None;
-    }
-    Some(DeclaredEntry {
-        interval_minutes: u32::try_from(minutes).ok()?,
+    Ok(DeclaredEntry {
+        interval_minutes: minutes as u32,
         callback_stream: stream.to_string(),
     })
 }
@@ -367,6 +405,23 @@ mod tests {
         let d = parse_declaration(&doc).unwrap();
         assert_eq!(&d[..3], &[None, None, None]);
         assert_eq!(d[3].as_ref().unwrap().interval_minutes, 44_640);
+    }
+
+    #[test]
+    fn each_entry_that_can_never_fire_is_named_with_why() {
+        let cb = json!({"$stream": "pc-1/s0"});
+        let doc = json!({"$SCHEDULE": [
+            {"intervalMinutes": 60, "callback": null},
+            {"intervalMinutes": 60, "callback": cb},
+            {"intervalMinutes": 59, "callback": cb},
+            7,
+        ]});
+        let p = declaration_problems(&doc);
+        assert_eq!(p.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 2, 3]);
+        assert!(p[0].1.contains("callback is not a stream"), "{p:?}");
+        assert!(p[1].1.contains("60..=44640"), "{p:?}");
+        assert!(p[2].1.contains("not an object"), "{p:?}");
+        assert!(declaration_problems(&json!({"a": 1})).is_empty());
     }
 
     #[test]
