@@ -233,18 +233,13 @@ impl SpaceRuntime {
         self.meter_begin();
         let started = crate::clock::Stopwatch::start();
         let ran = self.sandbox.call(self.entry.run_handler, &args, &opts);
-        // Named as the source names the handler, with its stream (unique
-        // in the piece) beside: `sweep (s0)`.
-        let metered = match &def.label {
-            Some(name) => format!(
-                "{name} ({})",
-                ev.stream
-                    .strip_prefix(&format!("{binding_piece}/"))
-                    .unwrap_or(&ev.stream)
-            ),
-            None => ev.stream.clone(),
-        };
-        self.meter_action(&metered, &binding_piece, "handler", started.elapsed());
+        self.meter_action(
+            &ev.stream,
+            def.label.as_deref(),
+            &binding_piece,
+            "handler",
+            started.elapsed(),
+        );
         self.drain_console(&binding_piece, &ev.stream);
         let action = format!("{}:{}", binding_piece, ev.stream);
         let out = match ran {

@@ -34,17 +34,32 @@ impl SpaceRuntime {
         }
     }
 
+    /// Books one run of the action `id` (a stream or node of `piece`),
+    /// named as the source names it with its id in the piece beside
+    /// (`sweep (s0)`, `total (n2)`); by its id when it has no name. The
+    /// name is made only while a meter is open.
     pub(super) fn meter_action(
         &mut self,
-        action: &str,
+        id: &str,
+        label: Option<&str>,
         piece: &str,
         kind: &'static str,
         took: std::time::Duration,
     ) {
         if let Some(m) = self.meter.as_mut() {
+            let action = match label.filter(|l| !l.is_empty()) {
+                Some(name) => {
+                    let short = id
+                        .strip_prefix(piece)
+                        .and_then(|r| r.strip_prefix('/'))
+                        .unwrap_or(id);
+                    format!("{name} ({short})")
+                }
+                None => id.to_string(),
+            };
             let e = m
                 .actions
-                .entry((piece.to_string(), action.to_string()))
+                .entry((piece.to_string(), action))
                 .or_insert((kind, 0, 0));
             e.1 += took.as_nanos() as u64;
             e.2 += 1;

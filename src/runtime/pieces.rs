@@ -261,8 +261,7 @@ impl SpaceRuntime {
                 self.counters.inc(Counter::ScheduleInvalidEntries);
                 tracing::warn!(piece, entry, why, "a [SCHEDULE] entry can never fire");
             }
-        }
-        if argument.is_some() {
+        } else {
             // A new piece whose `[SCHEDULE]` has an entry that could never
             // fire (its callback no stream: a handler not bound to its
             // state) is refused before anything is stored.

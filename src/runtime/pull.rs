@@ -170,15 +170,8 @@ impl SpaceRuntime {
             .get(id)
             .map(|n| (n.piece.clone(), n.def.label.clone()))
             .unwrap_or_default();
-        // Named as the source names it, its node (unique in the piece)
-        // beside: `total (n2)`, or `computed (n3)` for an unnamed one.
-        let short = id.strip_prefix(&format!("{piece}/")).unwrap_or(id);
-        let metered = if label.is_empty() {
-            id.to_string()
-        } else {
-            format!("{label} ({short})")
-        };
-        self.meter_action(&metered, &piece, "derivation", started.elapsed());
+        // `total (n2)`, or `computed (n3)` for a derivation with no name.
+        self.meter_action(id, Some(&label), &piece, "derivation", started.elapsed());
         self.drain_console(&piece, id);
         let ran = ran.and_then(|out| {
             Frame::from_run(out.value).map_err(|e| SandboxError::Threw {
