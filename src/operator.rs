@@ -15,6 +15,7 @@
 //! came over HTTP with the same code as what it read from the directory.
 
 use crate::schedule::fire::FIRE_HISTORY;
+use crate::schedule::EntryState;
 use crate::schedule::{grid, index, ops};
 use crate::store::{
     ActionCost, FireRecord, LedgerRow, ScheduleRow, ScheduleStatus, Space, SpaceEntry, Store,
@@ -365,7 +366,7 @@ pub fn dead_letters(store: &Store, id: &str) -> OpResult<DeadLettersView> {
                 .iter()
                 .rev()
                 .find(|f| {
-                    crate::schedule::delivery::occurrence_of(&f.event_id) == p.occurrence
+                    crate::schedule::wake_id::occurrence_of(&f.event_id) == p.occurrence
                         && f.run.error.is_some()
                 })
                 .and_then(|f| f.run.error.clone())
@@ -797,7 +798,8 @@ pub fn run(store: &Store, space: &str, event: &str) -> OpResult<RunView> {
         space: space.to_string(),
         event: event.to_string(),
     };
-    let (piece, entry) = crate::schedule::delivery::wake_target(event).ok_or_else(unknown)?;
+    let wake = crate::schedule::WakeId::parse(event).ok_or_else(unknown)?;
+    let (piece, entry) = (wake.piece.as_str(), wake.entry);
     let fire = sp
         .fires(piece, entry, usize::MAX)?
         .into_iter()

@@ -14,7 +14,8 @@ use spacewake::human::{civil_from_days, format_utc_ms, human_duration_ms, thousa
 use spacewake::metrics::Counters;
 use spacewake::schedule::fire::{fire_due, FIRE_HISTORY};
 use spacewake::schedule::grid::MINUTE_MS;
-use spacewake::schedule::{occurrence_event_id, Jitter, ScheduleIndexHook};
+use spacewake::schedule::EntryState;
+use spacewake::schedule::{Jitter, ScheduleIndexHook, WakeId};
 use spacewake::store::{
     Author, CommitClass, CommitRequest, DocOp, PendingWake, ScheduleRow, ScheduleStatus, Store,
     StoreConfig,
@@ -277,7 +278,8 @@ fn list_shows_backoff_retries_and_history_columns() {
     r.missed_count = 3;
     r.last_fired_ms = Some(r.declared_at_ms);
     let mut s = d.store.open_space("home").unwrap();
-    s.plane(|p| p.upsert_schedule(&r)).unwrap();
+    s.plane(|p| spacewake::schedule::entry::save(p, &mut r))
+        .unwrap();
     drop(s);
     let stdout = ok(&schedules(&with_data(d.path(), "list", &[])));
     let line = lines_of(&stdout, PIECE)[0];
@@ -423,7 +425,7 @@ fn trigger_fires_an_extra_occurrence_now_and_the_cadence_stays() {
     let report = d.fire_at("home", before.next_due_ms);
     assert_eq!(
         report.fired[0].event_id,
-        occurrence_event_id(PIECE, 0, before.declared_at_ms, 1)
+        WakeId::occurrence(PIECE, 0, before.declared_at_ms, 1).to_string()
     );
 }
 
@@ -470,8 +472,8 @@ fn fires_shows_the_history_with_periods_lateness_and_coalesced_misses() {
     }
     let lines: Vec<&str> = stdout.lines().filter(|l| l.contains("wake/")).collect();
     assert_eq!(lines.len(), 2, "{stdout}");
-    let id1 = occurrence_event_id(PIECE, 0, first.declared_at_ms, 1);
-    let id2 = occurrence_event_id(PIECE, 0, first.declared_at_ms, 2);
+    let id1 = WakeId::occurrence(PIECE, 0, first.declared_at_ms, 1).to_string();
+    let id2 = WakeId::occurrence(PIECE, 0, first.declared_at_ms, 2).to_string();
     assert!(lines[0].starts_with(&format_utc_ms(first.next_due_ms)));
     assert!(lines[0].contains(&id1) && lines[0].contains(" 0 ms "));
     assert!(lines[0].contains(" fired "), "{}", lines[0]);
@@ -584,7 +586,8 @@ fn pausing_an_entry_with_a_pending_retry_clears_the_space_wake() {
     let mut r = d.row("home", PIECE, 0);
     r.pending = vec![pending(&r, 1, r.next_due_ms - 10 * MINUTE_MS)];
     let mut s = d.store.open_space("home").unwrap();
-    s.plane(|p| p.upsert_schedule(&r)).unwrap();
+    s.plane(|p| spacewake::schedule::entry::save(p, &mut r))
+        .unwrap();
     drop(s);
     let entry = ["--space", "home", "--piece", PIECE, "--entry", "0"];
     ok(&schedules(&with_data(d.path(), "pause", &entry)));

@@ -14,6 +14,7 @@ use spacewake::clock::{Clock, SystemClock};
 use spacewake::host::{Host, HostConfig};
 use spacewake::metrics::Counters;
 use spacewake::schedule::fire::FIRE_HISTORY;
+use spacewake::schedule::EntryState;
 use spacewake::store::{Store, StoreConfig};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -253,7 +253,9 @@ fn a_firing_request_that_finds_nothing_due_does_not_hold_off_the_next_wake() {
         let due = row.next_due_ms;
         row.entry = 1;
         row.next_due_ms = due + 500;
-        space.plane(|p| p.upsert_schedule(&row)).unwrap();
+        space
+            .plane(|p| spacewake::schedule::entry::save(p, &mut row))
+            .unwrap();
         due
     };
     clock.set_ms(due);

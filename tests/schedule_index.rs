@@ -167,7 +167,7 @@ fn recommitting_an_unchanged_declaration_does_not_move_it() {
     s.plane(|p| {
         let mut r = p.schedule(Some(PIECE))?.remove(0);
         r.status = ScheduleStatus::Paused;
-        p.upsert_schedule(&r)
+        spacewake::schedule::entry::save(p, &mut r)
     })
     .unwrap();
     let before = s.schedule(None).unwrap();

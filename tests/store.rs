@@ -8,6 +8,7 @@ use common::{store, store_with};
 use serde_json::json;
 use spacewake::clock::Clock;
 use spacewake::metrics::Counter;
+use spacewake::schedule::EntryState;
 use spacewake::store::path::parse_path;
 use spacewake::store::*;
 use std::sync::Arc;
@@ -302,9 +303,9 @@ impl IndexHook for TestHook {
                 .and_then(|v| v.get("schedule"))
                 .and_then(|v| v.as_u64())
             {
-                plane
-                    .upsert_schedule(&ScheduleRow::new(&op.doc_id, 0, 60, "tick", c.at_ms, due))
-                    .map_err(|e| e.to_string())?;
+                let mut row = ScheduleRow::new(&op.doc_id, 0, 60, "tick", c.at_ms, due);
+                row.wake_ms = Some(due);
+                plane.upsert_schedule(&row).map_err(|e| e.to_string())?;
             } else if op.op == "delete" {
                 plane
                     .delete_schedule(&op.doc_id, None)
@@ -542,7 +543,12 @@ fn a_retry_planned_before_the_pending_column_survives_the_upgrade() {
             retry_due_ms: Some(11_000_000),
         }]
     );
-    assert_eq!(row.wake_ms(), 11_000_000, "the retry still wakes the space");
+    assert_eq!(
+        row.wake_ms,
+        Some(11_000_000),
+        "the retry still wakes the space"
+    );
+    assert_eq!(row.attempts(), 2);
     // Written back, it is stored in the new column and reads the same.
     s.plane(|p| p.upsert_schedule(&row)).unwrap();
     assert_eq!(s.schedule(None).unwrap()[0].pending, row.pending);

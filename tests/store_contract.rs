@@ -551,9 +551,10 @@ impl IndexHook for DueHook {
                 continue;
             };
             let r = match after.and_then(|v| v.get("due")).and_then(|v| v.as_u64()) {
-                Some(due) => {
-                    plane.upsert_schedule(&ScheduleRow::new(piece, 0, 60, "tick", c.at_ms, due))
-                }
+                Some(due) => spacewake::schedule::entry::save(
+                    plane,
+                    &mut ScheduleRow::new(piece, 0, 60, "tick", c.at_ms, due),
+                ),
                 None => plane.delete_schedule(piece, None).map(|_| ()),
             };
             r.map_err(|e| e.to_string())?;
@@ -642,7 +643,8 @@ fn plane_rows<B: SpaceBackend>(f: Fleet<B>) {
 
     // The schedule moves the directory: earlier at once, later when it is
     // the truth, never later than the earliest due entry.
-    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    s.plane(|p| spacewake::schedule::entry::save(p, &mut row))
+        .unwrap();
     assert_eq!(dir(&f), Some(9_000));
     let retry = |at_ms: u64, period: u64| PendingWake {
         occurrence: format!("wake/p/0/0/{period}"),
@@ -652,17 +654,20 @@ fn plane_rows<B: SpaceBackend>(f: Fleet<B>) {
         retry_due_ms: Some(at_ms),
     };
     row.pending = vec![retry(6_000, 1), retry(4_000, 2)];
-    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    s.plane(|p| spacewake::schedule::entry::save(p, &mut row))
+        .unwrap();
     assert_eq!(dir(&f), Some(4_000), "a retry is a wake: the earliest");
     let stored = s.schedule(Some("p")).unwrap();
     assert_eq!(stored[0].pending, row.pending, "each occurrence stored");
     row.pending.clear();
     row.next_due_ms = 12_000;
-    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    s.plane(|p| spacewake::schedule::entry::save(p, &mut row))
+        .unwrap();
     let d = dir(&f).unwrap();
     assert!(d <= 12_000, "never late: {d}");
     row.status = ScheduleStatus::Paused;
-    s.plane(|p| p.upsert_schedule(&row)).unwrap();
+    s.plane(|p| spacewake::schedule::entry::save(p, &mut row))
+        .unwrap();
     assert_eq!(
         s.schedule(Some("p")).unwrap()[0].status,
         ScheduleStatus::Paused
@@ -879,12 +884,22 @@ fn the_directory_answers_the_same_on_both_backends() {
 
         // Discovery and the waker's window follow the plane.
         let mut s = store.open_space("b").unwrap();
-        s.plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, t0 + 5_000)))
-            .unwrap();
+        s.plane(|p| {
+            spacewake::schedule::entry::save(
+                p,
+                &mut ScheduleRow::new("p", 0, 60, "tick", 0, t0 + 5_000),
+            )
+        })
+        .unwrap();
         s.commit(authored().event(event("e1", "in"))).unwrap();
         let mut c = store.open_space("c").unwrap();
-        c.plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, t0 + 9_000)))
-            .unwrap();
+        c.plane(|p| {
+            spacewake::schedule::entry::save(
+                p,
+                &mut ScheduleRow::new("p", 0, 60, "tick", 0, t0 + 9_000),
+            )
+        })
+        .unwrap();
         let wakes: Vec<(String, u64)> = dir
             .upcoming_wakes(10)
             .unwrap()

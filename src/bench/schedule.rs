@@ -792,7 +792,7 @@ fn place(
                     r
                 });
             row.next_due_ms = base + offset;
-            space.plane(|p| p.upsert_schedule(&row))?;
+            crate::schedule::entry::save_in(&mut space, &mut row)?;
             i += 1;
         }
     }

@@ -39,6 +39,7 @@ use crate::human::{
     format_utc_ms, human_duration_ms, plural, relative, thousands, truncate_message,
 };
 use crate::operator::{self as op, EntryAction, EntryChange, EntryView, FiresView, ScheduleList};
+use crate::schedule::EntryState;
 use crate::store::{FireRecord, ScheduleStatus};
 use serde_json::json;
 use std::process::ExitCode;

@@ -5,6 +5,7 @@ use super::chart::{bars, series, Bar};
 use super::{state_of, Selection, SortBy, SpacesQuery, StateFilter, PAGE_ROWS, REFRESH_SECONDS};
 use crate::human::{format_utc_ms, human_duration_ms, relative, thousands};
 use crate::operator::{EntryView, FiresView, HostView, LedgerView, Limit, PieceView, SpaceView};
+use crate::schedule::EntryState;
 use crate::store::{Bucket, WindowSpend};
 use maud::{html, Markup, DOCTYPE};
 use serde_json::{Map, Value};
@@ -411,7 +412,7 @@ pub fn run(f: &Frame, r: &crate::operator::RunView) -> Markup {
             .unwrap_or_else(|| e.row.callback_stream.clone())
     });
     // A failed occurrence still being retried: when it is tried next.
-    let occurrence = crate::schedule::delivery::occurrence_of(&fire.event_id);
+    let occurrence = crate::schedule::wake_id::occurrence_of(&fire.event_id);
     let next_attempt = r.entry.as_ref().and_then(|e| {
         e.row
             .pending
@@ -483,7 +484,7 @@ pub fn next_day_wakes(e: &EntryView, now_ms: u64) -> Vec<u64> {
         return Vec::new();
     }
     let step = e.effective_interval_minutes.max(1) * 60_000;
-    let mut t = e.row.wake_ms().max(now_ms);
+    let mut t = e.row.next_wake_ms().unwrap_or(now_ms).max(now_ms);
     let mut out = Vec::new();
     while t < now_ms + DAY_MS && out.len() < 48 {
         out.push(t);

@@ -84,7 +84,7 @@ impl SpaceRuntime {
                 self.report.skipped_events.push(ev.event_id.clone());
             } else {
                 let failures_before = self.report.failures.len();
-                let wake = crate::schedule::delivery::wake_target(&ev.event_id).is_some();
+                let wake = crate::schedule::WakeId::is_wake(&ev.event_id);
                 let run = wake.then(|| {
                     self.wake_logs = Some(Vec::new());
                     (

@@ -117,7 +117,7 @@ pub fn note_session_reads(
             reanchor(&mut row, now_ms);
             restored += 1;
         }
-        space.plane(|p| p.upsert_schedule(&row))?;
+        super::entry::save_in(space, &mut row)?;
     }
     Ok(restored)
 }

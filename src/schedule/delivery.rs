@@ -16,6 +16,9 @@
 //! failed. The event is then consumed without running and retried by the
 //! same plan — so a callback that kills the process cannot loop.
 
+#[cfg(test)]
+use super::entry::EntryState;
+use super::wake_id::{occurrence_of, WakeId};
 use crate::runtime::{RuntimeResult, SpaceRuntime, WaveReport};
 use crate::store::{FireRun, PendingWake, PlaneTx, ScheduleRow, Space, StoreResult};
 use std::collections::HashSet;
@@ -33,25 +36,9 @@ pub struct DeliveryReport {
     pub dead_lettered: usize,
 }
 
-/// `(piece, entry)` of a wake event id (`wake/{piece}/{entry}/...`).
-pub fn wake_target(event_id: &str) -> Option<(&str, u32)> {
-    let mut parts = event_id.split('/');
-    if parts.next()? != "wake" {
-        return None;
-    }
-    let piece = parts.next()?;
-    let entry = parts.next()?.parse().ok()?;
-    Some((piece, entry))
-}
-
 /// Entry `entry` among one piece's schedule rows.
 fn entry_of(rows: Vec<ScheduleRow>, entry: u32) -> Option<ScheduleRow> {
     rows.into_iter().find(|r| r.entry == entry)
-}
-
-/// The occurrence a wake event delivers: its id without a `/retry{n}`.
-pub fn occurrence_of(event_id: &str) -> &str {
-    event_id.split("/retry").next().unwrap_or(event_id)
 }
 
 /// What marking a wake in flight found.
@@ -75,8 +62,8 @@ pub fn mark_in_flight(row: &mut ScheduleRow, event_id: &str) -> Mark {
             p.retry_due_ms = None;
         }
         None => row.pending.push(PendingWake {
-            occurrence: occurrence.to_string(),
-            period: period_of(row, occurrence),
+            period: period_of(row, &occurrence),
+            occurrence,
             attempts: 1,
             inflight: Some(event_id.to_string()),
             retry_due_ms: None,
@@ -85,14 +72,10 @@ pub fn mark_in_flight(row: &mut ScheduleRow, event_id: &str) -> Mark {
     Mark::Marked
 }
 
-/// The grid period an occurrence id names (its fifth segment:
-/// `wake/{piece}/{entry}/{anchor}/{period}[/at{ms}]`).
+/// The grid period an occurrence id names (the row's last fired period
+/// when the id is not a wake's).
 fn period_of(row: &ScheduleRow, occurrence: &str) -> u64 {
-    occurrence
-        .split('/')
-        .nth(4)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(row.nominal_period.saturating_sub(1))
+    WakeId::parse(occurrence).map_or(row.nominal_period.saturating_sub(1), |w| w.period)
 }
 
 /// Settles a delivered wake (pure): its occurrence leaves the row.
@@ -148,11 +131,13 @@ pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes>
         .undelivered_events(limit)?
         .into_iter()
         .map(|e| e.event_id)
-        .filter(|id| wake_target(id).is_some())
+        .filter(|id| WakeId::is_wake(id))
         .collect();
     for id in pending {
-        let (piece, entry) = wake_target(&id).expect("filtered");
-        let Some(mut row) = entry_of(space.schedule(Some(piece))?, entry) else {
+        let Some(wake) = WakeId::parse(&id) else {
+            continue;
+        };
+        let Some(mut row) = entry_of(space.schedule(Some(&wake.piece))?, wake.entry) else {
             continue; // the piece or entry is gone: its event runs (or no-ops) as usual
         };
         match mark_in_flight(&mut row, &id) {
@@ -160,7 +145,7 @@ pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes>
                 crashed.insert(id);
             }
             Mark::Marked => {
-                space.plane(|p| p.upsert_schedule(&row))?;
+                super::entry::save_in(space, &mut row)?;
                 marked += 1;
             }
         }
@@ -214,22 +199,24 @@ pub fn settle_delivery(
 ) -> StoreResult<DeliveryReport> {
     let mut report = DeliveryReport::default();
     for id in &wave.delivered {
-        let Some((piece, entry)) = wake_target(id) else {
+        let Some(WakeId { piece, entry, .. }) = WakeId::parse(id) else {
             continue;
         };
+        let piece = piece.as_str();
         let Some(mut row) = entry_of(plane.schedule(Some(piece))?, entry) else {
             continue;
         };
+        let occurrence = occurrence_of(id);
         let period = row
             .pending
             .iter()
-            .find(|p| p.occurrence == occurrence_of(id))
+            .find(|p| p.occurrence == occurrence)
             .map_or(0, |p| p.period);
         settle_delivered(&mut row, id);
         if crate::schedule::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
             report.backed_off += 1;
         }
-        plane.upsert_schedule(&row)?;
+        super::entry::save(plane, &mut row)?;
         plane.settle_fire(
             piece,
             entry,
@@ -247,9 +234,10 @@ pub fn settle_delivery(
         .chain(&wave.skipped_events)
         .chain(&wave.dead_lettered)
     {
-        let Some((piece, entry)) = wake_target(id) else {
+        let Some(WakeId { piece, entry, .. }) = WakeId::parse(id) else {
             continue;
         };
+        let piece = piece.as_str();
         let Some(mut row) = entry_of(plane.schedule(Some(piece))?, entry) else {
             continue;
         };
@@ -263,7 +251,7 @@ pub fn settle_delivery(
                 (period, "deadLettered")
             }
         };
-        plane.upsert_schedule(&row)?;
+        super::entry::save(plane, &mut row)?;
         let why = if wave.skipped_events.contains(id) {
             Some("the process ended while the callback ran".to_string())
         } else {
@@ -336,7 +324,7 @@ pub fn run_wave_with(
         delivery = settle_delivery(plane, wave, now_ms, backoff)?;
         Ok(())
     })?;
-    if wave.delivered.iter().any(|id| wake_target(id).is_some()) {
+    if wave.delivered.iter().any(|id| WakeId::is_wake(id)) {
         crash_point(CrashPoint::AfterWave);
     }
     Ok((wave, delivery))
@@ -374,17 +362,6 @@ pub fn crash_point(at: CrashPoint) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wake_ids_name_their_piece_and_entry() {
-        assert_eq!(wake_target("wake/pc-abc/1/1000/3"), Some(("pc-abc", 1)));
-        assert_eq!(
-            wake_target("wake/pc-abc/0/1000/3/retry2"),
-            Some(("pc-abc", 0))
-        );
-        assert_eq!(wake_target("scenario/step1/event0"), None);
-        assert_eq!(wake_target("wake/pc-abc/x/1"), None);
-    }
 
     const P1: &str = "wake/pc-a/0/0/1";
     const P2: &str = "wake/pc-a/0/0/2";
@@ -476,25 +453,5 @@ mod tests {
             Failure::DeadLetter { period: 1 }
         );
         assert!(r.pending.is_empty());
-    }
-
-    #[test]
-    fn a_row_from_before_per_occurrence_state_keeps_its_one_occurrence() {
-        let r = row();
-        let legacy = r.pending_from_columns(None, 2, Some(500), Some(format!("{P1}/retry1")));
-        assert_eq!(
-            legacy,
-            vec![PendingWake {
-                occurrence: P1.into(),
-                period: 1,
-                attempts: 2,
-                inflight: Some(format!("{P1}/retry1")),
-                retry_due_ms: Some(500),
-            }]
-        );
-        assert!(r.pending_from_columns(None, 0, None, None).is_empty());
-        assert!(r
-            .pending_from_columns(Some("[]"), 2, Some(500), None)
-            .is_empty());
     }
 }

@@ -10,11 +10,12 @@
 //! and an entry that is no longer due — so a crash can never put the entry
 //! into a tight loop.
 
-use super::grid::{after_fire, occurrence_event_id, Grid};
+use super::entry::EntryState;
+use super::grid::{after_fire, Grid};
 use super::jitter::Jitter;
+use super::wake_id::WakeId;
 use crate::store::{
-    Author, CommitClass, CommitRequest, NewEvent, ScheduleRow, ScheduleStatus, Space, StoreError,
-    StoreResult,
+    Author, CommitClass, CommitRequest, NewEvent, ScheduleRow, Space, StoreError, StoreResult,
 };
 use serde_json::json;
 
@@ -94,7 +95,10 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
             continue;
         }
         wakes.push(Wake {
-            event_id: format!("{}/retry{}", p.occurrence, p.attempts),
+            event_id: WakeId::parse(&p.occurrence).map_or_else(
+                || format!("{}/retry{}", p.occurrence, p.attempts),
+                |w| w.retry(p.attempts).to_string(),
+            ),
             payload: json!({
                 "entry": row.entry,
                 "period": p.period,
@@ -128,12 +132,13 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
             next.last_fired_ms = Some(now_ms);
         }
         wakes.push(Wake {
-            event_id: occurrence_event_id(
+            event_id: WakeId::occurrence(
                 &row.piece,
                 row.entry,
                 row.declared_at_ms,
                 row.nominal_period,
-            ),
+            )
+            .to_string(),
             payload: json!({
                 "entry": row.entry,
                 "period": row.nominal_period,
@@ -300,7 +305,7 @@ fn fire_once(
     let indexed = rows.len();
     let due: Vec<ScheduleRow> = rows
         .into_iter()
-        .filter(|r| r.status == ScheduleStatus::Active && r.wake_ms() <= now_ms)
+        .filter(|r| r.next_wake_ms().is_some_and(|w| w <= now_ms))
         .collect();
     let mut report = FireReport {
         due: due.len(),
@@ -310,7 +315,7 @@ fn fire_once(
     if due.is_empty() {
         return Ok(report);
     }
-    let decisions: Vec<Decision> = due
+    let mut decisions: Vec<Decision> = due
         .iter()
         .map(|r| decide(&id, r, now_ms, jitter, mode))
         .collect();
@@ -333,8 +338,8 @@ fn fire_once(
                 return Err(STALE.to_string());
             }
         }
-        for d in &decisions {
-            plane.upsert_schedule(&d.row).map_err(|e| e.to_string())?;
+        for d in &mut decisions {
+            super::entry::save(plane, &mut d.row).map_err(|e| e.to_string())?;
             for w in &d.wakes {
                 plane
                     .record_fire(
@@ -372,8 +377,7 @@ pub fn next_wake(space: &mut Space) -> StoreResult<Option<u64>> {
     Ok(space
         .schedule(None)?
         .iter()
-        .filter(|r| r.status == ScheduleStatus::Active)
-        .map(ScheduleRow::wake_ms)
+        .filter_map(EntryState::next_wake_ms)
         .min())
 }
 
@@ -442,7 +446,7 @@ mod tests {
         crate::schedule::ops::plan_trigger("s", &mut r, at);
         assert_eq!(r.pending.len(), 1, "one trigger per millisecond");
         crate::schedule::ops::plan_trigger("s", &mut r, at + 1);
-        assert_eq!(r.wake_ms(), at, "the directory's wake covers it");
+        assert_eq!(r.next_wake_ms(), Some(at), "the directory's wake covers it");
 
         let d = decide("s", &r, at + 1, &Jitter::none(), Mode::Fire);
         assert_eq!(

@@ -223,28 +223,6 @@ pub fn after_fire(
     }
 }
 
-/// The deterministic event id of one occurrence: one id per (entry,
-/// declaration, period), so a re-delivered fire is deduplicated by the
-/// store. The anchor is part of it because a changed declaration restarts
-/// at period 1, and its first occurrence must not be mistaken for the old
-/// declaration's period 1.
-pub fn occurrence_event_id(piece: &str, entry: u32, declared_at_ms: u64, period: u64) -> String {
-    format!("wake/{piece}/{entry}/{declared_at_ms}/{period}")
-}
-
-/// The wake event id of an extra occurrence an operator triggered at
-/// `at_ms` during grid period `period`: beside the grid's own, never one
-/// of them.
-pub fn triggered_event_id(
-    piece: &str,
-    entry: u32,
-    declared_at_ms: u64,
-    period: u64,
-    at_ms: u64,
-) -> String {
-    format!("wake/{piece}/{entry}/{declared_at_ms}/{period}/at{at_ms}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,13 +529,5 @@ mod tests {
         let r = row(0, 0, 0, 0);
         let a = after_fire("s", &r, 5, 5, &j, &mut never);
         assert!(a.next_period > 0);
-    }
-
-    #[test]
-    fn occurrence_ids_differ_by_declaration_and_period() {
-        let a = occurrence_event_id("pc-1", 0, T0, 1);
-        assert_ne!(a, occurrence_event_id("pc-1", 0, T0 + 1, 1));
-        assert_ne!(a, occurrence_event_id("pc-1", 0, T0, 2));
-        assert_ne!(a, occurrence_event_id("pc-1", 1, T0, 1));
     }
 }

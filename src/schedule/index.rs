@@ -245,7 +245,7 @@ impl ScheduleIndexHook {
                         && r.callback_stream == e.callback_stream => {}
                 (Some(e), _) => {
                     let due = self.first_due(commit.space, piece, entry, e, commit.at_ms);
-                    let row = ScheduleRow::new(
+                    let mut row = ScheduleRow::new(
                         piece,
                         entry,
                         e.interval_minutes,
@@ -253,7 +253,7 @@ impl ScheduleIndexHook {
                         commit.at_ms,
                         due,
                     );
-                    plane.upsert_schedule(&row).map_err(|e| e.to_string())?;
+                    super::entry::save(plane, &mut row).map_err(|e| e.to_string())?;
                 }
                 (None, Some(_)) => {
                     plane

@@ -5,12 +5,15 @@
 //!   under the host secret, or random), uniform in ±window.
 //! - [`grid`] — pure: nominal times, due times, the min-gap rule, catch-up
 //!   after downtime. Time is an argument, never read.
+//! - [`entry`] — what a row's state means (its next wake) and the one
+//!   way rows are written from here ([`entry::save`]).
 //! - [`fire`] — write-first firing: one transaction advances due entries
 //!   and appends their wake events (shared by host and scenarios).
 //! - [`delivery`] — in-flight marking, retries (1, 5, 30 min) and
 //!   dead-lettering around each wave.
 //! - [`index`] — the index hook that keeps `schedule_index` in step with
 //!   declarations inside each commit's transaction.
+//! - [`wake_id`] — a wake's identity, built and parsed in one place.
 //! - [`backoff`] — schedule policy for unread output: an entry whose
 //!   output no session reads fires less often until one does.
 //!
@@ -24,12 +27,16 @@
 
 pub mod backoff;
 pub mod delivery;
+pub mod entry;
 pub mod fire;
 pub mod grid;
 pub mod index;
 pub mod jitter;
 pub mod ops;
+pub mod wake_id;
 
-pub use grid::{after_fire, first_due, occurrence_event_id, Advance, Grid};
+pub use entry::EntryState;
+pub use grid::{after_fire, first_due, Advance, Grid};
 pub use index::{parse_declaration, DeclaredEntry, ScheduleIndexHook, SCHEDULE_KEY};
 pub use jitter::{keyed_offset_ms, Jitter, JitterMode, DEFAULT_WINDOW_MS};
+pub use wake_id::WakeId;

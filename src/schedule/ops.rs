@@ -18,7 +18,7 @@ fn with_row(
             StoreError::InvalidCommit(format!("piece {piece} has no schedule entry {entry}"))
         })?;
     f(&mut row);
-    space.plane(|p| p.upsert_schedule(&row))?;
+    super::entry::save_in(space, &mut row)?;
     Ok(row)
 }
 
@@ -66,8 +66,14 @@ pub fn plan_trigger(space: &str, row: &mut ScheduleRow, now_ms: u64) {
         let grid = super::grid::Grid::of_row(space, row);
         now_ms.saturating_sub(grid.anchor_ms) / grid.interval_ms.max(1)
     };
-    let occurrence =
-        super::grid::triggered_event_id(&row.piece, row.entry, row.declared_at_ms, period, now_ms);
+    let occurrence = super::wake_id::WakeId::triggered(
+        &row.piece,
+        row.entry,
+        row.declared_at_ms,
+        period,
+        now_ms,
+    )
+    .to_string();
     if row.pending.iter().any(|p| p.occurrence == occurrence) {
         return;
     }

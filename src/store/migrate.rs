@@ -67,6 +67,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0010_fire_runs",
         sql: include_str!("../../schema/space/0010_fire_runs.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_schedule_wake",
+        sql: include_str!("../../schema/space/0011_schedule_wake.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

@@ -65,6 +65,11 @@ pub struct ScheduleRow {
     pub output_docs: Option<String>,
     /// Whether a session read any of `output_docs` since they were written.
     pub output_read: bool,
+    /// When the entry next needs its host (`None`: never, as for a paused
+    /// entry). `schedule/` computes it whenever it writes the row; the store
+    /// only keeps it, and a space's wake is the least of its rows'.
+    #[serde(default, skip_serializing)]
+    pub wake_ms: Option<u64>,
 }
 
 /// One occurrence of a schedule entry whose delivery is not settled: its
@@ -74,8 +79,7 @@ pub struct ScheduleRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingWake {
-    /// The occurrence's own wake event id (`wake/{piece}/{entry}/{anchor}/{k}`);
-    /// a retry's id appends `/retry{n}`.
+    /// The occurrence's own wake event id (`schedule::WakeId`).
     pub occurrence: String,
     /// The grid period `k` of the occurrence.
     pub period: u64,
@@ -91,76 +95,17 @@ pub struct PendingWake {
 }
 
 impl ScheduleRow {
-    /// The earliest moment this entry needs its host: a retry or its next due.
-    pub fn wake_ms(&self) -> u64 {
-        match self.retry_due_ms() {
-            Some(r) => r.min(self.next_due_ms),
-            None => self.next_due_ms,
-        }
-    }
-
-    /// The earliest planned retry among the pending occurrences (the
-    /// stored, indexed `retry_due_ms` column).
-    pub fn retry_due_ms(&self) -> Option<u64> {
-        self.pending.iter().filter_map(|p| p.retry_due_ms).min()
-    }
-
-    /// The most attempts any pending occurrence has had (0: none pending).
-    pub fn attempts(&self) -> u32 {
-        self.pending.iter().map(|p| p.attempts).max().unwrap_or(0)
-    }
-
-    /// The newest wake event in flight, if any.
-    pub fn inflight_event(&self) -> Option<&str> {
-        self.pending
-            .iter()
-            .rev()
-            .find_map(|p| p.inflight.as_deref())
-    }
-
     /// The pending occurrences as stored (`NULL` when there are none).
     pub(crate) fn pending_json(&self) -> Option<String> {
         (!self.pending.is_empty())
             .then(|| serde_json::to_string(&self.pending).expect("plain data serializes"))
     }
 
-    /// The pending occurrences from their stored column. A row written
-    /// before the column existed (space schema 7 and earlier) kept one
-    /// occurrence's state in `attempts`, `retry_due_ms` and
-    /// `inflight_event`: it becomes that one pending occurrence.
-    pub(crate) fn pending_from_columns(
-        &self,
-        json: Option<&str>,
-        attempts: u32,
-        retry_due_ms: Option<u64>,
-        inflight_event: Option<String>,
-    ) -> Vec<PendingWake> {
-        if let Some(list) = json.and_then(|j| serde_json::from_str(j).ok()) {
-            return list;
-        }
-        if json.is_some() || (retry_due_ms.is_none() && inflight_event.is_none()) {
-            return Vec::new();
-        }
-        let period = self.nominal_period.saturating_sub(1);
-        let occurrence = match &inflight_event {
-            Some(e) => e.split("/retry").next().unwrap_or(e).to_string(),
-            None => format!(
-                "wake/{}/{}/{}/{period}",
-                self.piece, self.entry, self.declared_at_ms
-            ),
-        };
-        let period = occurrence
-            .rsplit('/')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(period);
-        vec![PendingWake {
-            occurrence,
-            period,
-            attempts: attempts.max(1),
-            inflight: inflight_event,
-            retry_due_ms,
-        }]
+    /// The pending occurrences from their stored column (none when it is
+    /// `NULL` or unreadable).
+    pub(crate) fn pending_from(json: Option<&str>) -> Vec<PendingWake> {
+        json.and_then(|j| serde_json::from_str(j).ok())
+            .unwrap_or_default()
     }
 
     /// A freshly declared, active entry with no history.
@@ -190,6 +135,7 @@ impl ScheduleRow {
             pending: Vec::new(),
             output_docs: None,
             output_read: true,
+            wake_ms: None,
         }
     }
 }

@@ -13,12 +13,11 @@ use serde_json::Value;
 use std::path::Path;
 
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
-     nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event, output_docs, \
-     output_read, pending";
+     nominal_period, next_due_ms, status, wake_ms, fired_count, missed_count, skipped_count, \
+     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending";
 
 fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
-    let mut row = ScheduleRow {
+    Ok(ScheduleRow {
         piece: r.get(0)?,
         entry: r.get(1)?,
         interval_minutes: r.get(2)?,
@@ -33,17 +32,11 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
         last_fired_ms: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
         backoff_factor: r.get(13)?,
         unread_fires: r.get(14)?,
-        pending: Vec::new(),
-        output_docs: r.get(17)?,
-        output_read: r.get::<_, i64>(18)? != 0,
-    };
-    row.pending = row.pending_from_columns(
-        r.get::<_, Option<String>>(19)?.as_deref(),
-        r.get(8)?,
-        r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
-        r.get(16)?,
-    );
-    Ok(row)
+        output_docs: r.get(15)?,
+        output_read: r.get::<_, i64>(16)? != 0,
+        pending: ScheduleRow::pending_from(r.get::<_, Option<String>>(17)?.as_deref()),
+        wake_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+    })
 }
 
 /// Runs a (cached) query and maps every row; errors name the file.
@@ -185,18 +178,14 @@ pub(crate) fn list_fires(
     Ok(rows)
 }
 
-/// Earliest due time among active entries, for the host directory.
+/// When the space's schedule next needs a host: the least of its rows'
+/// wakes (each row's `wake_ms` as `schedule/` wrote it), for the directory.
 pub(crate) fn earliest_due(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Option<u64>> {
-    conn.prepare_cached(
-        "SELECT MIN(t) FROM ( \
-           SELECT MIN(next_due_ms) AS t FROM schedule_index WHERE status = 'active' \
-           UNION ALL SELECT MIN(retry_due_ms) FROM schedule_index \
-             WHERE retry_due_ms IS NOT NULL AND status = 'active')",
-    )
-    .at(path)?
-    .query_row([], |r| r.get::<_, Option<i64>>(0))
-    .map(|v| v.map(|v| v as u64))
-    .at(path)
+    conn.prepare_cached("SELECT MIN(wake_ms) FROM schedule_index")
+        .at(path)?
+        .query_row([], |r| r.get::<_, Option<i64>>(0))
+        .map(|v| v.map(|v| v as u64))
+        .at(path)
 }
 
 pub(crate) fn event_failures(
@@ -295,7 +284,7 @@ impl PlaneRows for SqlitePlane<'_> {
     fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
         let sql = format!(
             "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
         );
         self.tx
             .prepare_cached(&sql)
@@ -310,15 +299,13 @@ impl PlaneRows for SqlitePlane<'_> {
                 row.nominal_period as i64,
                 row.next_due_ms as i64,
                 row.status.as_str(),
-                row.attempts(),
+                row.wake_ms.map(|v| v as i64),
                 row.fired_count as i64,
                 row.missed_count as i64,
                 row.skipped_count as i64,
                 row.last_fired_ms.map(|v| v as i64),
                 row.backoff_factor,
                 row.unread_fires,
-                row.retry_due_ms().map(|v| v as i64),
-                row.inflight_event(),
                 row.output_docs,
                 row.output_read as i64,
                 row.pending_json(),

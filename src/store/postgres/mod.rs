@@ -105,6 +105,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0012_fire_runs",
         include_str!("../../../schema/postgres/0012_fire_runs.sql"),
     ),
+    (
+        13,
+        "0013_schedule_wake",
+        include_str!("../../../schema/postgres/0013_schedule_wake.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

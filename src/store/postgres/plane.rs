@@ -14,21 +14,18 @@ use postgres::{GenericClient, Row};
 use serde_json::Value;
 
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
-     nominal_period, next_due_ms, status, attempts, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, retry_due_ms, inflight_event, output_docs, \
-     output_read, pending";
+     nominal_period, next_due_ms, status, wake_ms, fired_count, missed_count, skipped_count, \
+     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending";
 
-/// When a space next needs a host for its schedule: the earliest due or
-/// retry among its active entries (the SQL the commit's write of the
-/// `spaces` row embeds).
-pub(super) const EARLIEST_DUE: &str = "(SELECT MIN(LEAST(next_due_ms, \
-     COALESCE(retry_due_ms, next_due_ms))) FROM schedule_index \
-     WHERE space = $1 AND status = 'active')";
+/// When a space next needs a host for its schedule: the least of its
+/// rows' wakes, as `schedule/` wrote them (the SQL the commit's write of
+/// the `spaces` row embeds).
+pub(super) const EARLIEST_DUE: &str = "(SELECT MIN(wake_ms) FROM schedule_index WHERE space = $1)";
 
 fn schedule_from_row(r: &Row) -> ScheduleRow {
     let u = |i: usize| r.get::<_, i64>(i) as u64;
     let n = |i: usize| r.get::<_, i32>(i) as u32;
-    let mut row = ScheduleRow {
+    ScheduleRow {
         piece: r.get(0),
         entry: n(1),
         interval_minutes: n(2),
@@ -43,17 +40,11 @@ fn schedule_from_row(r: &Row) -> ScheduleRow {
         last_fired_ms: r.get::<_, Option<i64>>(12).map(|v| v as u64),
         backoff_factor: n(13),
         unread_fires: n(14),
-        pending: Vec::new(),
-        output_docs: r.get(17),
-        output_read: r.get(18),
-    };
-    row.pending = row.pending_from_columns(
-        r.get::<_, Option<&str>>(19),
-        n(8),
-        r.get::<_, Option<i64>>(15).map(|v| v as u64),
-        r.get(16),
-    );
-    row
+        output_docs: r.get(15),
+        output_read: r.get(16),
+        pending: ScheduleRow::pending_from(r.get::<_, Option<&str>>(17)),
+        wake_ms: r.get::<_, Option<i64>>(8).map(|v| v as u64),
+    }
 }
 
 pub(super) fn list_schedule<C: GenericClient>(
@@ -294,7 +285,7 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
             .join(", ");
         let sql = format!(
             "INSERT INTO schedule_index (space, {SCHEDULE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, \
-             $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) \
+             $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
              ON CONFLICT (space, piece, entry) DO UPDATE SET {updates}"
         );
         self.db
@@ -310,15 +301,13 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
                     &(row.nominal_period as i64),
                     &(row.next_due_ms as i64),
                     &row.status.as_str(),
-                    &(row.attempts() as i32),
+                    &row.wake_ms.map(|v| v as i64),
                     &(row.fired_count as i64),
                     &(row.missed_count as i64),
                     &(row.skipped_count as i64),
                     &row.last_fired_ms.map(|v| v as i64),
                     &(row.backoff_factor as i32),
                     &(row.unread_fires as i32),
-                    &row.retry_due_ms().map(|v| v as i64),
-                    &row.inflight_event(),
                     &row.output_docs,
                     &row.output_read,
                     &row.pending_json(),
