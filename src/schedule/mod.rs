@@ -7,6 +7,8 @@
 //!   after downtime. Time is an argument, never read.
 //! - [`entry`] — what a row's state means (its next wake) and the one
 //!   way rows are written from here ([`entry::save`]).
+//! - [`cron`] — pure: calendar cadences in a time zone (five-field cron,
+//!   the DST rule, forward-only jitter, the 60-minute floor).
 //! - [`fire`] — write-first firing: one transaction advances due entries
 //!   and appends their wake events (shared by host and scenarios).
 //! - [`delivery`] — in-flight marking, retries (1, 5, 30 min) and
@@ -26,6 +28,7 @@
 //!   `interval − window` (see [`grid`]).
 
 pub mod backoff;
+pub mod cron;
 pub mod delivery;
 pub mod entry;
 pub mod fire;
