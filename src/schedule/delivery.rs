@@ -127,16 +127,12 @@ pub fn settle_failed(row: &mut ScheduleRow, event_id: &str, now_ms: u64) -> Fail
 pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes> {
     let mut crashed = HashSet::new();
     let mut marked = 0;
-    let pending: Vec<String> = space
+    let pending: Vec<(String, WakeId)> = space
         .undelivered_events(limit)?
         .into_iter()
-        .map(|e| e.event_id)
-        .filter(|id| WakeId::is_wake(id))
+        .filter_map(|e| WakeId::parse(&e.event_id).map(|w| (e.event_id, w)))
         .collect();
-    for id in pending {
-        let Some(wake) = WakeId::parse(&id) else {
-            continue;
-        };
+    for (id, wake) in pending {
         let Some(mut row) = entry_of(space.schedule(Some(&wake.piece))?, wake.entry) else {
             continue; // the piece or entry is gone: its event runs (or no-ops) as usual
         };

@@ -95,10 +95,7 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
             continue;
         }
         wakes.push(Wake {
-            event_id: WakeId::parse(&p.occurrence).map_or_else(
-                || format!("{}/retry{}", p.occurrence, p.attempts),
-                |w| w.retry(p.attempts).to_string(),
-            ),
+            event_id: super::wake_id::retry_of(&p.occurrence, p.attempts),
             payload: json!({
                 "entry": row.entry,
                 "period": p.period,

@@ -128,6 +128,15 @@ pub fn occurrence_of(event_id: &str) -> String {
     WakeId::parse(event_id).map_or_else(|| event_id.to_string(), |w| w.occurrence_id().to_string())
 }
 
+/// The event id of the retry of `occurrence` after `attempts` attempts
+/// (an id that is not a wake's gets the same suffix, so it stays unique).
+pub fn retry_of(occurrence: &str, attempts: u32) -> String {
+    WakeId::parse(occurrence).map_or_else(
+        || format!("{occurrence}/retry{attempts}"),
+        |w| w.retry(attempts).to_string(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
