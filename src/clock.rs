@@ -213,6 +213,56 @@ impl Timeout {
     }
 }
 
+/// CPU time the calling thread has used so far (only differences between
+/// two readings on one thread mean anything).
+fn thread_cpu_time() -> Duration {
+    Duration::from_micros(crate::accounting::thread_cpu_us())
+}
+
+/// How many times its CPU limit a [`CpuTimeout`] waits in real time before
+/// it passes regardless of the CPU used (a call blocked in native code, or
+/// a host stopped for that long).
+pub const CPU_TIMEOUT_REAL_FACTOR: u32 = 10;
+
+/// A bound on the CPU a thread spends from when it was made: it passes once
+/// the thread has used `limit` of CPU, or once `limit` ×
+/// [`CPU_TIMEOUT_REAL_FACTOR`] of real time has gone by. A loaded machine
+/// (the thread waiting for a core) therefore does not trip it where an
+/// idle one would not. Real time is checked first: it is the cheap reading,
+/// and CPU used can never exceed the real time elapsed.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuTimeout {
+    real: Stopwatch,
+    cpu_start: Duration,
+    limit: Duration,
+}
+
+impl CpuTimeout {
+    /// Starts now, on the calling thread (the one `passed` must be asked on).
+    pub fn after(limit: Duration) -> Self {
+        Self {
+            real: Stopwatch::start(),
+            cpu_start: thread_cpu_time(),
+            limit,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        let real = self.real.elapsed();
+        if real < self.limit {
+            return false;
+        }
+        if real >= self.limit.saturating_mul(CPU_TIMEOUT_REAL_FACTOR) {
+            return true;
+        }
+        thread_cpu_time().saturating_sub(self.cpu_start) >= self.limit
+    }
+
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +290,25 @@ mod tests {
         let t = Timeout::after(Duration::ZERO);
         assert!(t.passed() && t.left() == Duration::ZERO);
         assert!(!Timeout::after(Duration::from_secs(3600)).passed());
+    }
+
+    #[test]
+    fn a_cpu_timeout_counts_the_threads_cpu_not_time_spent_waiting() {
+        // Sleeping past the limit uses no CPU: not passed.
+        let t = CpuTimeout::after(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(!t.passed(), "waiting is not work");
+        // Spinning past it does.
+        let start = thread_cpu_time();
+        while thread_cpu_time() - start < Duration::from_millis(25) {}
+        assert!(t.passed());
+        // Real time alone passes it at the backstop.
+        let t = CpuTimeout::after(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(
+            5 * CPU_TIMEOUT_REAL_FACTOR as u64 + 5,
+        ));
+        assert!(t.passed(), "the real-time backstop");
+        assert_eq!(t.limit(), Duration::from_millis(5));
     }
 
     #[test]

@@ -269,8 +269,8 @@ fn an_event_whose_waves_keep_losing_the_lease_is_dead_lettered() {
 }
 
 #[test]
-fn a_handler_the_wall_time_safety_net_keeps_stopping_is_dead_lettered_and_the_space_serves_on() {
-    // The wall-time net fails the wave (a stalled host is no verdict on the
+fn a_handler_the_cpu_time_safety_net_keeps_stopping_is_dead_lettered_and_the_space_serves_on() {
+    // The CPU-time net fails the wave (a stalled host is no verdict on the
     // event), so a handler it stops every time is retried alone, then
     // dead-lettered like any event whose waves keep failing.
     let t = common::store();
@@ -279,7 +279,7 @@ fn a_handler_the_wall_time_safety_net_keeps_stopping_is_dead_lettered_and_the_sp
             action_budget: Some(u64::MAX / 2),
             ..Default::default()
         };
-        cfg.sandbox.wall_limit = Some(std::time::Duration::from_millis(100));
+        cfg.sandbox.cpu_limit = Some(std::time::Duration::from_millis(100));
         cfg
     };
     let mut rt = t.runtime_with("s", cfg());
@@ -310,7 +310,7 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
         let started = std::time::Instant::now();
         let err = rt.run_wave().unwrap_err();
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
-        assert!(err.to_string().contains("wall"), "{err}");
+        assert!(err.to_string().contains("CPU-time"), "{err}");
         assert_eq!(rt.failed_wave_attempts(), attempt);
         drop(rt);
         rt = t.runtime_with("s", cfg());
@@ -326,7 +326,7 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
         spacewake::runtime::MAX_EVENT_ATTEMPTS as i64
     );
     let dead = rt.space().dead_letters().unwrap();
-    assert!(dead[0].error.contains("wall"), "{}", dead[0].error);
+    assert!(dead[0].error.contains("CPU-time"), "{}", dead[0].error);
 }
 
 #[test]
@@ -345,7 +345,7 @@ fn a_long_wave_keeps_its_lease_while_another_host_waits_for_it() {
         ..Default::default()
     };
     host_cfg.runtime.action_budget = Some(u64::MAX / 2);
-    host_cfg.runtime.sandbox.wall_limit = Some(std::time::Duration::from_secs(20));
+    host_cfg.runtime.sandbox.cpu_limit = Some(std::time::Duration::from_secs(20));
     let host = Host::new(store, host_cfg);
     let src = r#"
 import { pattern, handler, Cell, Default } from "commonfabric";

@@ -455,7 +455,7 @@ fn a_wave_that_leaves_nothing_to_deliver_gives_the_lease_back_and_later_work_tak
 #[test]
 fn a_handler_stopped_by_the_wall_time_net_fails_its_wave_and_its_event_is_retried_not_consumed() {
     // A host that stalls mid-handler (a SIGSTOP, a starved machine) trips
-    // the wall-time safety net; that says nothing about the event, so it
+    // the CPU-time safety net; that says nothing about the event, so it
     // must not be consumed as if its handler had failed on its own.
     let t = common::store();
     let mut rt = start(&t, "stall");
@@ -469,16 +469,16 @@ fn a_handler_stopped_by_the_wall_time_net_fails_its_wave_and_its_event_is_retrie
     }
     rt.stop().unwrap();
 
-    // A tenure whose budget never runs out: only the wall-time net can
+    // A tenure whose budget never runs out: only the CPU-time net can
     // stop `while (true) {}`.
     let mut cfg = spacewake::runtime::RuntimeConfig {
         action_budget: Some(u64::MAX / 4),
         ..Default::default()
     };
-    cfg.sandbox.wall_limit = Some(std::time::Duration::from_millis(300));
+    cfg.sandbox.cpu_limit = Some(std::time::Duration::from_millis(300));
     let mut rt = t.runtime_with("stall", cfg);
     let err = rt.run_wave().unwrap_err();
-    assert!(err.to_string().contains("wall-time"), "{err}");
+    assert!(err.to_string().contains("CPU-time"), "{err}");
     let _ = rt.stop();
     let c = t.counters.host();
     assert_eq!(c.get(Counter::ActionsPreempted), 1);

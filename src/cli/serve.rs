@@ -382,7 +382,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(async move {
+    // The host's last reference must go on this thread, after the runtime:
+    // dropping a PostgreSQL client inside the runtime's shutdown (a task
+    // still holding the host) panics, and the process would abort.
+    let last = (host.clone(), store.clone());
+    let lock_held = &mut lock;
+    let served = rt.block_on(async move {
+        let lock = lock_held;
         // The console's sign-in token: new each start, in the data
         // directory for whoever may read it, and printed below.
         let (console_auth, console_token, token_path) =
@@ -458,10 +464,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         });
         let grace = Duration::from_millis(args.shutdown_grace_ms);
         shut_down(&host, signal, grace, stop_accepting, http).await;
-        // The lock goes last, once nothing of this process uses the files.
-        drop(lock);
         anyhow::Ok(())
-    })?;
+    });
+    drop(rt);
+    drop(last);
+    // The lock goes last, once nothing of this process uses the files.
+    drop(lock);
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -72,9 +72,7 @@ pub(crate) fn pass(
     }
     let cap = inner.cfg.schedule.max_scheduled.max(1);
     let free = cap.saturating_sub(inner.scheduled_in_flight().len());
-    // What this host deferred (refused, backing off) it leaves to others
-    // until the deferral ends; the waker's own `deferred` look returns to it.
-    let excluding: Vec<String> = deferred.keys().cloned().collect();
+    let excluding = not_to_claim(inner, deferred);
     if free > 0 {
         match pg.claim_due(now, free, &excluding) {
             Ok(claims) => {
@@ -101,12 +99,28 @@ pub(crate) fn pass(
         Err(e) => tracing::error!(error = %e, "the waker cannot read its own due spaces"),
     }
     // Again: the claims above may have deferred more.
-    let excluding: Vec<String> = deferred.keys().cloned().collect();
+    let excluding = not_to_claim(inner, deferred);
     let claimable = pg.next_claimable_ms(now, &excluding).unwrap_or_else(|e| {
         tracing::error!(error = %e, "the waker cannot read the fleet's next wake");
         Some(now + RECHECK_MS)
     });
     next_look(now, claimable, deferred.values().copied().min())
+}
+
+/// The spaces this host's claims skip: what it deferred (refused, backing
+/// off), left to the other hosts until the deferral ends (the waker's own
+/// `deferred` look returns to it), and what is active or dispatched here.
+/// An active space's tenure holds its lease and renews it; if that lease
+/// has lapsed (a database restart), the tenure fences itself and ends, and
+/// only then may this host claim the space again. Claiming it meanwhile
+/// would take a new epoch under a live tenure of the same host.
+fn not_to_claim(inner: &HostInner, deferred: &HashMap<String, u64>) -> Vec<String> {
+    let mut out: Vec<String> = deferred.keys().cloned().collect();
+    out.extend(inner.active_ids());
+    out.extend(inner.scheduled_in_flight());
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn act_on_claim(
@@ -133,7 +147,10 @@ fn act_on_claim(
         return;
     }
     if !inner.begin_scheduled(&c.space) {
+        // Dispatched here between the read of what not to claim and the
+        // claim: left to the other hosts for a recheck's time.
         give_back("already in flight here");
+        deferred.insert(c.space.clone(), now + RECHECK_MS);
         return;
     }
     if !fire {

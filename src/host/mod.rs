@@ -366,14 +366,7 @@ impl Host {
     }
 
     pub fn active_spaces(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .inner
-            .active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let mut v = self.inner.active_ids();
         v.sort();
         v
     }
@@ -658,6 +651,16 @@ fn unpack<A: Ask>(reply: Reply) -> Result<A::Reply, HostError> {
 }
 
 impl HostInner {
+    /// The spaces active on this host now, in no order.
+    pub(crate) fn active_ids(&self) -> Vec<String> {
+        self.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     pub(crate) fn is_shutting_down(&self) -> bool {
         *self.shutting_down.borrow()
     }

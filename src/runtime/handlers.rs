@@ -244,13 +244,14 @@ impl SpaceRuntime {
         let action = format!("{}:{}", binding_piece, ev.stream);
         let out = match ran {
             Ok(out) => out.value,
-            // The wall-time safety net says the host stalled (or one native
-            // call ran long), not that the event is bad: the wave fails its
+            // The CPU-time safety net says polls were too sparse to budget
+            // (one native call ran long) or the host stalled past its
+            // real-time backstop, not that the event is bad: the wave fails its
             // tenure, so the event is retried alone and dead-lettered only
             // after its attempts, rather than consumed with nothing done.
             Err(
                 e @ SandboxError::Preempted {
-                    cause: PreemptCause::WallDeadline,
+                    cause: PreemptCause::CpuDeadline,
                     ..
                 },
             ) => {

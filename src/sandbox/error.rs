@@ -16,8 +16,8 @@ pub enum PreemptCause {
     /// The call allocated more bytes in total than its allocation budget
     /// (`SandboxConfig::alloc_budget_bytes`); deterministic like `Budget`.
     AllocationBudget,
-    /// The optional monotonic wall-time safety net fired (see `SandboxConfig::wall_limit`).
-    WallDeadline,
+    /// The optional CPU-time safety net fired (see `SandboxConfig::cpu_limit`).
+    CpuDeadline,
 }
 
 impl fmt::Display for PreemptCause {
@@ -25,7 +25,7 @@ impl fmt::Display for PreemptCause {
         match self {
             PreemptCause::Budget => f.write_str("budget exhausted"),
             PreemptCause::AllocationBudget => f.write_str("allocation budget exhausted"),
-            PreemptCause::WallDeadline => f.write_str("wall-time safety net"),
+            PreemptCause::CpuDeadline => f.write_str("CPU-time safety net"),
         }
     }
 }

@@ -16,9 +16,10 @@
 //!   effects refused, and garbage is collected after an out-of-memory.
 //! - The budget is deterministic: it counts interrupt-handler invocations
 //!   ("polls"; QuickJS polls once per 10,000 ticks, a tick being a call or a
-//!   backward jump, and regex engine steps poll too). An optional wall-time
-//!   deadline (real time, a `clock::Stopwatch`, never the host clock) is
-//!   only a safety net and is checked at the same polls.
+//!   backward jump, and regex engine steps poll too). An optional CPU-time
+//!   deadline (the calling thread's CPU, a `clock::CpuTimeout`, with a
+//!   real-time backstop; never the host clock) is only a safety net and is
+//!   checked at the same polls.
 //! - JS values handed to the embedder are `JsHandle`s: indices into a table
 //!   the `Sandbox` owns, so no engine reference can outlive the engine.
 //! - `Sandbox` is `!Send`: create it on the thread that will run it.
@@ -73,9 +74,13 @@ pub struct SandboxConfig {
     /// still counts). Checked on every allocation, so allocation-heavy loops
     /// that catch their own out-of-memory errors are stopped promptly.
     pub alloc_budget_bytes: u64,
-    /// Safety net only: a monotonic wall-time limit per call, checked at the
-    /// same polls as the budget. Not deterministic; `None` disables it.
-    pub wall_limit: Option<Duration>,
+    /// Safety net only: the CPU time one call may use on its thread, checked
+    /// at the same polls as the budget, with a real-time backstop of
+    /// `clock::CPU_TIMEOUT_REAL_FACTOR` times as long (a native call that
+    /// blocks). CPU rather than real time, so a loaded host (three hosts
+    /// and a database on two cores) does not stop calls an idle one would
+    /// finish. Not deterministic; `None` disables it.
+    pub cpu_limit: Option<Duration>,
 }
 
 impl Default for SandboxConfig {
@@ -85,7 +90,7 @@ impl Default for SandboxConfig {
             max_stack_bytes: 1024 * 1024,
             default_budget: DEFAULT_BUDGET_POLLS,
             alloc_budget_bytes: 1 << 30,
-            wall_limit: Some(Duration::from_secs(2)),
+            cpu_limit: Some(Duration::from_secs(2)),
         }
     }
 }
@@ -171,7 +176,7 @@ pub const GLOBALS: &[&str] = &[
 /// 0.1 s of CPU while an ordinary handler or derivation (0-2 polls) keeps
 /// three orders of magnitude of headroom. Polls are not uniform in time:
 /// ticks that throw (stack-overflow storms) cost ~1 us each, which is what the
-/// `wall_limit` safety net is for.
+/// `cpu_limit` safety net is for.
 pub const DEFAULT_BUDGET_POLLS: u64 = 5_000;
 
 /// What pattern code throws is cut to these many characters (name,
@@ -890,7 +895,7 @@ impl Sandbox {
             ));
         }
         let budget = opts.budget.unwrap_or(self.config.default_budget);
-        let deadline = self.config.wall_limit.map(crate::clock::Timeout::after);
+        let deadline = self.config.cpu_limit.map(crate::clock::CpuTimeout::after);
         self.state
             .begin(opts.mode, budget, self.config.alloc_budget_bytes, deadline);
 

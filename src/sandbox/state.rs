@@ -9,7 +9,7 @@
 //!   the next. Switching mode is a handful of `Cell` stores (the mode switch
 //!   happens per action and must be cheap).
 
-use crate::clock::Timeout;
+use crate::clock::CpuTimeout;
 use std::cell::{Cell, RefCell};
 
 use super::error::PreemptCause;
@@ -105,7 +105,7 @@ pub(crate) struct State {
     pub in_call: Cell<bool>,
     pub polls: Cell<u64>,
     pub budget: Cell<u64>,
-    pub deadline: Cell<Option<Timeout>>,
+    pub deadline: Cell<Option<CpuTimeout>>,
     /// Bytes allocated by the current call, and the most it may allocate.
     pub allocated: Cell<u64>,
     pub alloc_budget: Cell<u64>,
@@ -206,7 +206,7 @@ impl State {
         });
     }
 
-    pub fn begin(&self, mode: Mode, budget: u64, alloc_budget: u64, deadline: Option<Timeout>) {
+    pub fn begin(&self, mode: Mode, budget: u64, alloc_budget: u64, deadline: Option<CpuTimeout>) {
         self.mode.set(mode);
         if let Mode::Handler { entropy_seed, .. } = mode {
             self.rng.set(seed_state(entropy_seed));
@@ -249,7 +249,7 @@ impl State {
         if let Some(deadline) = self.deadline.get() {
             if deadline.passed() {
                 if self.preempted.get().is_none() {
-                    self.preempted.set(Some(PreemptCause::WallDeadline));
+                    self.preempted.set(Some(PreemptCause::CpuDeadline));
                 }
                 return true;
             }

@@ -290,12 +290,12 @@ fn oom_caught_by_pattern_code_still_cannot_exceed_the_limit() {
 
 #[test]
 fn infinite_loops_are_preempted_and_the_sandbox_keeps_serving() {
-    // Without the wall-time net: `recurse` takes about 1.4 s alone to
+    // Without the CPU-time net: `recurse` takes about 1.4 s alone to
     // spend its 20 polls (each overflow throws), past the 2 s net when the
     // suite loads the machine, and this test is about the budget.
     let sb = Sandbox::new(
         SandboxConfig {
-            wall_limit: None,
+            cpu_limit: None,
             ..SandboxConfig::default()
         },
         &CF,
@@ -343,8 +343,8 @@ fn budget_is_configurable_and_consumption_is_reported() {
         SandboxConfig {
             default_budget: 50,
             // Deterministic accounting only: a slow (debug) build must not
-            // trip the wall-time safety net here.
-            wall_limit: None,
+            // trip the CPU-time safety net here.
+            cpu_limit: None,
             ..SandboxConfig::default()
         },
         &CF,
@@ -391,11 +391,11 @@ fn budget_is_configurable_and_consumption_is_reported() {
 }
 
 #[test]
-fn wall_limit_is_a_safety_net() {
+fn cpu_limit_is_a_safety_net() {
     let sb = Sandbox::new(
         SandboxConfig {
             default_budget: u64::MAX,
-            wall_limit: Some(std::time::Duration::from_millis(50)),
+            cpu_limit: Some(std::time::Duration::from_millis(50)),
             ..SandboxConfig::default()
         },
         &CF,
@@ -406,7 +406,7 @@ fn wall_limit_is_a_safety_net() {
         matches!(
             err,
             SandboxError::Preempted {
-                cause: PreemptCause::WallDeadline,
+                cause: PreemptCause::CpuDeadline,
                 ..
             }
         ),

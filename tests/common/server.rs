@@ -59,7 +59,10 @@ impl Server {
             .args(extra)
             .arg("--data")
             .arg(data)
-            .env("SPACEWAKE_LOG", "info")
+            .env(
+                "SPACEWAKE_LOG",
+                std::env::var("SPACEWAKE_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
