@@ -489,8 +489,19 @@ fn piece_name(sp: &mut Space, piece: &str) -> OpResult<Option<String>> {
 #[serde(rename_all = "camelCase")]
 pub struct EntryView {
     pub space: String,
-    /// The interval after back-off (`intervalMinutes × backoffFactor`).
+    /// The interval after back-off (`intervalMinutes × backoffFactor`; 0
+    /// for a calendar entry).
     pub effective_interval_minutes: u64,
+    /// A calendar entry's cron expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// A calendar entry's IANA zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// A calendar entry's next due time on the wall clock of its zone
+    /// (`2026-03-27 07:30 CET`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_due_local: Option<String>,
     /// The most delivery attempts of a pending occurrence (0: none).
     pub attempts: u32,
     /// The earliest planned retry among the pending occurrences.
@@ -535,11 +546,21 @@ pub fn handler_names(sp: &mut Space) -> OpResult<HashMap<String, String>> {
 
 impl EntryView {
     pub fn new(space: &str, row: ScheduleRow) -> EntryView {
+        let calendar = match crate::schedule::cadence::Cadence::of_row(&row) {
+            crate::schedule::cadence::Cadence::Cron(spec) => Some(spec),
+            _ => None,
+        };
         EntryView {
             callback_name: None,
             space: space.to_string(),
             effective_interval_minutes: grid::interval_ms(row.interval_minutes, row.backoff_factor)
                 / grid::MINUTE_MS,
+            cron: calendar.as_ref().map(|c| c.expr().to_string()),
+            time_zone: calendar.as_ref().map(|c| c.zone().to_string()),
+            next_due_local: calendar
+                .as_ref()
+                .filter(|_| row.next_due_ms < crate::schedule::entry::NEVER_MS)
+                .map(|c| c.local_text(row.next_due_ms)),
             attempts: row.attempts(),
             retry_due_ms: row.retry_due_ms(),
             inflight_event: row.inflight_event().map(str::to_string),

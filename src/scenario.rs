@@ -35,6 +35,11 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     #[serde(default)]
     pub description: Option<String>,
+    /// Where the manual clock starts: an ISO-8601 time with an offset
+    /// (`2026-03-27T09:00:00+01:00`). Default 2026-01-01T00:00:00Z
+    /// (`ManualClock::DEFAULT_START_MS`).
+    #[serde(default)]
+    pub start_at: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +51,10 @@ pub struct Step {
     pub expect: Vec<Expectation>,
     #[serde(default)]
     pub advance_minutes: Option<f64>,
+    /// Moves the clock to this ISO-8601 time (with an offset), firing what
+    /// falls due on the way, in order; never backwards.
+    #[serde(default)]
+    pub advance_to: Option<String>,
     /// spacewake extension: pause this [SCHEDULE] entry of the piece.
     #[serde(default)]
     pub pause_entry: Option<u32>,
@@ -163,9 +172,14 @@ fn run(
         )
     })?;
 
-    with_scratch_runtime(
+    let start_ms = match &sc.start_at {
+        Some(t) => Some(parse_time(t).map_err(|e| format!("startAt: {e}"))?),
+        None => None,
+    };
+    with_scratch_runtime_at(
         "scenario",
         Default::default(),
+        start_ms,
         |rt, clock, jitter, _effects| {
             let piece = rt
                 .create_piece(&program, sc.export_name.as_deref(), &sc.argument)
@@ -195,6 +209,20 @@ fn run(
                     }
                     advance(rt, clock, jitter, (minutes * 60_000.0).round() as u64)
                         .map_err(|e| format!("step {n}: advancing {minutes} minutes: {e}"))?;
+                }
+                if let Some(to) = &step.advance_to {
+                    use crate::clock::Clock;
+                    let target = parse_time(to).map_err(|e| format!("step {n}: advanceTo: {e}"))?;
+                    let now = clock.now_ms();
+                    if target < now {
+                        return Err(format!(
+                            "step {n}: advanceTo {to} is before the scenario's clock ({}); \
+                             time only moves forward",
+                            utc_text(now)
+                        ));
+                    }
+                    advance(rt, clock, jitter, target - now)
+                        .map_err(|e| format!("step {n}: advancing to {to}: {e}"))?;
                 }
                 for (i, ev) in step.events.iter().enumerate() {
                     let path = parse_dotted(&ev.stream);
@@ -252,9 +280,22 @@ pub(crate) fn with_scratch_runtime<T>(
     mocks: crate::effects::mock::Mocks,
     f: impl FnOnce(&mut SpaceRuntime, &Arc<ManualClock>, &Jitter, &ScratchEffects) -> Result<T, String>,
 ) -> Result<T, String> {
+    with_scratch_runtime_at(space, mocks, None, f)
+}
+
+/// [`with_scratch_runtime`] with the manual clock starting at `start_ms`
+/// (`None`: `ManualClock::DEFAULT_START_MS`).
+pub(crate) fn with_scratch_runtime_at<T>(
+    space: &str,
+    mocks: crate::effects::mock::Mocks,
+    start_ms: Option<u64>,
+    f: impl FnOnce(&mut SpaceRuntime, &Arc<ManualClock>, &Jitter, &ScratchEffects) -> Result<T, String>,
+) -> Result<T, String> {
     let dir = tempfile_dir()?;
     let result = (|| {
-        let clock = Arc::new(ManualClock::default());
+        let clock = Arc::new(ManualClock::new(
+            start_ms.unwrap_or(ManualClock::DEFAULT_START_MS),
+        ));
         let counters = Counters::new();
         let store = Store::open(StoreConfig::new(&dir), clock.clone(), counters.clone())
             .map_err(|e| e.to_string())?;
@@ -363,6 +404,23 @@ pub fn advance(
     }
     clock.set_ms(target);
     rt.resume_tenure().map_err(|e| e.to_string())
+}
+
+/// An ISO-8601 time with an offset (`Z` or `+01:00`), in ms since the epoch.
+pub fn parse_time(text: &str) -> Result<u64, String> {
+    let t = chrono::DateTime::parse_from_rfc3339(text).map_err(|e| {
+        format!(
+            "{text:?} is not an ISO-8601 time with an offset, like 2026-03-27T09:00:00+01:00 ({e})"
+        )
+    })?;
+    u64::try_from(t.timestamp_millis()).map_err(|_| format!("{text:?} is before 1970"))
+}
+
+/// `ms` as an ISO-8601 UTC time.
+pub fn utc_text(ms: u64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms as i64)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| format!("{ms} ms"))
 }
 
 /// Structural equality where numbers compare by value.

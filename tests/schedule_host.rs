@@ -439,3 +439,81 @@ fn a_written_wake_left_by_a_crash_is_delivered_by_the_due_wake_even_with_wakes_o
     assert!(!entry.undelivered);
     assert!(entry.next_wake_ms.unwrap() > due, "the directory moved on");
 }
+
+const CALENDAR: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+
+const note = handler<{ nominalTime: number; missedPeriods: number; timeZone: string },
+                     { seen: Cell<number[]>; missed: Cell<number> }>((ev, { seen, missed }) => {
+  seen.push(ev.nominalTime);
+  missed.set(missed.get() + ev.missedPeriods);
+});
+
+export default pattern<{ seen: Default<number[], []>; missed: Default<number, 0> }>(
+  ({ seen, missed }) => ({
+    [SCHEDULE]: [{ cron: "30 7 * * *", timeZone: "Europe/Berlin", callback: note({ seen, missed }) }],
+    seen, missed,
+  }),
+);
+"#;
+
+#[test]
+fn a_calendar_entry_fires_at_its_local_time_and_catches_up_once_after_downtime() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2026-01-01T00:00Z (01:00 in Berlin): the first 07:30 is 06:30Z today.
+    let clock = Arc::new(ManualClock::default());
+    let first = 1_767_249_000_000;
+    let day = 24 * 60 * MIN;
+    let piece;
+    {
+        let h = host(dir.path(), clock.clone());
+        piece = common::deploy_source(&h, "s", CALENDAR);
+        common::park(&h, &clock, "s");
+        let row = first_row(&h, "s");
+        assert_eq!(row.interval_minutes, 0);
+        assert!(row
+            .cadence
+            .as_deref()
+            .is_some_and(|c| c.contains("Europe/Berlin")));
+        // Forward-only jitter: never before 07:30, at most the window after.
+        assert!(
+            row.next_due_ms >= first && row.next_due_ms <= first + 20 * MIN,
+            "{}",
+            row.next_due_ms
+        );
+        assert_eq!(directory_wake(&h, "s"), Some(row.next_due_ms));
+        let view = spacewake::operator::EntryView::new("s", row.clone());
+        assert_eq!(view.cron.as_deref(), Some("30 7 * * *"));
+        assert!(
+            view.next_due_local
+                .as_deref()
+                .is_some_and(|t| t.starts_with("2026-01-01 07:") && t.ends_with("CET")),
+            "{:?}",
+            view.next_due_local
+        );
+        clock.set_ms(row.next_due_ms);
+        wait("the first calendar wake", || {
+            c(&h, "s", Counter::ScheduleDelivered) == 1
+        });
+        parked(&h, "s");
+        assert_eq!(read(&h, "s", &piece, "seen"), json!([first]));
+        let after = first_row(&h, "s");
+        assert!(after.next_due_ms >= first + day && after.next_due_ms <= first + day + 20 * MIN);
+        h.shutdown();
+    }
+    // Down until 08:30 on the 4th: the 2nd, 3rd and 4th coalesce into one
+    // wake, two of them counted as missed; the 5th is next.
+    clock.set_ms(first + 3 * day + 60 * MIN);
+    let h = host(dir.path(), clock.clone());
+    assert_eq!(h.boot().unwrap(), 1);
+    wait("the catch-up wake", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    parked(&h, "s");
+    assert_eq!(c(&h, "s", Counter::ScheduleMissedCoalesced), 2);
+    assert_eq!(read(&h, "s", &piece, "missed"), json!(2));
+    let after = first_row(&h, "s");
+    assert!(
+        after.next_due_ms >= first + 4 * day && after.next_due_ms <= first + 4 * day + 20 * MIN
+    );
+}

@@ -659,6 +659,16 @@ fn plane_rows<B: SpaceBackend>(f: Fleet<B>) {
     assert_eq!(dir(&f), Some(4_000), "a retry is a wake: the earliest");
     let stored = s.schedule(Some("p")).unwrap();
     assert_eq!(stored[0].pending, row.pending, "each occurrence stored");
+    assert_eq!(stored[0].cadence, None, "an interval has no cadence text");
+    // A calendar entry's shape is kept as written, opaque to the store.
+    let mut cal = ScheduleRow::new("p", 1, 0, "tick", 0, 20_000);
+    cal.cadence = Some(r#"{"cron":"30 7 * * 1-5","timeZone":"Europe/Berlin"}"#.into());
+    s.plane(|p| spacewake::schedule::entry::save(p, &mut cal))
+        .unwrap();
+    assert_eq!(s.schedule(Some("p")).unwrap()[1].cadence, cal.cadence);
+    let declared = s.plane(|p| p.declared(Some("p"))).unwrap();
+    assert_eq!(declared[1].cadence, cal.cadence);
+    s.plane(|p| p.delete_schedule("p", Some(1))).unwrap();
     row.pending.clear();
     row.next_due_ms = 12_000;
     s.plane(|p| spacewake::schedule::entry::save(p, &mut row))

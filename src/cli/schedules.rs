@@ -231,7 +231,12 @@ fn list(
 
 fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
     let r = &e.row;
-    let interval = if r.backoff_factor > 1 {
+    let interval = if let Some(expr) = &e.cron {
+        format!(
+            "cron \"{expr}\" {}",
+            e.time_zone.as_deref().unwrap_or("UTC")
+        )
+    } else if r.backoff_factor > 1 {
         format!(
             "{} min (backed off ×{} = {} min)",
             thousands(u64::from(r.interval_minutes)),
@@ -264,11 +269,18 @@ fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
             None => r.entry.to_string(),
         },
         interval,
-        format!(
-            "{} ({})",
-            format_utc_ms(r.next_due_ms),
-            relative(r.next_due_ms, now_ms)
-        ),
+        match &e.next_due_local {
+            Some(local) => format!(
+                "{} ({local}, {})",
+                format_utc_ms(r.next_due_ms),
+                relative(r.next_due_ms, now_ms)
+            ),
+            None => format!(
+                "{} ({})",
+                format_utc_ms(r.next_due_ms),
+                relative(r.next_due_ms, now_ms)
+            ),
+        },
         r.last_fired_ms.map_or("-".into(), format_utc_ms),
         r.attempts().to_string(),
         status,

@@ -82,6 +82,22 @@ pub mod codes {
     pub const SCHEDULE_CALLBACK_UNDEFINED: &str = "SCHEDULE_CALLBACK_UNDEFINED";
     /// A reference to a name declared nowhere (not in the module, not imported, not a global).
     pub const NAME_UNDEFINED: &str = "NAME_UNDEFINED";
+    /// `cron` written as anything but a string literal.
+    pub const SCHEDULE_CRON_NOT_LITERAL: &str = "SCHEDULE_CRON_NOT_LITERAL";
+    /// `timeZone` written as anything but a string literal.
+    pub const SCHEDULE_TIMEZONE_NOT_LITERAL: &str = "SCHEDULE_TIMEZONE_NOT_LITERAL";
+    /// Both `intervalMinutes` and `cron` on one entry.
+    pub const SCHEDULE_SHAPE_CONFLICT: &str = "SCHEDULE_SHAPE_CONFLICT";
+    /// `timeZone` on an entry without `cron`.
+    pub const SCHEDULE_TIMEZONE_WITHOUT_CRON: &str = "SCHEDULE_TIMEZONE_WITHOUT_CRON";
+    /// A cron expression that does not read (`schedule::cron`).
+    pub const SCHEDULE_CRON_INVALID: &str = crate::schedule::cron::codes::CRON_INVALID;
+    /// A cron expression that can fire less than 60 minutes apart.
+    pub const SCHEDULE_CRON_TOO_FREQUENT: &str = crate::schedule::cron::codes::CRON_TOO_FREQUENT;
+    /// A cron expression no date matches.
+    pub const SCHEDULE_CRON_NEVER_FIRES: &str = crate::schedule::cron::codes::CRON_NEVER_FIRES;
+    /// A `timeZone` the compiled-in IANA database does not know.
+    pub const SCHEDULE_TIMEZONE_UNKNOWN: &str = crate::schedule::cron::codes::TIMEZONE_UNKNOWN;
     /// `[SCHEDULE]` anywhere but the root of the object a pattern callback returns.
     pub const SCHEDULE_NOT_ROOT: &str = "SCHEDULE_NOT_ROOT";
     /// `[SCHEDULE]` twice in one result object.
@@ -125,6 +141,14 @@ pub mod codes {
         SCHEDULE_CALLBACK_NOT_STREAM,
         SCHEDULE_CALLBACK_UNBOUND,
         SCHEDULE_CALLBACK_UNDEFINED,
+        SCHEDULE_CRON_NOT_LITERAL,
+        SCHEDULE_TIMEZONE_NOT_LITERAL,
+        SCHEDULE_SHAPE_CONFLICT,
+        SCHEDULE_TIMEZONE_WITHOUT_CRON,
+        SCHEDULE_CRON_INVALID,
+        SCHEDULE_CRON_TOO_FREQUENT,
+        SCHEDULE_CRON_NEVER_FIRES,
+        SCHEDULE_TIMEZONE_UNKNOWN,
         NAME_UNDEFINED,
         SCHEDULE_NOT_ROOT,
         SCHEDULE_DUPLICATE,

@@ -1,9 +1,11 @@
 //! Static validation of reserved result keys, above all `[SCHEDULE]`.
 //!
 //! The declaration is read by the host without running code, so the compiler accepts only the
-//! one shape it can read with certainty and rejects (never clamps) everything else:
-//! `[SCHEDULE]: [{ intervalMinutes: <integer literal 60..=44640>, callback: <stream> }, ...]`,
-//! at most 4 entries, at the root of the object a pattern callback returns.
+//! shapes it can read with certainty and rejects (never clamps) everything else:
+//! `[SCHEDULE]: [{ intervalMinutes: <integer literal 60..=44640>, callback: <stream> }, ...]`
+//! or `{ cron: "<string literal>", timeZone?: "<string literal>", callback }` (five-field cron in
+//! an IANA zone, at least 60 minutes between fires: `schedule::cron`), at most 4 entries, at the
+//! root of the object a pattern callback returns.
 //!
 //! Invariants:
 //! - every rule has its own code ([`codes`]) and its diagnostic points at the offending node;
@@ -43,7 +45,10 @@ pub const RESERVED_KEYS: &[(&str, &str)] = &[
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RawEntry {
     pub index: u32,
+    /// 0 for a calendar entry.
     pub interval_minutes: u32,
+    /// A calendar entry's expression and zone, as written.
+    pub cron: Option<(String, Option<String>)>,
     pub span: Span,
     pub callback_span: Span,
 }
@@ -210,6 +215,9 @@ fn validate_entry(
     let before = diags.len();
     let mut interval: Option<u32> = None;
     let mut has_interval = false;
+    // `cron` and `timeZone`: whether present, and the literal when valid.
+    let (mut has_cron, mut cron) = (false, None::<(String, Span)>);
+    let (mut has_zone, mut zone) = (false, None::<(String, Span)>);
     let mut callback: Option<Span> = None;
     // Set when a spread or computed key may supply keys we cannot see.
     let mut spread = false;
@@ -220,8 +228,8 @@ fn validate_entry(
                 diags.push(RawDiag::new(
                     codes::SCHEDULE_SPREAD,
                     s.span,
-                    "a spread is not allowed in a schedule entry; write intervalMinutes and \
-                     callback out",
+                    "a spread is not allowed in a schedule entry; write its keys \
+                     (intervalMinutes or cron, and callback) out",
                 ));
                 continue;
             }
@@ -233,8 +241,8 @@ fn validate_entry(
             diags.push(RawDiag::new(
                 codes::SCHEDULE_COMPUTED_KEY,
                 p.key.span(),
-                "keys of a schedule entry must be written plainly as intervalMinutes and callback, \
-                 not computed",
+                "keys of a schedule entry must be written plainly (intervalMinutes or cron, \
+                 timeZone, callback), not computed",
             ));
             continue;
         }
@@ -265,6 +273,40 @@ fn validate_entry(
                     Err(d) => diags.push(d),
                 }
             }
+            "cron" | "timeZone" => {
+                let (has, slot, code) = if name == "cron" {
+                    (&mut has_cron, &mut cron, codes::SCHEDULE_CRON_NOT_LITERAL)
+                } else {
+                    (
+                        &mut has_zone,
+                        &mut zone,
+                        codes::SCHEDULE_TIMEZONE_NOT_LITERAL,
+                    )
+                };
+                if *has {
+                    diags.push(duplicate_key(p.key.span(), &name));
+                    continue;
+                }
+                *has = true;
+                match (&p.value, plain_value) {
+                    (Expression::StringLiteral(s), true) => {
+                        *slot = Some((s.value.to_string(), s.span));
+                    }
+                    (v, _) => diags.push(RawDiag::new(
+                        code,
+                        if plain_value { v.span() } else { p.span },
+                        format!(
+                            "{name} must be written as a string literal, not {}; the host reads \
+                             it without running code",
+                            if plain_value {
+                                describe(v)
+                            } else {
+                                "a method or accessor"
+                            }
+                        ),
+                    )),
+                }
+            }
             "callback" => {
                 if callback.is_some() {
                     diags.push(duplicate_key(p.key.span(), &name));
@@ -288,34 +330,69 @@ fn validate_entry(
                 codes::SCHEDULE_UNKNOWN_KEY,
                 p.key.span(),
                 format!(
-                    "unknown key `{other}` in a schedule entry; an entry has exactly \
-                     intervalMinutes and callback"
+                    "unknown key `{other}` in a schedule entry; an entry has intervalMinutes and \
+                     callback, or cron, an optional timeZone and callback"
                 ),
             )),
         }
     }
+    let timed = has_interval || has_cron;
+    if has_interval && has_cron {
+        diags.push(RawDiag::new(
+            codes::SCHEDULE_SHAPE_CONFLICT,
+            obj.span,
+            "this schedule entry has both intervalMinutes and cron; an entry is either every N \
+             minutes or a calendar time, so keep one",
+        ));
+    }
+    if has_zone && !has_cron {
+        diags.push(RawDiag::new(
+            codes::SCHEDULE_TIMEZONE_WITHOUT_CRON,
+            zone.as_ref().map_or(obj.span, |z| z.1),
+            "timeZone applies to a cron entry only; an interval counts minutes from its \
+             declaration in any zone",
+        ));
+    }
     // A spread may well supply the missing keys; one diagnostic per cause is enough.
-    if !spread && (!has_interval || callback.is_none()) {
-        let missing = match (has_interval, callback.is_some()) {
-            (false, false) => "intervalMinutes and callback",
-            (false, true) => "intervalMinutes",
+    if !spread && (!timed || callback.is_none()) {
+        let missing = match (timed, callback.is_some()) {
+            (false, false) => "intervalMinutes (or cron) and callback",
+            (false, true) => "intervalMinutes (or cron)",
             _ => "callback",
         };
         diags.push(RawDiag::new(
             codes::SCHEDULE_MISSING_KEY,
             obj.span,
             format!(
-                "this schedule entry is missing {missing}; every entry needs intervalMinutes and \
-                 callback"
+                "this schedule entry is missing {missing}; every entry needs intervalMinutes or \
+                 cron, and callback"
             ),
         ));
+    }
+    let mut calendar = None;
+    if let (Some((expr, expr_span)), true) = (&cron, diags.len() == before) {
+        let z = zone.as_ref().map(|(z, _)| z.as_str());
+        match crate::schedule::cron::CronSpec::parse(expr, z) {
+            Ok(_) => calendar = Some((expr.clone(), z.map(String::from))),
+            Err(p) => {
+                let at = match (
+                    &zone,
+                    p.code == crate::schedule::cron::codes::TIMEZONE_UNKNOWN,
+                ) {
+                    (Some((_, zs)), true) => *zs,
+                    _ => *expr_span,
+                };
+                diags.push(RawDiag::new(p.code, at, p.message));
+            }
+        }
     }
     if diags.len() != before {
         return None;
     }
     Some(RawEntry {
         index,
-        interval_minutes: interval?,
+        interval_minutes: if calendar.is_some() { 0 } else { interval? },
+        cron: calendar,
         span: obj.span,
         callback_span: callback?,
     })

@@ -396,6 +396,17 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
     row.output_docs = Some("[]".into());
     let mut entry = EntryView::new("home", row.clone());
     entry.callback_name = Some("sweep".into());
+    // A calendar entry shows every key the view can write.
+    let mut calendar_row = row.clone();
+    calendar_row.interval_minutes = 0;
+    calendar_row.cadence = Some(r#"{"cron":"30 7 * * 1-5","timeZone":"Europe/Berlin"}"#.into());
+    let mut calendar = EntryView::new("home", calendar_row);
+    calendar.callback_name = Some("digest".into());
+    assert_eq!(calendar.cron.as_deref(), Some("30 7 * * 1-5"));
+    assert!(calendar
+        .next_due_local
+        .as_deref()
+        .is_some_and(|t| t.contains("CET") || t.contains("CEST")));
     let space = SpaceView {
         id: "home".into(),
         owner: "did:key:z6Mk".into(),
@@ -501,11 +512,11 @@ fn operator_examples() -> Vec<(&'static str, Json)> {
                 ],
             }),
         ),
-        ("entryView", json(&entry)),
+        ("entryView", json(&calendar)),
         (
             "scheduleList",
             json(&ScheduleList {
-                entries: vec![entry.clone()],
+                entries: vec![entry.clone(), calendar.clone()],
                 invalid: vec![crate::operator::InvalidEntry {
                     space: "a".into(),
                     piece: "pc-1".into(),

@@ -435,8 +435,9 @@ impl SpaceRuntime {
 }
 
 /// Whether a recorded result's `$SCHEDULE` (if any) is one the compiler
-/// validated in the program: the same intervals, in the same order, as one
-/// of its `[SCHEDULE]` declarations. The index re-checks the bounds itself.
+/// validated in the program: the same shapes (intervals, or cron
+/// expressions and zones), in the same order, as one of its `[SCHEDULE]`
+/// declarations. The index re-checks the bounds itself.
 pub(super) fn declaration_was_validated(program: &CompiledProgram, result: &Value) -> bool {
     let Some(declared) = result.get(crate::schedule::SCHEDULE_KEY) else {
         return true;
@@ -444,9 +445,16 @@ pub(super) fn declaration_was_validated(program: &CompiledProgram, result: &Valu
     let Some(list) = declared.as_array() else {
         return false;
     };
-    let intervals: Vec<Option<u64>> = list
+    let text = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).map(String::from);
+    let shapes: Vec<(Option<u64>, Option<String>, Option<String>)> = list
         .iter()
-        .map(|e| e.get("intervalMinutes").and_then(Value::as_u64))
+        .map(|e| {
+            (
+                e.get("intervalMinutes").and_then(Value::as_u64),
+                text(e, "cron"),
+                text(e, "timeZone"),
+            )
+        })
         .collect();
     program
         .modules
@@ -454,11 +462,13 @@ pub(super) fn declaration_was_validated(program: &CompiledProgram, result: &Valu
         .flat_map(|m| &m.patterns)
         .flat_map(|p| &p.schedules)
         .any(|d| {
-            d.entries.len() == intervals.len()
-                && d.entries
-                    .iter()
-                    .zip(&intervals)
-                    .all(|(e, got)| *got == Some(u64::from(e.interval_minutes)))
+            d.entries.len() == shapes.len()
+                && d.entries.iter().zip(&shapes).all(|(e, got)| match &e.cron {
+                    None => got.0 == Some(u64::from(e.interval_minutes)) && got.1.is_none(),
+                    Some(expr) => {
+                        got.0.is_none() && got.1.as_ref() == Some(expr) && got.2 == e.time_zone
+                    }
+                })
         })
 }
 

@@ -75,6 +75,12 @@ pub fn on_delivered(
     p: &BackoffPolicy,
 ) -> bool {
     let previous_unread = row.output_docs.is_some() && !row.output_read;
+    // A calendar entry fires at the times a person chose: unread output
+    // is noted but never stretches it.
+    let p = &BackoffPolicy {
+        enabled: p.enabled && super::cadence::Cadence::of_row(row).backs_off(),
+        ..*p
+    };
     let (unread, factor) = after_delivery(row.unread_fires, previous_unread, row.backoff_factor, p);
     row.unread_fires = unread;
     row.output_docs = Some(serde_json::to_string(written).unwrap_or_default());

@@ -6,6 +6,10 @@
 
 use crate::store::{PlaneTx, ScheduleRow, ScheduleStatus, Space, StoreResult};
 
+/// Due times at or past this are "never" (a cadence with no next
+/// occurrence); the store keeps times as signed 64-bit integers.
+pub const NEVER_MS: u64 = i64::MAX as u64;
+
 /// The meaning of a schedule row's state (pure).
 pub trait EntryState {
     /// When the entry next needs its host: its next due time or an earlier
@@ -21,10 +25,13 @@ pub trait EntryState {
 
 impl EntryState for ScheduleRow {
     fn next_wake_ms(&self) -> Option<u64> {
-        (self.status == ScheduleStatus::Active).then(|| match self.retry_due_ms() {
-            Some(r) => r.min(self.next_due_ms),
-            None => self.next_due_ms,
-        })
+        (self.status == ScheduleStatus::Active)
+            .then(|| match self.retry_due_ms() {
+                Some(r) => r.min(self.next_due_ms),
+                None => self.next_due_ms,
+            })
+            // A cadence that never falls due again (`u64::MAX`) wakes nothing.
+            .filter(|t| *t < NEVER_MS)
     }
 
     fn retry_due_ms(&self) -> Option<u64> {

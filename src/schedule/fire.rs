@@ -10,8 +10,8 @@
 //! and an entry that is no longer due — so a crash can never put the entry
 //! into a tight loop.
 
+use super::cadence::Cadence;
 use super::entry::EntryState;
-use super::grid::{after_fire, Grid};
 use super::jitter::Jitter;
 use super::wake_id::WakeId;
 use crate::store::{
@@ -56,7 +56,17 @@ struct Decision {
 
 fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mode) -> Decision {
     let mut next = row.clone();
-    let grid = Grid::of_row(space, row);
+    let cadence = Cadence::of_row(row);
+    // `intervalMinutes`, or `cron` and `timeZone`: what each payload says
+    // the entry is.
+    let payload = |fields: serde_json::Value| {
+        let mut m = match fields {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        cadence.describe(row, &mut m);
+        serde_json::Value::Object(m)
+    };
     let mut wakes = Vec::new();
     let mut retried = Vec::new();
     // Every pending occurrence keeps its own retry, on its own back-off: a
@@ -77,16 +87,15 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
             }
             wakes.push(Wake {
                 event_id: p.occurrence.clone(),
-                payload: json!({
+                payload: payload(json!({
                     "entry": row.entry,
                     "period": p.period,
                     "nominalTime": retry_ms,
-                    "intervalMinutes": row.interval_minutes,
                     "fireTime": now_ms,
                     "dueTime": retry_ms,
                     "missedPeriods": 0,
                     "triggered": true,
-                }),
+                })),
                 due_ms: retry_ms,
                 period: p.period,
                 missed_periods: 0,
@@ -96,17 +105,16 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
         }
         wakes.push(Wake {
             event_id: super::wake_id::retry_of(&p.occurrence, p.attempts),
-            payload: json!({
+            payload: payload(json!({
                 "entry": row.entry,
                 "period": p.period,
-                "nominalTime": grid.nominal_ms(p.period),
-                "intervalMinutes": row.interval_minutes,
+                "nominalTime": cadence.nominal_ms(space, row, p.period),
                 "fireTime": now_ms,
                 "dueTime": retry_ms,
                 "attempt": p.attempts + 1,
                 "retry": true,
                 "missedPeriods": 0,
-            }),
+            })),
             due_ms: retry_ms,
             period: p.period,
             missed_periods: 0,
@@ -120,7 +128,7 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
     }
     if row.next_due_ms <= now_ms {
         let mut entropy = rand::random::<u64>;
-        let adv = after_fire(space, row, now_ms, now_ms, jitter, &mut entropy);
+        let adv = cadence.after_fire(space, row, now_ms, now_ms, jitter, &mut entropy);
         next.nominal_period = adv.next_period;
         next.next_due_ms = adv.next_due_ms;
         next.missed_count += adv.missed_periods;
@@ -136,15 +144,14 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
                 row.nominal_period,
             )
             .to_string(),
-            payload: json!({
+            payload: payload(json!({
                 "entry": row.entry,
                 "period": row.nominal_period,
-                "intervalMinutes": row.interval_minutes,
-                "nominalTime": grid.nominal_ms(row.nominal_period),
+                "nominalTime": cadence.nominal_ms(space, row, row.nominal_period),
                 "dueTime": row.next_due_ms,
                 "fireTime": now_ms,
                 "missedPeriods": adv.missed_periods,
-            }),
+            })),
             due_ms: row.next_due_ms,
             period: row.nominal_period,
             missed_periods: adv.missed_periods,
@@ -431,6 +438,36 @@ mod tests {
         assert_eq!(d.row.fired_count, 1, "retries are not new occurrences");
         assert_eq!(d.wakes[1].payload["period"], 2);
         assert_eq!(d.wakes[1].payload["attempt"], 2);
+    }
+
+    #[test]
+    fn a_calendar_entry_fires_its_occurrence_and_moves_to_the_next_one() {
+        use crate::schedule::cron::CronSpec;
+        // Friday 2026-03-27 07:30 in Berlin (CET), then Monday 07:30 (CEST).
+        let (fri, mon) = (1_774_593_000_000, 1_774_848_600_000);
+        let spec = CronSpec::parse("30 7 * * 1-5", Some("Europe/Berlin")).unwrap();
+        let mut r = ScheduleRow::new("pc-a", 0, 0, "s", fri - 3_600_000, fri);
+        r.nominal_period = CronSpec::period_of(fri);
+        r.cadence = Some(crate::schedule::cadence::encode_cron(&spec));
+        let d = decide("s", &r, fri + 5, &Jitter::none(), Mode::Fire);
+        let w = &d.wakes[0];
+        assert_eq!(w.payload["nominalTime"], fri);
+        assert_eq!(w.payload["cron"], "30 7 * * 1-5");
+        assert_eq!(w.payload["timeZone"], "Europe/Berlin");
+        assert!(w.payload.get("intervalMinutes").is_none());
+        assert_eq!(
+            (d.row.next_due_ms, d.row.nominal_period),
+            (mon, CronSpec::period_of(mon))
+        );
+        // Back from a long weekend down: one fire, the misses counted.
+        let tue = mon + 86_400_000;
+        let d = decide("s", &r, tue + 60_000, &Jitter::none(), Mode::Fire);
+        assert_eq!(d.wakes.len(), 1);
+        assert_eq!(d.wakes[0].payload["missedPeriods"], 2);
+        assert_eq!(d.row.next_due_ms, tue + 86_400_000);
+        // An operator's trigger is numbered by the minute it was asked for.
+        crate::schedule::ops::plan_trigger("s", &mut r, fri - 120_000);
+        assert_eq!(r.pending[0].period, CronSpec::period_of(fri - 120_000));
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! For every piece result document the commit may have changed the
 //! declaration of, it reads the document's final value in this commit and
 //! reconciles the piece's rows with it:
-//! - an entry whose `(interval_minutes, callback_stream)` is unchanged keeps
+//! - an entry whose shape (`intervalMinutes`, or `cron` and `timeZone`) and
+//!   callback stream are unchanged keeps
 //!   its row untouched (re-committing an unchanged declaration does not
 //!   move it, nor reset its status, attempts or counters);
 //! - a new or changed entry gets a fresh row anchored at the commit's time,
@@ -35,6 +36,7 @@
 //! many results (provisioning a herd) reads the space's rows once instead
 //! (see `BULK_LOOKUP_PIECES`).
 
+use super::cron::CronSpec;
 use super::grid;
 use super::jitter::{Jitter, JitterMode};
 use crate::store::{AppliedOp, CommitView, DeclaredRow, IndexHook, PathSeg, PlaneTx, ScheduleRow};
@@ -61,10 +63,20 @@ pub const INTERVAL_MINUTES: std::ops::RangeInclusive<u64> = 60..=44_640;
 const MAX_STREAM_LEN: usize = 512;
 
 /// One well-formed entry of a declaration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeclaredEntry {
+    /// 0 for a calendar entry.
     pub interval_minutes: u32,
+    /// A calendar entry's expression and zone.
+    pub cron: Option<CronSpec>,
     pub callback_stream: String,
+}
+
+impl DeclaredEntry {
+    /// The row's `cadence` text for this entry (`None`: an interval).
+    pub fn cadence(&self) -> Option<String> {
+        self.cron.as_ref().map(super::cadence::encode_cron)
+    }
 }
 
 /// Whether a document id names a piece result (a top-level document).
@@ -110,17 +122,34 @@ pub fn declaration_problems(doc: &Value) -> Vec<(u32, String)> {
 
 fn check_entry(v: &Value) -> Result<DeclaredEntry, String> {
     let o = v.as_object().ok_or("the entry is not an object")?;
-    let minutes = o
-        .get("intervalMinutes")
-        .and_then(Value::as_u64)
-        .filter(|m| INTERVAL_MINUTES.contains(m))
-        .ok_or_else(|| {
-            format!(
-                "intervalMinutes is not a whole number of minutes in {}..={}",
-                INTERVAL_MINUTES.start(),
-                INTERVAL_MINUTES.end()
-            )
-        })?;
+    let (minutes, cron) = match (o.get("intervalMinutes"), o.get("cron")) {
+        (Some(_), Some(_)) => return Err("it has both intervalMinutes and cron".into()),
+        (None, Some(expr)) => {
+            let expr = expr.as_str().ok_or("its cron is not a string")?;
+            let zone = match o.get("timeZone") {
+                None => None,
+                Some(z) => Some(z.as_str().ok_or("its timeZone is not a string")?),
+            };
+            let spec = CronSpec::parse(expr, zone).map_err(|p| p.message)?;
+            (0, Some(spec))
+        }
+        (m, None) => {
+            if o.contains_key("timeZone") {
+                return Err("it has a timeZone but no cron".into());
+            }
+            let minutes = m
+                .and_then(Value::as_u64)
+                .filter(|m| INTERVAL_MINUTES.contains(m))
+                .ok_or_else(|| {
+                    format!(
+                        "intervalMinutes is not a whole number of minutes in {}..={}",
+                        INTERVAL_MINUTES.start(),
+                        INTERVAL_MINUTES.end()
+                    )
+                })?;
+            (minutes, None)
+        }
+    };
     let stream = o
         .get("callback")
         .and_then(Value::as_object)
@@ -135,6 +164,7 @@ fn check_entry(v: &Value) -> Result<DeclaredEntry, String> {
     }
     Ok(DeclaredEntry {
         interval_minutes: minutes as u32,
+        cron,
         callback_stream: stream.to_string(),
     })
 }
@@ -189,6 +219,7 @@ impl ScheduleIndexHook {
         &self.jitter
     }
 
+    /// The first occurrence of a newly declared entry: `(period, due)`.
     fn first_due(
         &self,
         space: &str,
@@ -196,14 +227,20 @@ impl ScheduleIndexHook {
         entry: u32,
         e: &DeclaredEntry,
         at_ms: u64,
-    ) -> u64 {
+    ) -> (u64, u64) {
         let minutes = e.interval_minutes;
-        match self.jitter.mode {
-            JitterMode::Keyed => {
-                grid::first_due(space, piece, entry, minutes, at_ms, &self.jitter, &mut || 0)
-            }
+        let mut keyed = || 0;
+        let mut source;
+        let mut entropy: &mut dyn FnMut() -> u64 = match self.jitter.mode {
+            JitterMode::Keyed => &mut keyed,
             JitterMode::Random => {
-                let mut source = self.entropy.lock().unwrap_or_else(|p| p.into_inner());
+                source = self.entropy.lock().unwrap_or_else(|p| p.into_inner());
+                &mut *source
+            }
+        };
+        match &e.cron {
+            None => (
+                1,
                 grid::first_due(
                     space,
                     piece,
@@ -211,9 +248,16 @@ impl ScheduleIndexHook {
                     minutes,
                     at_ms,
                     &self.jitter,
-                    &mut *source,
-                )
-            }
+                    &mut entropy,
+                ),
+            ),
+            Some(spec) => super::cron::first_due(
+                spec,
+                (space, piece, entry),
+                at_ms,
+                &self.jitter,
+                &mut entropy,
+            ),
         }
     }
 
@@ -242,9 +286,10 @@ impl ScheduleIndexHook {
             match (slot, old) {
                 (Some(e), Some(r))
                     if r.interval_minutes == e.interval_minutes
+                        && r.cadence == e.cadence()
                         && r.callback_stream == e.callback_stream => {}
                 (Some(e), _) => {
-                    let due = self.first_due(commit.space, piece, entry, e, commit.at_ms);
+                    let (period, due) = self.first_due(commit.space, piece, entry, e, commit.at_ms);
                     let mut row = ScheduleRow::new(
                         piece,
                         entry,
@@ -253,6 +298,8 @@ impl ScheduleIndexHook {
                         commit.at_ms,
                         due,
                     );
+                    row.nominal_period = period;
+                    row.cadence = e.cadence();
                     super::entry::save(plane, &mut row).map_err(|e| e.to_string())?;
                 }
                 (None, Some(_)) => {
@@ -355,14 +402,51 @@ mod tests {
             vec![
                 Some(DeclaredEntry {
                     interval_minutes: 120,
+                    cron: None,
                     callback_stream: "pc-1/s3".into()
                 }),
                 Some(DeclaredEntry {
                     interval_minutes: 60,
+                    cron: None,
                     callback_stream: "pc-1/s4".into()
                 }),
             ]
         );
+    }
+
+    #[test]
+    fn a_calendar_entry_parses_and_a_bad_one_says_why() {
+        let cb = json!({"$stream": "pc-1/s0"});
+        let doc = json!({"$SCHEDULE": [
+            {"cron": "30 7 * * 1-5", "timeZone": "Europe/Berlin", "callback": cb},
+            {"cron": "0 9 * * FRI", "callback": cb},
+        ]});
+        let d = parse_declaration(&doc).unwrap();
+        let e = d[0].as_ref().unwrap();
+        assert_eq!(e.interval_minutes, 0);
+        assert_eq!(
+            e.cadence().as_deref(),
+            Some(r#"{"cron":"30 7 * * 1-5","timeZone":"Europe/Berlin"}"#)
+        );
+        assert_eq!(d[1].as_ref().unwrap().cron.as_ref().unwrap().zone(), "UTC");
+        let bad = json!({"$SCHEDULE": [
+            {"cron": "*/5 * * * *", "callback": cb},
+            {"cron": "0 9 * * *", "timeZone": "Mars/Olympus", "callback": cb},
+            {"cron": "0 9 * * *", "intervalMinutes": 60, "callback": cb},
+            {"intervalMinutes": 60, "timeZone": "UTC", "callback": cb},
+        ]});
+        let why: Vec<String> = declaration_problems(&bad)
+            .into_iter()
+            .map(|(_, w)| w)
+            .collect();
+        assert_eq!(why.len(), 4, "{why:?}");
+        assert!(
+            why[0].contains("minutes apart") || why[0].contains("60"),
+            "{why:?}"
+        );
+        assert!(why[1].contains("Mars/Olympus"), "{why:?}");
+        assert!(why[2].contains("both"), "{why:?}");
+        assert!(why[3].contains("no cron"), "{why:?}");
     }
 
     #[test]

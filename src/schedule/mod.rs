@@ -7,6 +7,8 @@
 //!   after downtime. Time is an argument, never read.
 //! - [`entry`] — what a row's state means (its next wake) and the one
 //!   way rows are written from here ([`entry::save`]).
+//! - [`cadence`] — an entry's shape (interval or cron) as its row stores
+//!   it: nominal times, the advance after a fire, the payload's fields.
 //! - [`cron`] — pure: calendar cadences in a time zone (five-field cron,
 //!   the DST rule, forward-only jitter, the 60-minute floor).
 //! - [`fire`] — write-first firing: one transaction advances due entries
@@ -28,6 +30,7 @@
 //!   `interval − window` (see [`grid`]).
 
 pub mod backoff;
+pub mod cadence;
 pub mod cron;
 pub mod delivery;
 pub mod entry;

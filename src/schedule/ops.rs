@@ -62,10 +62,7 @@ pub fn trigger_now(
 /// like any other. A second trigger in the same millisecond is the same
 /// occurrence.
 pub fn plan_trigger(space: &str, row: &mut ScheduleRow, now_ms: u64) {
-    let period = {
-        let grid = super::grid::Grid::of_row(space, row);
-        now_ms.saturating_sub(grid.anchor_ms) / grid.interval_ms.max(1)
-    };
+    let period = super::cadence::Cadence::of_row(row).period_at(space, row, now_ms);
     let occurrence = super::wake_id::WakeId::triggered(
         &row.piece,
         row.entry,

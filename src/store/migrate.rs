@@ -72,6 +72,11 @@ pub const SPACE_MIGRATIONS: &[Migration] = &[
         name: "0011_schedule_wake",
         sql: include_str!("../../schema/space/0011_schedule_wake.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_schedule_cadence",
+        sql: include_str!("../../schema/space/0012_schedule_cadence.sql"),
+    },
 ];
 
 pub const HOST_MIGRATIONS: &[Migration] = &[

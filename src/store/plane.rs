@@ -70,6 +70,10 @@ pub struct ScheduleRow {
     /// only keeps it, and a space's wake is the least of its rows'.
     #[serde(default, skip_serializing)]
     pub wake_ms: Option<u64>,
+    /// The entry's shape when it is not an interval, as `schedule/` wrote
+    /// it (opaque here; `schedule::cadence`). `None`: `interval_minutes`.
+    #[serde(default, skip_serializing)]
+    pub cadence: Option<String>,
 }
 
 /// One occurrence of a schedule entry whose delivery is not settled: its
@@ -136,6 +140,7 @@ impl ScheduleRow {
             output_docs: None,
             output_read: true,
             wake_ms: None,
+            cadence: None,
         }
     }
 }
@@ -334,6 +339,8 @@ pub struct DeclaredRow {
     pub entry: u32,
     pub interval_minutes: u32,
     pub callback_stream: String,
+    /// The row's `cadence` (see [`ScheduleRow::cadence`]).
+    pub cadence: Option<String>,
 }
 
 /// One action's attributed compute in one window.

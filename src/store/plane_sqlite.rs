@@ -14,7 +14,7 @@ use std::path::Path;
 
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
      nominal_period, next_due_ms, status, wake_ms, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending";
+     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending, cadence";
 
 fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
     Ok(ScheduleRow {
@@ -36,6 +36,7 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
         output_read: r.get::<_, i64>(16)? != 0,
         pending: ScheduleRow::pending_from(r.get::<_, Option<String>>(17)?.as_deref()),
         wake_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+        cadence: r.get(18)?,
     })
 }
 
@@ -259,10 +260,13 @@ impl PlaneRows for SqlitePlane<'_> {
     fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
         let sql = match piece {
             Some(_) => {
-                "SELECT piece, entry, interval_minutes, callback_stream \
+                "SELECT piece, entry, interval_minutes, callback_stream, cadence \
                  FROM schedule_index WHERE piece = ?1"
             }
-            None => "SELECT piece, entry, interval_minutes, callback_stream FROM schedule_index",
+            None => {
+                "SELECT piece, entry, interval_minutes, callback_stream, cadence \
+                 FROM schedule_index"
+            }
         };
         let params: Vec<&str> = piece.into_iter().collect();
         query_rows(
@@ -276,6 +280,7 @@ impl PlaneRows for SqlitePlane<'_> {
                     entry: r.get(1)?,
                     interval_minutes: r.get(2)?,
                     callback_stream: r.get(3)?,
+                    cadence: r.get(4)?,
                 })
             },
         )
@@ -284,7 +289,7 @@ impl PlaneRows for SqlitePlane<'_> {
     fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
         let sql = format!(
             "INSERT OR REPLACE INTO schedule_index (space, {SCHEDULE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
         );
         self.tx
             .prepare_cached(&sql)
@@ -309,6 +314,7 @@ impl PlaneRows for SqlitePlane<'_> {
                 row.output_docs,
                 row.output_read as i64,
                 row.pending_json(),
+                row.cadence,
             ])
             .at(self.path)?;
         Ok(())

@@ -147,11 +147,21 @@ declare module "commonfabric" {
   export const ID: unique symbol;
   export const ID_FIELD: unique symbol;
 
-  /** One timed callback: a bound handler or an action, every N minutes (60 to 44640). */
-  export interface ScheduleEntry {
+  /** One timed callback (a bound handler or an action) every N minutes (60 to 44640). */
+  export interface IntervalEntry {
     intervalMinutes: number;
     callback: Stream<any>;
   }
+  /**
+   * One timed callback at calendar times: a five-field cron expression (minute, hour, day of
+   * month, month, day of week) in an IANA zone (UTC when absent), at least 60 minutes apart.
+   */
+  export interface CronEntry {
+    cron: string;
+    timeZone?: string;
+    callback: Stream<any>;
+  }
+  export type ScheduleEntry = IntervalEntry | CronEntry;
   /** At most four entries, written as an array literal. */
   export type Schedule = readonly [ScheduleEntry?, ScheduleEntry?, ScheduleEntry?, ScheduleEntry?];
 

@@ -110,6 +110,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0013_schedule_wake",
         include_str!("../../../schema/postgres/0013_schedule_wake.sql"),
     ),
+    (
+        14,
+        "0014_schedule_cadence",
+        include_str!("../../../schema/postgres/0014_schedule_cadence.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

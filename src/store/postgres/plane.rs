@@ -15,7 +15,7 @@ use serde_json::Value;
 
 const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
      nominal_period, next_due_ms, status, wake_ms, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending";
+     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending, cadence";
 
 /// When a space next needs a host for its schedule: the least of its
 /// rows' wakes, as `schedule/` wrote them (the SQL the commit's write of
@@ -44,6 +44,7 @@ fn schedule_from_row(r: &Row) -> ScheduleRow {
         output_read: r.get(16),
         pending: ScheduleRow::pending_from(r.get::<_, Option<&str>>(17)),
         wake_ms: r.get::<_, Option<i64>>(8).map(|v| v as u64),
+        cadence: r.get(18),
     }
 }
 
@@ -256,7 +257,7 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
     }
 
     fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
-        const COLS: &str = "SELECT piece, entry, interval_minutes, callback_stream \
+        const COLS: &str = "SELECT piece, entry, interval_minutes, callback_stream, cadence \
                             FROM schedule_index WHERE space = $1";
         let rows = match piece {
             Some(p) => self
@@ -272,6 +273,7 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
                 entry: r.get::<_, i32>(1) as u32,
                 interval_minutes: r.get::<_, i32>(2) as u32,
                 callback_stream: r.get(3),
+                cadence: r.get(4),
             })
             .collect())
     }
@@ -285,7 +287,7 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
             .join(", ");
         let sql = format!(
             "INSERT INTO schedule_index (space, {SCHEDULE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, \
-             $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
+             $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
              ON CONFLICT (space, piece, entry) DO UPDATE SET {updates}"
         );
         self.db
@@ -311,6 +313,7 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
                     &row.output_docs,
                     &row.output_read,
                     &row.pending_json(),
+                    &row.cadence,
                 ],
             )
             .doing("writing a schedule entry")?;
