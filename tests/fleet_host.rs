@@ -354,3 +354,65 @@ impl FleetOfTwo {
         })
     }
 }
+
+const CALENDAR: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+
+const note = handler<{ nominalTime: number }, { seen: Cell<number[]> }>((ev, { seen }) => {
+  seen.push(ev.nominalTime);
+});
+
+export default pattern<{ seen: Default<number[], []> }>(({ seen }) => ({
+  [SCHEDULE]: [{ cron: "0 9 * * FRI", timeZone: "Australia/Sydney", callback: note({ seen }) }],
+  seen,
+}));
+"#;
+
+#[test]
+fn a_calendar_entry_fires_on_postgres_and_the_next_host_keeps_its_cadence() {
+    let Some(url) = common::pg::database("calendar_on_postgres") else {
+        return;
+    };
+    // 2026-01-01T00:00Z is Thursday 11:00 in Sydney (AEDT, +11): the first
+    // Friday 09:00 is 2026-01-01T22:00Z, the next a week later.
+    let (first, week) = (1_767_304_800_000_u64, 7 * 86_400_000_u64);
+    let clock = Arc::new(ManualClock::default());
+    let a = pg_host(&url, "host-a/1", clock.clone());
+    let piece = common::deploy_source(&a, "s", CALENDAR);
+    common::park(&a, &clock, "s");
+    let row = a.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    assert!(row
+        .cadence
+        .as_deref()
+        .is_some_and(|c| c.contains("Australia/Sydney")));
+    assert!(row.next_due_ms >= first && row.next_due_ms <= first + 20 * 60_000);
+    assert_eq!(
+        a.store()
+            .directory()
+            .get("s")
+            .unwrap()
+            .unwrap()
+            .next_wake_ms,
+        Some(row.next_due_ms)
+    );
+    clock.set_ms(row.next_due_ms);
+    wait("the first calendar wake", || {
+        c(&a, "s", Counter::ScheduleDelivered) == 1
+    });
+    wait("park", || common::settled(&a, "s"));
+    assert_eq!(read(&a, "s", &piece, "seen"), json!([first]));
+    common::park(&a, &clock, "s");
+    a.shutdown();
+    drop(a);
+
+    let b = pg_host(&url, "host-b/1", clock.clone());
+    let after = b.store().open_space("s").unwrap().schedule(None).unwrap()[0].clone();
+    assert!(after.next_due_ms >= first + week && after.next_due_ms <= first + week + 20 * 60_000);
+    clock.set_ms(after.next_due_ms.max(clock.now_ms()));
+    wait("the second calendar wake, on the other host", || {
+        c(&b, "s", Counter::ScheduleDelivered) == 1
+    });
+    wait("park", || common::settled(&b, "s"));
+    assert_eq!(read(&b, "s", &piece, "seen"), json!([first, first + week]));
+    b.shutdown();
+}
