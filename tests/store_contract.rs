@@ -995,3 +995,33 @@ fn retention<B: SpaceBackend>(f: Fleet<B>) {
     s.commit(authored().op(set("doc", json!(0)))).unwrap();
     assert_eq!(s.compact_history().unwrap(), (50, 0));
 }
+
+/// PostgreSQL only: a tenure whose lease lapsed stays fenced even when its
+/// own process takes the space again at a new epoch and gives it back (the
+/// waker's claim): its plane writes are checked against its own epoch, not
+/// against whatever the process-wide lease table holds now.
+#[test]
+fn postgres_fences_a_stale_tenure_after_its_own_host_claims_and_releases() {
+    let Some(f) = postgres("plane_fenced_same_host") else {
+        return;
+    };
+    f.a.create("s", "did:key:owner").unwrap();
+    let mut stale = f.a.open("s").unwrap();
+    stale.acquire_lease().unwrap().unwrap();
+    let d = LedgerDelta {
+        waves: 1,
+        ..Default::default()
+    };
+    stale
+        .plane(|p| p.add_ledger(Bucket::Scheduled, 0, &d))
+        .unwrap();
+    (f.expire)();
+    let mut claim = f.a.open("s").unwrap();
+    let newer = claim.acquire_lease().unwrap().unwrap();
+    claim.release_lease(&newer).unwrap();
+    let e = stale
+        .plane(|p| p.add_ledger(Bucket::Scheduled, 0, &d))
+        .unwrap_err();
+    assert!(matches!(e, StoreError::NotLeaseHolder(_)), "{e}");
+    assert_eq!(claim.ledger().unwrap()[0].totals.waves, 1);
+}

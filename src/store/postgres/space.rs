@@ -29,6 +29,11 @@ pub struct PgSpace {
     conn: Pooled,
     /// Set when this space's rows failed validation: it is set aside.
     quarantined: Option<String>,
+    /// The lease epoch this handle works under, pinned the first time it
+    /// sees one (or takes one): its plane writes are fenced against that
+    /// epoch even after the process-wide table moves on (a claim taken and
+    /// given back meanwhile), so a stale tenure never writes unfenced.
+    tenure: Option<u64>,
 }
 
 impl PgSpace {
@@ -39,6 +44,7 @@ impl PgSpace {
             counters,
             conn,
             quarantined: None,
+            tenure: None,
         }
     }
 
@@ -272,7 +278,13 @@ impl PgSpace {
         self.live()?;
         let id = self.id.clone();
         let holder = self.holder();
-        let held = self.held().map(|h| h.0);
+        let held = match (self.tenure, self.held().map(|h| h.0)) {
+            (Some(pinned), _) => Some(pinned),
+            (None, seen) => {
+                self.tenure = seen;
+                seen
+            }
+        };
         let counters = self.counters.clone();
         let (client, cache) = self.conn.parts();
         STATEMENTS.fetch_add(2, Ordering::Relaxed);
@@ -514,10 +526,12 @@ impl PgSpace {
         self.tell_earlier(earlier);
         if let Some(t) = &taken {
             self.conn.pool.held.set(&id, t.tenure, sent_ms);
+            self.tenure = Some(t.tenure);
         }
         if released {
             if let Some(l) = &req.lease {
                 self.conn.pool.held.clear(&id, l.tenure);
+                self.tenure = None;
             }
         }
 
@@ -913,6 +927,7 @@ impl SpaceStore for PgSpace {
             txn.commit().doing("taking the lease")?;
             self.counters.inc(Counter::LeaseAcquired);
             self.conn.pool.held.set(&id, l.tenure, sent_ms);
+            self.tenure = Some(l.tenure);
         }
         Ok(taken)
     }
@@ -935,6 +950,9 @@ impl SpaceStore for PgSpace {
             self.counters.inc(Counter::LeaseReleased);
         }
         self.conn.pool.held.clear(&self.id, held.tenure);
+        if self.tenure == Some(held.tenure) {
+            self.tenure = None;
+        }
         Ok(())
     }
 
