@@ -502,6 +502,13 @@ pub struct EntryView {
     /// (`2026-03-27 07:30 CET`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_due_local: Option<String>,
+    /// A one-off entry's field (`pc-1/argument.remindAt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The time a one-off entry's field holds (`None`: nothing; it fires
+    /// once per time, so a fired time stays here until the field moves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_for_ms: Option<u64>,
     /// The most delivery attempts of a pending occurrence (0: none).
     pub attempts: u32,
     /// The earliest planned retry among the pending occurrences.
@@ -546,9 +553,11 @@ pub fn handler_names(sp: &mut Space) -> OpResult<HashMap<String, String>> {
 
 impl EntryView {
     pub fn new(space: &str, row: ScheduleRow) -> EntryView {
-        let calendar = match crate::schedule::cadence::Cadence::of_row(&row) {
-            crate::schedule::cadence::Cadence::Cron(spec) => Some(spec),
-            _ => None,
+        use crate::schedule::cadence::Cadence;
+        let (calendar, one_off) = match Cadence::of_row(&row) {
+            Cadence::Cron(spec) => (Some(spec), None),
+            Cadence::At(state) => (None, Some(state)),
+            _ => (None, None),
         };
         EntryView {
             callback_name: None,
@@ -561,6 +570,8 @@ impl EntryView {
                 .as_ref()
                 .filter(|_| row.next_due_ms < crate::schedule::entry::NEVER_MS)
                 .map(|c| c.local_text(row.next_due_ms)),
+            at: one_off.as_ref().map(|s| s.field.describe()),
+            set_for_ms: one_off.as_ref().and_then(|s| s.set_for),
             attempts: row.attempts(),
             retry_due_ms: row.retry_due_ms(),
             inflight_event: row.inflight_event().map(str::to_string),
@@ -618,7 +629,7 @@ pub fn invalid_entries(space: &str, sp: &mut Space) -> OpResult<Vec<InvalidEntry
         let Some(result) = sp.read(piece)? else {
             continue;
         };
-        for (entry, reason) in index::declaration_problems(&result.value) {
+        for (entry, reason) in index::declaration_problems(piece, &result.value) {
             out.push(InvalidEntry {
                 space: space.to_string(),
                 piece: piece.clone(),

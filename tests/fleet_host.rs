@@ -416,3 +416,75 @@ fn a_calendar_entry_fires_on_postgres_and_the_next_host_keeps_its_cadence() {
     assert_eq!(read(&b, "s", &piece, "seen"), json!([first, first + week]));
     b.shutdown();
 }
+
+/// A one-off entry whose callback records the time it was set for and
+/// moves its own field an hour on.
+const ONE_OFF: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+
+const ring = handler<{ setFor: number }, { seen: Cell<number[]>; next: Cell<number | null> }>(
+  (ev, { seen, next }) => {
+    seen.push(ev.setFor);
+    next.set(ev.setFor + 3600000);
+  },
+);
+
+export default pattern<{ seen: Default<number[], []>; next: Default<number | null, null> }>(
+  ({ seen, next }) => ({
+    [SCHEDULE]: [{ at: next, callback: ring({ seen, next }) }],
+    seen,
+    next,
+  }),
+);
+"#;
+
+#[test]
+fn one_off_wakes_on_postgres_fire_once_each_across_two_hosts() {
+    let Some(url) = common::pg::database("one_off_on_postgres") else {
+        return;
+    };
+    const SPACES: usize = 6;
+    const ROUNDS: u64 = 3;
+    let hour = 60 * 60_000;
+    let clock = Arc::new(ManualClock::default());
+    let a = pg_host(&url, "host-a/1", clock.clone());
+    let b = pg_host(&url, "host-b/1", clock.clone());
+    let first = clock.now_ms() + hour;
+    let mut pieces = Vec::new();
+    for i in 0..SPACES {
+        let space = format!("s{i}");
+        a.store().create_space(&space, "did:key:owner").unwrap();
+        let piece = a
+            .deploy_file_blocking(&space, "p.tsx", ONE_OFF, json!({ "next": first }))
+            .unwrap();
+        common::park(&a, &clock, &space);
+        pieces.push((space, piece));
+    }
+    let delivered = |h: &Host| h.counters().host().get(Counter::ScheduleDelivered);
+    for k in 1..=ROUNDS {
+        clock.set_ms(first + (k - 1) * hour);
+        wait("every space's wake of this round", || {
+            delivered(&a) + delivered(&b) == (k as usize * SPACES) as i64
+        });
+        for (space, _) in &pieces {
+            wait("park", || {
+                common::settled(&a, space) && common::settled(&b, space)
+            });
+        }
+    }
+    let fired = |h: &Host| h.counters().host().get(Counter::ScheduleFired);
+    assert_eq!(fired(&a) + fired(&b), (ROUNDS as usize * SPACES) as i64);
+    let expected: Vec<u64> = (0..ROUNDS).map(|i| first + i * hour).collect();
+    for (space, piece) in &pieces {
+        assert_eq!(read(&a, space, piece, "seen"), json!(expected), "{space}");
+        let row = a.store().open_space(space).unwrap().schedule(None).unwrap()[0].clone();
+        assert_eq!(
+            row.next_due_ms,
+            first + ROUNDS * hour,
+            "{space}: the next hour is armed"
+        );
+        assert_eq!(row.fired_count, ROUNDS, "{space}");
+    }
+    a.shutdown();
+    b.shutdown();
+}

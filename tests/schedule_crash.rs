@@ -349,3 +349,92 @@ fn a_callback_that_always_kills_its_wave_is_dead_lettered_not_looped() {
     // The cadence goes on: the next period is still planned.
     assert_eq!(disk.row().status, spacewake::store::ScheduleStatus::Active);
 }
+
+/// A one-off entry whose callback moves its own field an hour on: each
+/// round is one armed time, fired once.
+const ONE_OFF: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+const ring = handler<{ setFor: number }, { count: Cell<number>; periods: Cell<number[]>; next: Cell<number | null> }>(
+  (ev, { count, periods, next }) => {
+    count.set(count.get() + 1);
+    periods.push(ev.setFor);
+    next.set(ev.setFor + 3600000);
+  },
+);
+export default pattern<{ count: Default<number, 0>; periods: Default<number[], []>; next: Default<number | null, null> }>(
+  ({ count, periods, next }) => ({
+    [SCHEDULE]: [{ at: next, callback: ring({ count, periods, next }) }],
+    count,
+    periods,
+    next,
+  }),
+);
+"#;
+
+const ONE_OFF_ROUNDS: u64 = 10;
+
+#[test]
+fn a_one_off_wake_killed_right_after_the_write_first_transaction_is_delivered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        StoreConfig::new(dir.path()),
+        Arc::new(SystemClock),
+        Counters::new(),
+    )
+    .unwrap();
+    let host = Host::new(
+        store,
+        HostConfig {
+            idle_park_ms: 10,
+            ..HostConfig::default()
+        },
+    );
+    let first = (SystemClock.now_ms() + 60 * MIN) / 1000 * 1000;
+    host.store().create_space("s", "did:key:owner").unwrap();
+    let piece = host
+        .deploy_file_blocking("s", "p.tsx", ONE_OFF, serde_json::json!({ "next": first }))
+        .unwrap();
+    let t = Instant::now();
+    while !host.active_spaces().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(host);
+    let disk = Disk::open(dir.path(), &piece);
+    assert_eq!(disk.row().next_due_ms, first);
+    let offset = |k: u64, after: u64| {
+        (first + (k - 1) * 60 * MIN + after).saturating_sub(SystemClock.now_ms())
+    };
+    for k in 1..=ONE_OFF_ROUNDS {
+        let set_for = first + (k - 1) * 60 * MIN;
+        run_crashing(dir.path(), offset(k, 1_000), "after-fire");
+        assert!(disk.undelivered(), "round {k}: the wake was written first");
+        let row = disk.row();
+        assert_eq!(row.next_wake_ms(), None, "round {k}: fired, waiting");
+        assert_eq!(row.nominal_period, set_for, "round {k}");
+        assert_eq!(disk.count(), k - 1, "round {k}: not yet delivered");
+        std::thread::sleep(Duration::from_millis(350));
+        run_until(
+            dir.path(),
+            offset(k, 3_000),
+            "delivery after restart",
+            || disk.count() == k && !disk.undelivered(),
+        );
+        // The callback moved the field: the next hour is armed.
+        assert_eq!(disk.row().next_due_ms, set_for + 60 * MIN, "round {k}");
+    }
+    let periods: Vec<u64> = disk.arg()["periods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        periods,
+        (0..ONE_OFF_ROUNDS)
+            .map(|i| first + i * 60 * MIN)
+            .collect::<Vec<_>>(),
+        "each time once, in order"
+    );
+    assert_eq!(disk.wake_events().len() as u64, ONE_OFF_ROUNDS);
+}

@@ -6,6 +6,7 @@ use serde_json::json;
 use spacewake::clock::{Clock, ManualClock};
 use spacewake::host::{Host, HostConfig, Request, Trigger};
 use spacewake::metrics::{Counter, Counters};
+use spacewake::schedule::EntryState;
 use spacewake::store::{Store, StoreConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -516,4 +517,155 @@ fn a_calendar_entry_fires_at_its_local_time_and_catches_up_once_after_downtime()
     assert!(
         after.next_due_ms >= first + 4 * day && after.next_due_ms <= first + 4 * day + 20 * MIN
     );
+}
+
+const ONE_OFF: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+
+const setNext = handler<{ at: number | string | null }, { next: Cell<number | string | null> }>(
+  (ev, { next }) => next.set(ev.at),
+);
+const note = handler<{ note: string }, { notes: Cell<string[]> }>(
+  (ev, { notes }) => notes.push(ev.note),
+);
+const ring = handler<{ setFor: number; fireTime: number }, { fires: Cell<number[]> }>(
+  (ev, { fires }) => fires.push(ev.setFor),
+);
+
+export default pattern<{ next: Default<number | string | null, null>; fires: Default<number[], []>; notes: Default<string[], []> }>(
+  ({ next, fires, notes }) => ({
+    [SCHEDULE]: [{ at: next, callback: ring({ fires }) }],
+    next, fires, notes,
+    setNext: setNext({ next }),
+    note: note({ notes }),
+  }),
+);
+"#;
+
+/// Sends `payload` to the stream at `path` of `piece` in space `s`.
+fn send_to(h: &Host, piece: &str, path: &str, payload: serde_json::Value) {
+    h.ask_blocking(
+        "s",
+        Trigger::Session,
+        spacewake::host::SendEvent {
+            author: spacewake::store::Author::principal("did:key:owner"),
+            piece: piece.to_string(),
+            path: spacewake::store::path::parse_dotted(path),
+            event_id: None,
+            payload,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_one_off_time_set_by_a_handler_wakes_the_parked_space_once_and_follows_its_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let h = host(dir.path(), clock.clone());
+    let piece = common::deploy_source(&h, "s", ONE_OFF);
+    let t0 = clock.now_ms();
+    // Declared with an empty field: indexed, but nothing to wake for.
+    let row = first_row(&h, "s");
+    assert_eq!(row.interval_minutes, 0);
+    assert_eq!(row.next_wake_ms(), None);
+    let view = spacewake::operator::EntryView::new("s", row);
+    assert_eq!(
+        view.at.as_deref(),
+        Some(format!("{piece}/argument.next").as_str())
+    );
+    assert_eq!(view.set_for_ms, None);
+
+    // A handler sets the time; the commit that wrote it moved the wake.
+    let first = t0 + 90 * MIN;
+    send_to(&h, &piece, "setNext", json!({ "at": first }));
+    wait("armed", || c(&h, "s", Counter::ScheduleOneOffArmed) == 1);
+    assert_eq!(first_row(&h, "s").next_due_ms, first);
+    // Another field of the same document changes: nothing moves.
+    send_to(&h, &piece, "note", json!({ "note": "hello" }));
+    common::park(&h, &clock, "s");
+    assert_eq!(c(&h, "s", Counter::ScheduleOneOffArmed), 1);
+    assert_eq!(directory_wake(&h, "s"), Some(first));
+
+    // Moved earlier before it fires (an ISO time with an offset): the wake
+    // moves with it, and the old time wakes nothing.
+    let moved = (t0 + 30 * MIN) / 1000 * 1000; // whole seconds, as the ISO text says
+    send_to(
+        &h,
+        &piece,
+        "setNext",
+        json!({ "at": spacewake::scenario::utc_text(moved) }),
+    );
+    wait("moved", || c(&h, "s", Counter::ScheduleOneOffArmed) == 2);
+    common::park(&h, &clock, "s");
+    assert_eq!(directory_wake(&h, "s"), Some(moved));
+    clock.set_ms(moved);
+    wait("the one-off wake", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    parked(&h, "s");
+    assert_eq!(read(&h, "s", &piece, "fires"), json!([moved]));
+    assert_eq!(c(&h, "s", Counter::ActivationsSchedule), 1);
+    let row = first_row(&h, "s");
+    assert_eq!(
+        row.next_wake_ms(),
+        None,
+        "fired once, it waits for a new time"
+    );
+    assert_eq!(row.fired_count, 1);
+    common::jump_and_let_the_waker_look(&h, &clock, first + MIN);
+    assert_eq!(
+        c(&h, "s", Counter::ScheduleFired),
+        1,
+        "nothing at the old time"
+    );
+
+    // Set again, then cleared before it falls due: disarmed.
+    let again = clock.now_ms() + 60 * MIN;
+    send_to(&h, &piece, "setNext", json!({ "at": again }));
+    send_to(&h, &piece, "setNext", json!({ "at": null }));
+    wait("cleared", || {
+        c(&h, "s", Counter::ScheduleOneOffCleared) == 1
+    });
+    common::park(&h, &clock, "s");
+    assert_eq!(first_row(&h, "s").next_wake_ms(), None);
+    common::jump_and_let_the_waker_look(&h, &clock, again + MIN);
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 1);
+
+    // Something that is not a time disarms it too, counted.
+    send_to(&h, &piece, "setNext", json!({ "at": again + 60 * MIN }));
+    send_to(&h, &piece, "setNext", json!({ "at": "next friday" }));
+    wait("unreadable", || {
+        c(&h, "s", Counter::ScheduleOneOffUnreadable) == 1
+    });
+    h.shutdown();
+}
+
+#[test]
+fn a_one_off_time_past_due_after_downtime_fires_once_counted_as_caught_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let piece;
+    let due;
+    {
+        let h = host(dir.path(), clock.clone());
+        piece = common::deploy_source(&h, "s", ONE_OFF);
+        due = clock.now_ms() + 120 * MIN;
+        send_to(&h, &piece, "setNext", json!({ "at": due }));
+        common::park(&h, &clock, "s");
+        h.shutdown();
+    }
+    // Down past its time: boot finds it due and fires it once.
+    clock.set_ms(due + 5 * 60 * MIN);
+    let h = host(dir.path(), clock.clone());
+    assert_eq!(h.boot().unwrap(), 1);
+    wait("the caught-up wake", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    parked(&h, "s");
+    assert_eq!(read(&h, "s", &piece, "fires"), json!([due]));
+    assert_eq!(c(&h, "s", Counter::ScheduleOneOffCaughtUp), 1);
+    assert_eq!(c(&h, "s", Counter::ScheduleMissedCoalesced), 0);
+    common::jump_and_let_the_waker_look(&h, &clock, due + 10 * 60 * MIN);
+    assert_eq!(c(&h, "s", Counter::ScheduleFired), 1);
 }

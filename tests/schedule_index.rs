@@ -586,3 +586,157 @@ fn a_due_wake_stands_for_undelivered_events_until_it_moves_later() {
     assert_eq!(e.next_wake_ms, None);
     assert!(e.undelivered, "undelivered events are flagged again");
 }
+
+// ----- one-off (`at`) entries ---------------------------------------------
+
+fn at_entry(doc: &str, field: &str, stream: &str) -> Value {
+    json!({"at": {"$link": {"doc": doc, "path": [field]}}, "callback": {"$stream": stream}})
+}
+
+fn space_counter(t: &TestStore, c: spacewake::metrics::Counter) -> i64 {
+    t.counters.space_value(SPACE, c)
+}
+
+#[test]
+fn a_one_off_entry_follows_its_field_in_the_commit_that_writes_it() {
+    use spacewake::metrics::Counter;
+    let (t, mut s) = indexed();
+    let arg = format!("{PIECE}/argument");
+    let t1 = t.clock.now_ms() + 90 * MINUTE_MS;
+    // Declared with its field in one commit (as a piece is created).
+    s.commit(
+        system()
+            .op(set(&arg, json!({"next": t1, "other": 0})))
+            .op(set(
+                PIECE,
+                result(vec![at_entry(&arg, "next", "pc-0123456789abcdef/s1")]),
+            )),
+    )
+    .unwrap();
+    let row = s.schedule(None).unwrap()[0].clone();
+    assert_eq!((row.next_due_ms, row.nominal_period), (t1, t1));
+    assert_eq!(next_wake(&t), Some(t1));
+    assert_eq!(space_counter(&t, Counter::ScheduleOneOffArmed), 1);
+
+    // A handler's write of the field moves the wake, in that commit.
+    let t2 = t1 - 30 * MINUTE_MS;
+    commit(&mut s, set(&arg, json!({"next": t2, "other": 0})));
+    assert_eq!(s.schedule(None).unwrap()[0].next_due_ms, t2);
+    assert_eq!(next_wake(&t), Some(t2));
+    // Another field of the document: nothing is written.
+    let before = s.schedule(None).unwrap();
+    commit(&mut s, set(&arg, json!({"next": t2, "other": 1})));
+    assert_eq!(s.schedule(None).unwrap(), before);
+    assert_eq!(space_counter(&t, Counter::ScheduleOneOffArmed), 2);
+    // A patch of the field alone, as an ISO time with an offset.
+    s.commit(system().op(DocOp::Patch {
+        id: arg.clone(),
+        path: vec![PathSeg::Key("next".into())],
+        value: json!("2026-01-01T05:00:00+01:00"),
+    }))
+    .unwrap();
+    assert_eq!(s.schedule(None).unwrap()[0].next_due_ms, 1_767_240_000_000);
+    // Cleared: disarmed, and the directory has nothing to wake for.
+    commit(&mut s, set(&arg, json!({"next": null, "other": 1})));
+    assert_eq!(
+        spacewake::schedule::EntryState::next_wake_ms(&s.schedule(None).unwrap()[0]),
+        None
+    );
+    assert_eq!(space_counter(&t, Counter::ScheduleOneOffCleared), 1);
+
+    // Re-committing the unchanged declaration keeps the row as it is.
+    let before = s.schedule(None).unwrap();
+    let mut doc = result(vec![at_entry(&arg, "next", "pc-0123456789abcdef/s1")]);
+    doc["$NAME"] = json!("renamed");
+    commit(&mut s, set(PIECE, doc));
+    assert_eq!(s.schedule(None).unwrap(), before);
+
+    // A fresh handle (a new tenure) follows the field too.
+    drop(s);
+    let mut s = t.store.open_space(SPACE).unwrap();
+    let t3 = t.clock.now_ms() + 5 * MINUTE_MS;
+    commit(&mut s, set(&arg, json!({"next": t3, "other": 1})));
+    assert_eq!(s.schedule(None).unwrap()[0].next_due_ms, t3);
+    assert_eq!(next_wake(&t), Some(t3));
+}
+
+#[test]
+fn a_one_off_field_is_followed_through_a_link_to_another_document() {
+    let (t, mut s) = indexed();
+    let arg = format!("{PIECE}/argument");
+    let cell = "pc-feedfacefeedface/c4";
+    let t1 = t.clock.now_ms() + 60 * MINUTE_MS;
+    s.commit(
+        system()
+            .op(set(cell, json!(t1)))
+            .op(set(
+                &arg,
+                json!({"next": {"$link": {"doc": cell, "path": []}}}),
+            ))
+            .op(set(
+                PIECE,
+                result(vec![at_entry(&arg, "next", "pc-0123456789abcdef/s1")]),
+            )),
+    )
+    .unwrap();
+    assert_eq!(s.schedule(None).unwrap()[0].next_due_ms, t1);
+    // The linked cell alone changes: the entry follows it.
+    let t2 = t1 + 60 * MINUTE_MS;
+    commit(&mut s, set(cell, json!(t2)));
+    assert_eq!(s.schedule(None).unwrap()[0].next_due_ms, t2);
+    assert_eq!(next_wake(&t), Some(t2));
+}
+
+#[test]
+fn a_space_holds_at_most_256_one_off_times() {
+    use spacewake::metrics::Counter;
+    let (t, mut s) = indexed();
+    let due = t.clock.now_ms() + 60 * MINUTE_MS;
+    let mut req = system();
+    for i in 0..257 {
+        let piece = format!("pc-{i:016x}");
+        let arg = format!("{piece}/argument");
+        req = req.op(set(&arg, json!({"next": due + i}))).op(set(
+            &piece,
+            json!({"$SCHEDULE": [at_entry(&arg, "next", &format!("{piece}/s1"))]}),
+        ));
+    }
+    s.commit(req).unwrap();
+    let rows = s.schedule(None).unwrap();
+    assert_eq!(rows.len(), 257);
+    let armed = rows.iter().filter(|r| r.next_due_ms < u64::MAX / 2).count();
+    assert_eq!(armed, 256);
+    assert_eq!(space_counter(&t, Counter::ScheduleOneOffArmed), 256);
+    assert_eq!(space_counter(&t, Counter::ScheduleOneOffRefused), 1);
+    // One cleared makes room: the refused one is armed at its next write.
+    let last = format!("pc-{:016x}", 256);
+    commit(
+        &mut s,
+        set("pc-0000000000000000/argument", json!({"next": null})),
+    );
+    commit(
+        &mut s,
+        set(&format!("{last}/argument"), json!({"next": due + 1_000})),
+    );
+    let row = s.schedule(Some(&last)).unwrap().remove(0);
+    assert_eq!(row.next_due_ms, due + 1_000);
+}
+
+#[test]
+fn an_at_outside_the_pieces_own_state_is_never_indexed() {
+    let (_t, mut s) = indexed();
+    let foreign = "pc-feedfacefeedface/argument";
+    commit(
+        &mut s,
+        set(
+            PIECE,
+            result(vec![at_entry(foreign, "next", "pc-0123456789abcdef/s1")]),
+        ),
+    );
+    assert!(s.schedule(None).unwrap().is_empty());
+    let why = spacewake::schedule::index::declaration_problems(
+        PIECE,
+        &result(vec![at_entry(foreign, "next", "s")]),
+    );
+    assert!(why[0].1.contains("own state"), "{why:?}");
+}

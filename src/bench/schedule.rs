@@ -13,6 +13,12 @@
 //!    and a piece creation (argument, cell and result). Alongside: the WAL
 //!    pages each commit wrote, a same-size document declaring nothing, and a
 //!    store without the hook.
+//!
+//!    And the one-off (`at`) hook: a handler moving an entry's `at` field
+//!    (the hook re-arms its row in the commit) against a handler changing
+//!    another field of the same document (the hook compares and writes
+//!    nothing), in alternating rounds through a real runtime, each event
+//!    one wave.
 //! 2. End-to-end scheduled wakes per second: 10,000 parked spaces, each one
 //!    piece with a 60-minute schedule whose callback increments a cell, all
 //!    due at once on a manual clock; from starting the waker until
@@ -73,11 +79,30 @@ export default pattern<{ count: Default<number, 0> }>(({ count }) => ({
 }));
 "#;
 
+/// A one-off entry following `next`, and two handlers writing the same
+/// argument document: one the followed field, one another field.
+const ONE_OFF: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+const setNext = handler<{ at: number }, { next: Cell<number | null> }>((e, { next }) => { next.set(e.at); });
+const setOther = handler<{ at: number }, { other: Cell<number> }>((e, { other }) => { other.set(e.at); });
+const ring = handler<{}, { count: Cell<number> }>((_e, { count }) => { count.set(count.get() + 1); });
+export default pattern<{ next: Default<number | null, null>; other: Default<number, 0>; count: Default<number, 0> }>(
+  ({ next, other, count }) => ({
+    next, other, count,
+    [SCHEDULE]: [{ at: next, callback: ring({ count }) }],
+    setNext: setNext({ next }),
+    setOther: setOther({ other }),
+  }),
+);
+"#;
+
 /// One figure of the bench, for `--only`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 pub enum Figure {
     Memory,
     Hook,
+    /// The one-off (`at`) hook's cost on a handler's commit.
+    OneOff,
     Wakes,
     Lateness,
     /// Rounds of wakes one at a time, for `valgrind --tool=callgrind` to
@@ -123,6 +148,19 @@ pub fn run(scale: f64, only: &[Figure], wake_rounds: u32) -> anyhow::Result<Exit
             r.no_hook
         );
         }
+    }
+
+    // 1b. The one-off hook on a handler's commit.
+    if want(Figure::OneOff) {
+        let per_round = n(400, 20);
+        let rounds = 7;
+        let (moving, other) = one_off_hook(&root.join("one-off"), per_round, rounds)?;
+        println!(
+            "one-off hook: handler moving the at field {moving:.0} events/s, handler changing \
+             another field of the same document {other:.0} events/s, ratio {:.3}x (target <= \
+             1.1x; each event one wave; median of {rounds} alternating rounds of {per_round})",
+            other / moving
+        );
     }
 
     // 2. End-to-end wakes per second, for several caps on the herd.
@@ -469,6 +507,59 @@ fn hook_overhead(
         });
     }
     Ok(out)
+}
+
+/// Events per second through a runtime for a handler moving the one-off
+/// entry's field and for one changing another field of the same document:
+/// (moving, other), medians of alternating rounds.
+fn one_off_hook(dir: &Path, per_round: usize, rounds: usize) -> anyhow::Result<(f64, f64)> {
+    let clock: Arc<ManualClock> = Arc::new(ManualClock::default());
+    let store = Store::open(StoreConfig::new(dir), clock.clone(), Counters::new())?;
+    store.add_hook(Arc::new(ScheduleIndexHook::new(Jitter::keyed([7; 32]))));
+    store.create_space("one-off", OWNER)?;
+    let program = compile_cache()
+        .compile("at.tsx", &MemorySource::new().with("at.tsx", ONE_OFF))
+        .map_err(|d| anyhow::anyhow!(crate::compiler::render(&d)))?;
+    let mut rt = SpaceRuntime::start(
+        store.open_space("one-off")?,
+        clock.clone(),
+        store.config().lease_ttl_ms,
+        RuntimeConfig::default(),
+    )?;
+    let piece = rt.create_piece(&program, None, &json!({}))?;
+    rt.flush()?;
+    rt.space().defer_checkpoints(100_000)?;
+    let author = Author::principal(OWNER);
+    let base = clock.now_ms() + 1_000 * MIN_MS;
+    let mut samples: [Vec<f64>; 2] = Default::default();
+    let mut i = 0u64;
+    for _ in 0..rounds {
+        for (leg, stream) in ["setNext", "setOther"].into_iter().enumerate() {
+            let start = Instant::now();
+            for _ in 0..per_round {
+                i += 1;
+                rt.send(
+                    &piece,
+                    &[crate::store::PathSeg::Key(stream.into())],
+                    &format!("e{i}"),
+                    json!({ "at": base + i * 1_000 }),
+                    &author,
+                )?;
+                rt.run_wave()?;
+            }
+            samples[leg].push(per_round as f64 / start.elapsed().as_secs_f64());
+            rt.space().checkpoint()?;
+        }
+    }
+    // The moving leg armed a new time with every event, the other none.
+    let row = rt.space().schedule(None)?;
+    ensure!(
+        row.len() == 1 && row[0].next_due_ms == base + (i - per_round as u64) * 1_000,
+        "the one-off row did not follow its field: {row:?}"
+    );
+    rt.stop()?;
+    let [moving, other] = samples.map(median);
+    Ok((moving, other))
 }
 
 // ----- 2. wakes per second -------------------------------------------------

@@ -231,7 +231,9 @@ fn list(
 
 fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
     let r = &e.row;
-    let interval = if let Some(expr) = &e.cron {
+    let interval = if let Some(field) = &e.at {
+        format!("at {field}")
+    } else if let Some(expr) = &e.cron {
         format!(
             "cron \"{expr}\" {}",
             e.time_zone.as_deref().unwrap_or("UTC")
@@ -270,6 +272,10 @@ fn list_line(e: &EntryView, now_ms: u64) -> [String; 10] {
         },
         interval,
         match &e.next_due_local {
+            _ if r.next_due_ms >= crate::schedule::entry::NEVER_MS => match e.set_for_ms {
+                Some(t) => format!("- (fired for {}; waits for a new time)", format_utc_ms(t)),
+                None => "- (no time set)".into(),
+            },
             Some(local) => format!(
                 "{} ({local}, {})",
                 format_utc_ms(r.next_due_ms),

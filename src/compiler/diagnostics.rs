@@ -90,6 +90,10 @@ pub mod codes {
     pub const SCHEDULE_SHAPE_CONFLICT: &str = "SCHEDULE_SHAPE_CONFLICT";
     /// `timeZone` on an entry without `cron`.
     pub const SCHEDULE_TIMEZONE_WITHOUT_CRON: &str = "SCHEDULE_TIMEZONE_WITHOUT_CRON";
+    /// `at` written as anything but a field of the pattern's state (a literal, a call, …).
+    pub const SCHEDULE_AT_NOT_FIELD: &str = "SCHEDULE_AT_NOT_FIELD";
+    /// `at` names something that is not defined.
+    pub const SCHEDULE_AT_UNDEFINED: &str = "SCHEDULE_AT_UNDEFINED";
     /// A cron expression that does not read (`schedule::cron`).
     pub const SCHEDULE_CRON_INVALID: &str = crate::schedule::cron::codes::CRON_INVALID;
     /// A cron expression that can fire less than 60 minutes apart.
@@ -145,6 +149,8 @@ pub mod codes {
         SCHEDULE_TIMEZONE_NOT_LITERAL,
         SCHEDULE_SHAPE_CONFLICT,
         SCHEDULE_TIMEZONE_WITHOUT_CRON,
+        SCHEDULE_AT_NOT_FIELD,
+        SCHEDULE_AT_UNDEFINED,
         SCHEDULE_CRON_INVALID,
         SCHEDULE_CRON_TOO_FREQUENT,
         SCHEDULE_CRON_NEVER_FIRES,

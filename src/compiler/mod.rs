@@ -205,7 +205,7 @@ pub struct ScheduleDecl {
 pub struct ScheduleEntryInfo {
     /// Position in the `[SCHEDULE]` list.
     pub index: u32,
-    /// 0 for a calendar entry.
+    /// 0 for a calendar or one-off entry.
     pub interval_minutes: u32,
     /// A calendar entry's cron expression, as written.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -213,6 +213,9 @@ pub struct ScheduleEntryInfo {
     /// A calendar entry's zone, as written (`None`: UTC).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
+    /// A one-off entry's field, as written (`state.remindAt`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
     /// Source text of the callback expression, e.g. `refresh({ url, items })`.
     pub callback: String,
     /// Byte range of the callback expression in the module source.
@@ -821,6 +824,7 @@ fn emit_unit(u: &Unit) -> Result<CompiledModule, Vec<Diagnostic>> {
                                         interval_minutes: e.interval_minutes,
                                         cron: e.cron.as_ref().map(|c| c.0.clone()),
                                         time_zone: e.cron.as_ref().and_then(|c| c.1.clone()),
+                                        at: e.at.map(|s| s.source_text(&u.text).to_string()),
                                         callback: e.callback_span.source_text(&u.text).to_string(),
                                         callback_span: (e.callback_span.start, e.callback_span.end),
                                         line,

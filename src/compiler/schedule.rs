@@ -49,6 +49,8 @@ pub(crate) struct RawEntry {
     pub interval_minutes: u32,
     /// A calendar entry's expression and zone, as written.
     pub cron: Option<(String, Option<String>)>,
+    /// A one-off entry's field expression (`at`).
+    pub at: Option<Span>,
     pub span: Span,
     pub callback_span: Span,
 }
@@ -218,6 +220,8 @@ fn validate_entry(
     // `cron` and `timeZone`: whether present, and the literal when valid.
     let (mut has_cron, mut cron) = (false, None::<(String, Span)>);
     let (mut has_zone, mut zone) = (false, None::<(String, Span)>);
+    // `at`: whether present, and the field expression when valid.
+    let (mut has_at, mut at) = (false, None::<Span>);
     let mut callback: Option<Span> = None;
     // Set when a spread or computed key may supply keys we cannot see.
     let mut spread = false;
@@ -307,6 +311,26 @@ fn validate_entry(
                     )),
                 }
             }
+            "at" => {
+                if has_at {
+                    diags.push(duplicate_key(p.key.span(), &name));
+                    continue;
+                }
+                has_at = true;
+                if !plain_value {
+                    diags.push(RawDiag::new(
+                        codes::SCHEDULE_AT_NOT_FIELD,
+                        p.span,
+                        "at must name a field of the pattern's state (like state.remindAt), not a \
+                         method or accessor",
+                    ));
+                    continue;
+                }
+                match check_at_field(&p.value, names) {
+                    Ok(()) => at = Some(p.value.span()),
+                    Err(d) => diags.push(d),
+                }
+            }
             "callback" => {
                 if callback.is_some() {
                     diags.push(duplicate_key(p.key.span(), &name));
@@ -331,13 +355,27 @@ fn validate_entry(
                 p.key.span(),
                 format!(
                     "unknown key `{other}` in a schedule entry; an entry has intervalMinutes and \
-                     callback, or cron, an optional timeZone and callback"
+                     callback; cron, an optional timeZone and callback; or at and callback"
                 ),
             )),
         }
     }
-    let timed = has_interval || has_cron;
-    if has_interval && has_cron {
+    let timed = has_interval || has_cron || has_at;
+    if has_at && (has_interval || has_cron) {
+        diags.push(RawDiag::new(
+            codes::SCHEDULE_SHAPE_CONFLICT,
+            obj.span,
+            format!(
+                "this schedule entry has both at and {}; an entry is either a one-off time from \
+                 the piece's state, every N minutes, or a calendar time, so keep one",
+                if has_interval {
+                    "intervalMinutes"
+                } else {
+                    "cron"
+                }
+            ),
+        ));
+    } else if has_interval && has_cron {
         diags.push(RawDiag::new(
             codes::SCHEDULE_SHAPE_CONFLICT,
             obj.span,
@@ -345,7 +383,7 @@ fn validate_entry(
              minutes or a calendar time, so keep one",
         ));
     }
-    if has_zone && !has_cron {
+    if has_zone && !has_cron && !has_at {
         diags.push(RawDiag::new(
             codes::SCHEDULE_TIMEZONE_WITHOUT_CRON,
             zone.as_ref().map_or(obj.span, |z| z.1),
@@ -353,19 +391,27 @@ fn validate_entry(
              declaration in any zone",
         ));
     }
+    if has_zone && has_at {
+        diags.push(RawDiag::new(
+            codes::SCHEDULE_TIMEZONE_WITHOUT_CRON,
+            zone.as_ref().map_or(obj.span, |z| z.1),
+            "timeZone applies to a cron entry only; an at field holds an instant (epoch \
+             milliseconds, or an ISO-8601 time with its offset), which needs no zone",
+        ));
+    }
     // A spread may well supply the missing keys; one diagnostic per cause is enough.
     if !spread && (!timed || callback.is_none()) {
         let missing = match (timed, callback.is_some()) {
-            (false, false) => "intervalMinutes (or cron) and callback",
-            (false, true) => "intervalMinutes (or cron)",
+            (false, false) => "intervalMinutes (or cron, or at) and callback",
+            (false, true) => "intervalMinutes (or cron, or at)",
             _ => "callback",
         };
         diags.push(RawDiag::new(
             codes::SCHEDULE_MISSING_KEY,
             obj.span,
             format!(
-                "this schedule entry is missing {missing}; every entry needs intervalMinutes or \
-                 cron, and callback"
+                "this schedule entry is missing {missing}; every entry needs intervalMinutes, \
+                 cron or at, and callback"
             ),
         ));
     }
@@ -391,11 +437,64 @@ fn validate_entry(
     }
     Some(RawEntry {
         index,
-        interval_minutes: if calendar.is_some() { 0 } else { interval? },
+        interval_minutes: if calendar.is_some() || at.is_some() {
+            0
+        } else {
+            interval?
+        },
         cron: calendar,
+        at,
         span: obj.span,
         callback_span: callback?,
     })
+}
+
+/// An `at` must name a field of the pattern's state: a name (a cell, or an
+/// input taken apart in the parameter list) or a chain of plain property
+/// accesses on one (`state.remindAt`, `state.next["at"]`). The host follows
+/// that field; a literal, a call or any other expression names none.
+fn check_at_field(
+    value: &Expression,
+    names: &dyn Fn(&Expression) -> Option<RawDiag>,
+) -> Result<(), RawDiag> {
+    let mut e = value.get_inner_expression();
+    loop {
+        match e {
+            Expression::Identifier(_) => {
+                return match names(e) {
+                    Some(d) if d.code == codes::SCHEDULE_CALLBACK_UNDEFINED => Err(RawDiag {
+                        code: codes::SCHEDULE_AT_UNDEFINED,
+                        ..d
+                    }),
+                    _ => Ok(()),
+                };
+            }
+            Expression::StaticMemberExpression(m) if !m.optional => {
+                e = m.object.get_inner_expression();
+            }
+            Expression::ComputedMemberExpression(m)
+                if !m.optional
+                    && matches!(
+                        m.expression,
+                        Expression::StringLiteral(_) | Expression::NumericLiteral(_)
+                    ) =>
+            {
+                e = m.object.get_inner_expression();
+            }
+            _ => {
+                return Err(RawDiag::new(
+                    codes::SCHEDULE_AT_NOT_FIELD,
+                    value.span(),
+                    format!(
+                        "at must name a field of the pattern's state (an input like \
+                         state.remindAt, or a cell it owns), not {}; the host follows that \
+                         field, and a handler sets the time in it",
+                        describe(value)
+                    ),
+                ))
+            }
+        }
+    }
 }
 
 fn duplicate_key(span: Span, name: &str) -> RawDiag {

@@ -483,11 +483,16 @@ pub fn next_day_wakes(e: &EntryView, now_ms: u64) -> Vec<u64> {
     if e.row.status != crate::store::ScheduleStatus::Active {
         return Vec::new();
     }
-    let mut t = e.row.next_wake_ms().unwrap_or(now_ms).max(now_ms);
+    let Some(next) = e.row.next_wake_ms() else {
+        return Vec::new(); // a one-off entry with no time, say
+    };
+    let mut t = next.max(now_ms);
     let mut out = Vec::new();
-    if let crate::schedule::cadence::Cadence::Cron(spec) =
-        crate::schedule::cadence::Cadence::of_row(&e.row)
-    {
+    let cadence = crate::schedule::cadence::Cadence::of_row(&e.row);
+    if cadence.is_one_off() {
+        return [t].into_iter().filter(|t| *t < now_ms + DAY_MS).collect();
+    }
+    if let crate::schedule::cadence::Cadence::Cron(spec) = cadence {
         while t < now_ms + DAY_MS && out.len() < 48 {
             out.push(t);
             match spec.next_after(t) {
@@ -630,14 +635,21 @@ pub fn space(f: &Frame, d: &SpaceDetail) -> Markup {
                     tr data-entry={(e.row.piece) "/" (e.row.entry)} {
                         td { code { (e.row.piece) } }
                         td class="num" { (e.row.entry) @if let Some(n) = &e.callback_name { " " code { (n) } } }
-                        @if let Some(expr) = &e.cron {
+                        @if let Some(field) = &e.at {
+                            td { "at " code { (field) } }
+                            td class="num" { span class="muted" { "one-off" } }
+                        } @else if let Some(expr) = &e.cron {
                             td { "cron " code { (expr) } " " (e.time_zone.clone().unwrap_or_default()) }
                             td class="num" { span class="muted" { "calendar" } }
                         } @else {
                             td class="num" { (e.row.interval_minutes) " min" }
                             td class="num" { (e.effective_interval_minutes) " min" }
                         }
-                        td { (format_utc_ms(e.row.next_due_ms)) @if let Some(l) = &e.next_due_local { " · " (l) } " (" (relative(e.row.next_due_ms, f.now_ms)) ")" }
+                        @if e.row.next_due_ms >= crate::schedule::entry::NEVER_MS {
+                            td { span class="muted" { @match e.set_for_ms { Some(t) => { "fired for " (format_utc_ms(t)) "; waits for a new time" }, None => { "no time set" } } } }
+                        } @else {
+                            td { (format_utc_ms(e.row.next_due_ms)) @if let Some(l) = &e.next_due_local { " · " (l) } " (" (relative(e.row.next_due_ms, f.now_ms)) ")" }
+                        }
                         td { @match e.row.last_fired_ms { Some(t) => { (format_utc_ms(t)) }, None => { span class="muted" { "never" } } } }
                         td class="num" { (e.row.attempts()) }
                         td class="status" { (e.row.status.as_str()) }

@@ -768,6 +768,9 @@ impl Server {
         for f in &report.fired {
             c.inc(Counter::ScheduleFired);
             c.add(Counter::ScheduleMissedCoalesced, f.missed_periods as i64);
+            if f.caught_up() {
+                c.inc(Counter::ScheduleOneOffCaughtUp);
+            }
             c.observe_lateness(f.lateness_ms);
         }
         if report.due == 0 {

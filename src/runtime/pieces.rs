@@ -256,7 +256,7 @@ impl SpaceRuntime {
         if argument.is_none() {
             // A piece made before such entries were refused: it loads, and
             // the entry is counted (operators see it listed as invalid).
-            let problems = crate::schedule::index::declaration_problems(&rec.result);
+            let problems = crate::schedule::index::declaration_problems(piece, &rec.result);
             for (entry, why) in &problems {
                 self.counters.inc(Counter::ScheduleInvalidEntries);
                 tracing::warn!(piece, entry, why, "a [SCHEDULE] entry can never fire");
@@ -264,15 +264,19 @@ impl SpaceRuntime {
         } else {
             // A new piece whose `[SCHEDULE]` has an entry that could never
             // fire (its callback no stream: a handler not bound to its
-            // state) is refused before anything is stored.
-            if let Some(entries) = crate::schedule::index::parse_declaration(&rec.result) {
-                if let Some(i) = entries.iter().position(Option::is_none) {
-                    self.counters.inc(Counter::ScheduleRefusedEntries);
-                    return Err(RuntimeError::Invalid(format!(
-                        "[SCHEDULE] entry {i} could never fire: its callback is not a stream \
-                         (bind a handler to its state, `sweep({{ … }})`); nothing was deployed"
-                    )));
-                }
+            // state; its `at` no field of its own state) is refused before
+            // anything is stored.
+            let problems = crate::schedule::index::declaration_problems(piece, &rec.result);
+            if let Some((i, why)) = problems.into_iter().next() {
+                self.counters.inc(Counter::ScheduleRefusedEntries);
+                let hint = if why.contains("callback") {
+                    " (bind a handler to its state, `sweep({ … })`)"
+                } else {
+                    ""
+                };
+                return Err(RuntimeError::Invalid(format!(
+                    "[SCHEDULE] entry {i} could never fire: {why}{hint}; nothing was deployed"
+                )));
             }
         }
         if let (Some((arg, ArgumentCheck::Strict)), Some(schema)) =
@@ -446,13 +450,16 @@ pub(super) fn declaration_was_validated(program: &CompiledProgram, result: &Valu
         return false;
     };
     let text = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).map(String::from);
-    let shapes: Vec<(Option<u64>, Option<String>, Option<String>)> = list
+    // (interval, cron, zone, whether it has `at`)
+    type Shape = (Option<u64>, Option<String>, Option<String>, bool);
+    let shapes: Vec<Shape> = list
         .iter()
         .map(|e| {
             (
                 e.get("intervalMinutes").and_then(Value::as_u64),
                 text(e, "cron"),
                 text(e, "timeZone"),
+                e.get("at").is_some(),
             )
         })
         .collect();
@@ -463,10 +470,22 @@ pub(super) fn declaration_was_validated(program: &CompiledProgram, result: &Valu
         .flat_map(|p| &p.schedules)
         .any(|d| {
             d.entries.len() == shapes.len()
-                && d.entries.iter().zip(&shapes).all(|(e, got)| match &e.cron {
-                    None => got.0 == Some(u64::from(e.interval_minutes)) && got.1.is_none(),
-                    Some(expr) => {
-                        got.0.is_none() && got.1.as_ref() == Some(expr) && got.2 == e.time_zone
+                && d.entries.iter().zip(&shapes).all(|(e, got)| {
+                    if e.at.is_some() {
+                        return got.3 && got.0.is_none() && got.1.is_none() && got.2.is_none();
+                    }
+                    match &e.cron {
+                        None => {
+                            got.0 == Some(u64::from(e.interval_minutes))
+                                && got.1.is_none()
+                                && !got.3
+                        }
+                        Some(expr) => {
+                            got.0.is_none()
+                                && got.1.as_ref() == Some(expr)
+                                && got.2 == e.time_zone
+                                && !got.3
+                        }
                     }
                 })
         })

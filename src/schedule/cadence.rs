@@ -6,12 +6,16 @@
 //!   time;
 //! - **cron** (`cron`, optional `timeZone`): periods are the occurrences'
 //!   instants in minutes since the epoch (`cron.rs`), jittered forward
-//!   only.
+//!   only;
+//! - **one-off** (`at`): the one occurrence is the time the piece's field
+//!   holds, in epoch milliseconds (`at.rs`), never jittered; after it fires
+//!   the entry waits for a new time.
 //!
 //! The store keeps the shape as opaque text on the row (`cadence`: `NULL`
-//! for an interval, else [`encode_cron`]'s JSON); this module is the only
-//! reader and writer of it.
+//! for an interval, else [`encode_cron`]'s or [`AtState::encode`]'s JSON);
+//! this module and `at.rs` are its only readers and writers.
 
+use super::at::AtState;
 use super::cron::{self, CronSpec};
 use super::grid::{self, Advance, Grid};
 use super::jitter::Jitter;
@@ -23,6 +27,7 @@ use serde_json::{json, Map, Value};
 pub enum Cadence {
     Interval,
     Cron(Box<CronSpec>),
+    At(Box<AtState>),
     /// A row whose stored cadence no longer reads (a zone dropped from the
     /// compiled-in database, say): it never falls due again.
     Unreadable(String),
@@ -39,6 +44,9 @@ impl Cadence {
         let Some(text) = row.cadence.as_deref() else {
             return Cadence::Interval;
         };
+        if let Some(state) = AtState::decode(text) {
+            return Cadence::At(Box::new(state));
+        }
         let parsed: Option<(String, Option<String>)> =
             serde_json::from_str::<Value>(text).ok().and_then(|v| {
                 let expr = v.get("cron")?.as_str()?.to_string();
@@ -59,6 +67,7 @@ impl Cadence {
         match self {
             Cadence::Interval => Grid::of_row(space, row).nominal_ms(period),
             Cadence::Cron(_) => CronSpec::nominal_ms(period),
+            Cadence::At(_) => period,
             Cadence::Unreadable(_) => u64::MAX,
         }
     }
@@ -72,6 +81,8 @@ impl Cadence {
                 now_ms.saturating_sub(grid.anchor_ms) / grid.interval_ms.max(1)
             }
             Cadence::Cron(_) | Cadence::Unreadable(_) => CronSpec::period_of(now_ms),
+            // The time it holds now (a trigger counts in that arming).
+            Cadence::At(_) => row.nominal_period,
         }
     }
 
@@ -97,12 +108,23 @@ impl Cadence {
                 jitter,
                 entropy,
             ),
+            // Fired once: it waits for the field to hold a new time.
+            Cadence::At(_) => Advance {
+                next_period: row.nominal_period,
+                next_due_ms: super::entry::NEVER_MS,
+                missed_periods: 0,
+            },
             Cadence::Unreadable(_) => Advance {
                 next_period: u64::MAX,
                 next_due_ms: u64::MAX,
                 missed_periods: 0,
             },
         }
+    }
+
+    /// Whether it is a one-off entry.
+    pub fn is_one_off(&self) -> bool {
+        matches!(self, Cadence::At(_))
     }
 
     /// Whether unread output may stretch it (the back-off doubles an
@@ -112,7 +134,8 @@ impl Cadence {
     }
 
     /// The fields a wake's payload and an operator's view name the shape
-    /// by: `intervalMinutes`, or `cron` and `timeZone`.
+    /// by: `intervalMinutes`; `cron` and `timeZone`; or `at` (the field, as
+    /// `{doc, path}`, and the time it holds, `setFor`).
     pub fn describe(&self, row: &ScheduleRow, into: &mut Map<String, Value>) {
         match self {
             Cadence::Interval => {
@@ -121,6 +144,13 @@ impl Cadence {
             Cadence::Cron(spec) => {
                 into.insert("cron".into(), json!(spec.expr()));
                 into.insert("timeZone".into(), json!(spec.zone()));
+            }
+            Cadence::At(state) => {
+                into.insert(
+                    "at".into(),
+                    json!({"doc": state.field.doc, "path": state.field.path}),
+                );
+                into.insert("setFor".into(), json!(state.set_for));
             }
             Cadence::Unreadable(_) => {
                 if let Some(Ok(v)) = row.cadence.as_deref().map(serde_json::from_str::<Value>) {

@@ -32,6 +32,20 @@ pub struct Fired {
     pub lateness_ms: u64,
     pub missed_periods: u64,
     pub retry: bool,
+    /// A one-off (`at`) entry's occurrence.
+    pub one_off: bool,
+}
+
+/// A one-off wake fired at least this late was caught up (the host was
+/// down, or the space could not be woken, when its time came); a time set
+/// in the past is due when it was set, so it is not.
+pub const ONE_OFF_CAUGHT_UP_MS: u64 = 60_000;
+
+impl Fired {
+    /// Whether this is a one-off wake caught up after its time.
+    pub fn caught_up(&self) -> bool {
+        self.one_off && !self.retry && self.lateness_ms >= ONE_OFF_CAUGHT_UP_MS
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +79,13 @@ fn decide(space: &str, row: &ScheduleRow, now_ms: u64, jitter: &Jitter, mode: Mo
             _ => serde_json::Map::new(),
         };
         cadence.describe(row, &mut m);
+        if cadence.is_one_off() && !m.contains_key("triggered") {
+            // The time this occurrence was set for (a retry's may be older
+            // than what the field holds now).
+            if let Some(t) = m.get("nominalTime").cloned() {
+                m.insert("setFor".into(), t);
+            }
+        }
         serde_json::Value::Object(m)
     };
     let mut wakes = Vec::new();
@@ -204,6 +225,7 @@ impl Wake {
             lateness_ms: now_ms.saturating_sub(self.due_ms),
             missed_periods: self.missed_periods,
             retry: self.retry,
+            one_off: Cadence::of_row(row).is_one_off(),
         }
     }
 }
@@ -308,8 +330,9 @@ fn fire_once(
     let rows = space.schedule(None)?;
     let indexed = rows.len();
     let due: Vec<ScheduleRow> = rows
-        .into_iter()
+        .iter()
         .filter(|r| r.next_wake_ms().is_some_and(|w| w <= now_ms))
+        .cloned()
         .collect();
     let mut report = FireReport {
         due: due.len(),
@@ -360,6 +383,10 @@ fn fire_once(
                     .map_err(|e| e.to_string())?;
             }
         }
+        // Every row read in full (a firing never changes what a one-off
+        // entry follows): what the wave's commits compare one-off fields
+        // with, with no listing of their own.
+        super::at::remember(plane, &rows);
         Ok(())
     })?;
     report.seq = outcome.seq;

@@ -36,6 +36,7 @@
 //! many results (provisioning a herd) reads the space's rows once instead
 //! (see `BULK_LOOKUP_PIECES`).
 
+use super::at::FieldLink;
 use super::cron::CronSpec;
 use super::grid;
 use super::jitter::{Jitter, JitterMode};
@@ -69,13 +70,26 @@ pub struct DeclaredEntry {
     pub interval_minutes: u32,
     /// A calendar entry's expression and zone.
     pub cron: Option<CronSpec>,
+    /// A one-off entry's field (`at`).
+    pub at: Option<FieldLink>,
     pub callback_stream: String,
 }
 
 impl DeclaredEntry {
-    /// The row's `cadence` text for this entry (`None`: an interval).
+    /// The row's `cadence` text for an interval or calendar entry (`None`:
+    /// an interval). A one-off entry's text holds its state too (`at.rs`).
     pub fn cadence(&self) -> Option<String> {
         self.cron.as_ref().map(super::cadence::encode_cron)
+    }
+
+    /// Whether `row` already indexes this entry as declared (its state,
+    /// for an interval or calendar entry its whole history, is kept).
+    fn indexed_by(&self, row: &DeclaredRow) -> bool {
+        let shape = match &self.at {
+            Some(field) => super::at::follows(row.cadence.as_deref(), field),
+            None => row.interval_minutes == self.interval_minutes && row.cadence == self.cadence(),
+        };
+        shape && row.callback_stream == self.callback_stream
     }
 }
 
@@ -84,20 +98,21 @@ pub fn is_piece_result_id(id: &str) -> bool {
     !id.is_empty() && !id.contains('/')
 }
 
-/// Reads the `$SCHEDULE` declaration of a result document.
+/// Reads the `$SCHEDULE` declaration of piece `piece`'s result document.
 ///
 /// `None` when the document declares nothing (not an object, no
 /// `$SCHEDULE`, or `$SCHEDULE` not an array). Otherwise one slot per
 /// position (at most [`MAX_ENTRIES`]): `Some` for a well-formed entry — an
-/// object with an integer `intervalMinutes` in [`INTERVAL_MINUTES`] and a
-/// `callback` of the form `{"$stream": id}` — and `None` for a malformed one,
-/// which is not indexed.
-pub fn parse_declaration(doc: &Value) -> Option<Vec<Option<DeclaredEntry>>> {
+/// object with an integer `intervalMinutes` in [`INTERVAL_MINUTES`], a
+/// readable `cron` (and `timeZone`), or an `at` linking a field of the
+/// piece's own state, and a `callback` of the form `{"$stream": id}` — and
+/// `None` for a malformed one, which is not indexed.
+pub fn parse_declaration(piece: &str, doc: &Value) -> Option<Vec<Option<DeclaredEntry>>> {
     let list = doc.as_object()?.get(SCHEDULE_KEY)?.as_array()?;
     Some(
         list.iter()
             .take(MAX_ENTRIES)
-            .map(|v| check_entry(v).ok())
+            .map(|v| check_entry(piece, v).ok())
             .collect(),
     )
 }
@@ -105,7 +120,7 @@ pub fn parse_declaration(doc: &Value) -> Option<Vec<Option<DeclaredEntry>>> {
 /// The entries of a result's declaration that can never fire, by position,
 /// each with why. Nothing the compiler accepts and a deploy stores has any
 /// (a deploy refuses them); a piece made before that rule may.
-pub fn declaration_problems(doc: &Value) -> Vec<(u32, String)> {
+pub fn declaration_problems(piece: &str, doc: &Value) -> Vec<(u32, String)> {
     let Some(list) = doc
         .as_object()
         .and_then(|o| o.get(SCHEDULE_KEY))
@@ -116,13 +131,29 @@ pub fn declaration_problems(doc: &Value) -> Vec<(u32, String)> {
     list.iter()
         .take(MAX_ENTRIES)
         .enumerate()
-        .filter_map(|(i, v)| check_entry(v).err().map(|why| (i as u32, why)))
+        .filter_map(|(i, v)| check_entry(piece, v).err().map(|why| (i as u32, why)))
         .collect()
 }
 
-fn check_entry(v: &Value) -> Result<DeclaredEntry, String> {
+fn check_entry(piece: &str, v: &Value) -> Result<DeclaredEntry, String> {
     let o = v.as_object().ok_or("the entry is not an object")?;
+    let mut at = None;
+    if let Some(link) = o.get("at") {
+        if ["intervalMinutes", "cron", "timeZone"]
+            .iter()
+            .any(|k| o.contains_key(*k))
+        {
+            return Err("it has at beside intervalMinutes, cron or timeZone".into());
+        }
+        let field = FieldLink::of_link(link)
+            .ok_or("its at is not a link to a field of the piece's state")?;
+        if let Some(why) = super::at::not_own_state(piece, &field) {
+            return Err(why);
+        }
+        at = Some(field);
+    }
     let (minutes, cron) = match (o.get("intervalMinutes"), o.get("cron")) {
+        _ if at.is_some() => (0, None),
         (Some(_), Some(_)) => return Err("it has both intervalMinutes and cron".into()),
         (None, Some(expr)) => {
             let expr = expr.as_str().ok_or("its cron is not a string")?;
@@ -165,6 +196,7 @@ fn check_entry(v: &Value) -> Result<DeclaredEntry, String> {
     Ok(DeclaredEntry {
         interval_minutes: minutes as u32,
         cron,
+        at,
         callback_stream: stream.to_string(),
     })
 }
@@ -271,12 +303,15 @@ impl ScheduleIndexHook {
         doc_after: Option<&Value>,
         existing: &[DeclaredRow],
     ) -> Result<(), String> {
-        let declared = doc_after.and_then(parse_declaration).unwrap_or_default();
+        let declared = doc_after
+            .and_then(|d| parse_declaration(piece, d))
+            .unwrap_or_default();
         if declared.iter().all(Option::is_none) {
             if !existing.is_empty() {
                 plane
                     .delete_schedule(piece, None)
                     .map_err(|e| e.to_string())?;
+                super::at::forget(plane, piece, 0);
             }
             return Ok(());
         }
@@ -284,10 +319,17 @@ impl ScheduleIndexHook {
             let entry = position as u32;
             let old = existing.iter().find(|r| r.entry == entry);
             match (slot, old) {
-                (Some(e), Some(r))
-                    if r.interval_minutes == e.interval_minutes
-                        && r.cadence == e.cadence()
-                        && r.callback_stream == e.callback_stream => {}
+                (Some(e), Some(r)) if e.indexed_by(r) => {}
+                (
+                    Some(
+                        e @ DeclaredEntry {
+                            at: Some(field), ..
+                        },
+                    ),
+                    _,
+                ) => {
+                    super::at::declare(commit, plane, piece, entry, field, &e.callback_stream)?;
+                }
                 (Some(e), _) => {
                     let (period, due) = self.first_due(commit.space, piece, entry, e, commit.at_ms);
                     let mut row = ScheduleRow::new(
@@ -301,11 +343,15 @@ impl ScheduleIndexHook {
                     row.nominal_period = period;
                     row.cadence = e.cadence();
                     super::entry::save(plane, &mut row).map_err(|e| e.to_string())?;
+                    if old.is_some() {
+                        super::at::forget_entry(plane, piece, entry);
+                    }
                 }
                 (None, Some(_)) => {
                     plane
                         .delete_schedule(piece, Some(entry))
                         .map_err(|e| e.to_string())?;
+                    super::at::forget_entry(plane, piece, entry);
                 }
                 (None, None) => {}
             }
@@ -318,6 +364,7 @@ impl ScheduleIndexHook {
                 .delete_schedule(piece, Some(r.entry))
                 .map_err(|e| e.to_string())?;
         }
+        super::at::forget(plane, piece, declared.len() as u32);
         Ok(())
     }
 }
@@ -342,6 +389,27 @@ impl IndexHook for ScheduleIndexHook {
         for op in commit.ops.iter().filter(|op| may_change_declaration(op)) {
             pending.insert(&op.doc_id);
         }
+        // One-off entries whose field lies in a document this commit wrote.
+        let followed = super::at::touched(commit, plane)?;
+        if pending.is_empty() && followed.is_empty() {
+            return Ok(());
+        }
+        self.reconcile_results(commit, plane, pending)?;
+        for (piece, entry) in &followed {
+            super::at::follow(commit, plane, piece, *entry)?;
+        }
+        Ok(())
+    }
+}
+
+impl ScheduleIndexHook {
+    /// Reconciles each result document in `pending` with its rows.
+    fn reconcile_results(
+        &self,
+        commit: &CommitView<'_>,
+        plane: &mut PlaneTx<'_>,
+        mut pending: HashSet<&str>,
+    ) -> Result<(), String> {
         if pending.is_empty() {
             return Ok(());
         }
@@ -396,18 +464,20 @@ mod tests {
             {"intervalMinutes": 120, "callback": {"$stream": "pc-1/s3"}},
             {"intervalMinutes": 60, "callback": {"$stream": "pc-1/s4"}},
         ]});
-        let d = parse_declaration(&doc).unwrap();
+        let d = parse_declaration("pc-1", &doc).unwrap();
         assert_eq!(
             d,
             vec![
                 Some(DeclaredEntry {
                     interval_minutes: 120,
                     cron: None,
+                    at: None,
                     callback_stream: "pc-1/s3".into()
                 }),
                 Some(DeclaredEntry {
                     interval_minutes: 60,
                     cron: None,
+                    at: None,
                     callback_stream: "pc-1/s4".into()
                 }),
             ]
@@ -421,7 +491,7 @@ mod tests {
             {"cron": "30 7 * * 1-5", "timeZone": "Europe/Berlin", "callback": cb},
             {"cron": "0 9 * * FRI", "callback": cb},
         ]});
-        let d = parse_declaration(&doc).unwrap();
+        let d = parse_declaration("pc-1", &doc).unwrap();
         let e = d[0].as_ref().unwrap();
         assert_eq!(e.interval_minutes, 0);
         assert_eq!(
@@ -435,7 +505,7 @@ mod tests {
             {"cron": "0 9 * * *", "intervalMinutes": 60, "callback": cb},
             {"intervalMinutes": 60, "timeZone": "UTC", "callback": cb},
         ]});
-        let why: Vec<String> = declaration_problems(&bad)
+        let why: Vec<String> = declaration_problems("pc-1", &bad)
             .into_iter()
             .map(|(_, w)| w)
             .collect();
@@ -458,7 +528,7 @@ mod tests {
             json!({"$SCHEDULE": {"intervalMinutes": 60}}),
             json!({"$SCHEDULE": "hourly"}),
         ] {
-            assert_eq!(parse_declaration(&doc), None, "{doc}");
+            assert_eq!(parse_declaration("pc-1", &doc), None, "{doc}");
         }
     }
 
@@ -472,21 +542,21 @@ mod tests {
             {"intervalMinutes": 60.5, "callback": cb},
             {"intervalMinutes": "60", "callback": cb},
         ]});
-        assert_eq!(parse_declaration(&doc).unwrap(), vec![None; 4]);
+        assert_eq!(parse_declaration("pc-1", &doc).unwrap(), vec![None; 4]);
         let doc = json!({"$SCHEDULE": [
             {"intervalMinutes": -60, "callback": cb},
             {"intervalMinutes": 60, "callback": "pc-1/s0"},
             {"intervalMinutes": 60, "callback": {"$link": {"doc": "x", "path": []}}},
             {"intervalMinutes": 60, "callback": {"$stream": ""}},
         ]});
-        assert_eq!(parse_declaration(&doc).unwrap(), vec![None; 4]);
+        assert_eq!(parse_declaration("pc-1", &doc).unwrap(), vec![None; 4]);
         let doc = json!({"$SCHEDULE": [
             7,
             {"intervalMinutes": 60, "callback": {"$stream": long}},
             {"callback": cb},
             {"intervalMinutes": 44_640, "callback": cb},
         ]});
-        let d = parse_declaration(&doc).unwrap();
+        let d = parse_declaration("pc-1", &doc).unwrap();
         assert_eq!(&d[..3], &[None, None, None]);
         assert_eq!(d[3].as_ref().unwrap().interval_minutes, 44_640);
     }
@@ -500,19 +570,19 @@ mod tests {
             {"intervalMinutes": 59, "callback": cb},
             7,
         ]});
-        let p = declaration_problems(&doc);
+        let p = declaration_problems("pc-1", &doc);
         assert_eq!(p.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 2, 3]);
         assert!(p[0].1.contains("callback is not a stream"), "{p:?}");
         assert!(p[1].1.contains("60..=44640"), "{p:?}");
         assert!(p[2].1.contains("not an object"), "{p:?}");
-        assert!(declaration_problems(&json!({"a": 1})).is_empty());
+        assert!(declaration_problems("pc-1", &json!({"a": 1})).is_empty());
     }
 
     #[test]
     fn entries_past_the_limit_are_ignored() {
         let e = json!({"intervalMinutes": 60, "callback": {"$stream": "s"}});
         let doc = json!({"$SCHEDULE": vec![e; 9]});
-        assert_eq!(parse_declaration(&doc).unwrap().len(), MAX_ENTRIES);
+        assert_eq!(parse_declaration("pc-1", &doc).unwrap().len(), MAX_ENTRIES);
     }
 
     #[test]

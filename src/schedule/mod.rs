@@ -9,6 +9,8 @@
 //!   way rows are written from here ([`entry::save`]).
 //! - [`cadence`] — an entry's shape (interval or cron) as its row stores
 //!   it: nominal times, the advance after a fire, the payload's fields.
+//! - [`at`] — one-off entries: the field an entry follows, what it holds
+//!   read as a time, and the watches that let a commit find them cheaply.
 //! - [`cron`] — pure: calendar cadences in a time zone (five-field cron,
 //!   the DST rule, forward-only jitter, the 60-minute floor).
 //! - [`fire`] — write-first firing: one transaction advances due entries
@@ -29,6 +31,7 @@
 //! - Consecutive fires of one entry are never closer than
 //!   `interval − window` (see [`grid`]).
 
+pub mod at;
 pub mod backoff;
 pub mod cadence;
 pub mod cron;

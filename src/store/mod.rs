@@ -105,7 +105,7 @@ pub use files::FileAccess;
 pub use migrate::{Migration, HOST_MIGRATIONS, SPACE_MIGRATIONS};
 pub use path::PathSeg;
 pub use plane::{
-    ActionCost, Bucket, CommitView, DeclaredRow, FireLog, FireRecord, FireRun, IndexHook,
+    ActionCost, Bucket, CommitView, DeclaredRow, FireLog, FireRecord, FireRun, HookMemo, IndexHook,
     LedgerDelta, LedgerRow, PendingWake, PlaneTx, ScheduleRow, ScheduleStatus, FIRE_LOG_CHARS,
     FIRE_LOG_LINES, PRUNE_EVERY_PERIODS,
 };

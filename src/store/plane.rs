@@ -296,6 +296,39 @@ pub struct CommitView<'a> {
     pub at_ms: u64,
     pub ops: &'a [AppliedOp],
     pub events: &'a [EventRecord],
+    /// The space's counters, for what a hook decides (it may count).
+    pub counters: &'a crate::metrics::SpaceCounters,
+}
+
+/// What index hooks remember between the transactions of one open space
+/// handle (one tenure): a cache a hook keeps so the common commit needs no
+/// query to learn what it watches. Opaque to the store, which keeps one per
+/// handle and forgets all of it when a transaction of the handle fails, so
+/// a hook never remembers rows that did not commit.
+#[derive(Default)]
+pub struct HookMemo {
+    slots: Vec<(&'static str, Box<dyn std::any::Any + Send>)>,
+}
+
+impl HookMemo {
+    /// What hook `name` remembered, if it remembered a `T`.
+    pub fn get_mut<T: std::any::Any + Send>(&mut self, name: &'static str) -> Option<&mut T> {
+        self.slots
+            .iter_mut()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.downcast_mut::<T>())
+    }
+
+    /// Remembers `value` for hook `name`, replacing what it had.
+    pub fn put<T: std::any::Any + Send>(&mut self, name: &'static str, value: T) {
+        self.slots.retain(|(n, _)| *n != name);
+        self.slots.push((name, Box::new(value)));
+    }
+
+    /// Forgets everything (a transaction of the handle failed).
+    pub(crate) fn clear(&mut self) {
+        self.slots.clear();
+    }
 }
 
 /// Code that runs inside every commit's transaction and maintains plane rows.
@@ -489,6 +522,7 @@ pub(crate) trait PlaneRows {
 pub struct PlaneTx<'a> {
     rows: &'a mut (dyn PlaneRows + 'a),
     space: &'a str,
+    memo: &'a mut HookMemo,
     /// Set when `schedule_index` changed, so the directory's next wake is
     /// recomputed before the transaction commits.
     pub(crate) schedule_touched: bool,
@@ -497,10 +531,15 @@ pub struct PlaneTx<'a> {
 }
 
 impl<'a> PlaneTx<'a> {
-    pub(crate) fn new(rows: &'a mut (dyn PlaneRows + 'a), space: &'a str) -> Self {
+    pub(crate) fn new(
+        rows: &'a mut (dyn PlaneRows + 'a),
+        space: &'a str,
+        memo: &'a mut HookMemo,
+    ) -> Self {
         PlaneTx {
             rows,
             space,
+            memo,
             schedule_touched: false,
             policy_touched: false,
         }
@@ -508,6 +547,11 @@ impl<'a> PlaneTx<'a> {
 
     pub fn space(&self) -> &str {
         self.space
+    }
+
+    /// What hooks remember on this space handle ([`HookMemo`]).
+    pub fn memo(&mut self) -> &mut HookMemo {
+        self.memo
     }
 
     /// Current head of a document, as this transaction sees it.

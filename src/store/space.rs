@@ -23,7 +23,7 @@ use super::log::{
     has_undelivered, read_doc, undelivered_events, validate_name,
 };
 use super::path::{get_at, PathSeg};
-use super::plane::{self, run_commit_hooks, CommitView, LedgerRow, PlaneTx, ScheduleRow};
+use super::plane::{self, run_commit_hooks, CommitView, HookMemo, LedgerRow, PlaneTx, ScheduleRow};
 use super::plane_sqlite::{self, SqlitePlane};
 use super::records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocRead,
@@ -57,6 +57,8 @@ pub struct FileSpace {
     /// A "later" move is owed to the directory.
     later_pending: bool,
     quarantined: Option<String>,
+    /// What the index hooks remember on this handle.
+    memo: HookMemo,
 }
 
 impl std::fmt::Debug for FileSpace {
@@ -111,6 +113,7 @@ impl FileSpace {
             defer_later: false,
             later_pending: false,
             quarantined: None,
+            memo: HookMemo::default(),
         };
         // Start from the truth in the file; correcting the directory here is
         // safe because no commit of ours is in flight. Usually the directory
@@ -208,6 +211,11 @@ impl FileSpace {
     /// Turns a corruption error into a quarantine of this space: the
     /// connection is closed, the files moved aside, the directory marked.
     fn guard<T>(&mut self, r: StoreResult<T>) -> StoreResult<T> {
+        if r.is_err() {
+            // A failed transaction may have left hooks remembering rows it
+            // did not commit.
+            self.memo.clear();
+        }
         match r {
             Err(e) if e.is_corruption() => {
                 let reason = e.to_string();
@@ -352,7 +360,7 @@ impl FileSpace {
             path: &path,
             space: &space_id,
         };
-        let mut plane = PlaneTx::new(&mut rows, &space_id);
+        let mut plane = PlaneTx::new(&mut rows, &space_id, &mut self.memo);
         let view = CommitView {
             space: &space_id,
             seq: seq.unwrap_or(0),
@@ -360,6 +368,7 @@ impl FileSpace {
             at_ms: now_ms,
             ops: &view_ops,
             events: &records,
+            counters: &self.counters,
         };
         let hooks = self
             .shared
@@ -589,7 +598,7 @@ impl FileSpace {
             path: &path,
             space: &space_id,
         };
-        let mut plane = PlaneTx::new(&mut rows, &space_id);
+        let mut plane = PlaneTx::new(&mut rows, &space_id, &mut self.memo);
         let out = f(&mut plane)?;
         let touched = plane.schedule_touched;
         if plane.policy_touched {

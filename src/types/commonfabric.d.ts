@@ -161,7 +161,17 @@ declare module "commonfabric" {
     timeZone?: string;
     callback: Stream<any>;
   }
-  export type ScheduleEntry = IntervalEntry | CronEntry;
+  /**
+   * One callback once, at the time a field of the pattern's own state holds (epoch milliseconds,
+   * or an ISO-8601 string with an offset; nothing disarms it). A handler sets, moves or clears
+   * the time; the entry fires once per time the field holds. Name the field (`state.remindAt`,
+   * or a cell the pattern owns), never a literal or a call.
+   */
+  export interface AtEntry {
+    at: unknown;
+    callback: Stream<any>;
+  }
+  export type ScheduleEntry = IntervalEntry | CronEntry | AtEntry;
   /** At most four entries, written as an array literal. */
   export type Schedule = readonly [ScheduleEntry?, ScheduleEntry?, ScheduleEntry?, ScheduleEntry?];
 

@@ -10,7 +10,7 @@ use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreError, StoreResult};
 use crate::store::log::{check_watermark, resolve_op, validate_name};
 use crate::store::plane::{
-    run_commit_hooks, ActionCost, CommitView, FireRecord, LedgerRow, PlaneTx, ScheduleRow,
+    run_commit_hooks, ActionCost, CommitView, FireRecord, HookMemo, LedgerRow, PlaneTx, ScheduleRow,
 };
 use crate::store::records::{
     AppliedOp, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
@@ -34,6 +34,8 @@ pub struct PgSpace {
     /// epoch even after the process-wide table moves on (a claim taken and
     /// given back meanwhile), so a stale tenure never writes unfenced.
     tenure: Option<u64>,
+    /// What the index hooks remember on this handle.
+    memo: HookMemo,
 }
 
 impl PgSpace {
@@ -45,6 +47,7 @@ impl PgSpace {
             conn,
             quarantined: None,
             tenure: None,
+            memo: HookMemo::default(),
         }
     }
 
@@ -170,6 +173,11 @@ impl PgSpace {
     /// host then refuses it, and the other spaces keep serving — the
     /// equivalent of moving a corrupt SQLite file to `quarantine/`.
     fn guard<T>(&mut self, r: StoreResult<T>) -> StoreResult<T> {
+        if r.is_err() {
+            // A failed transaction may have left hooks remembering rows it
+            // did not commit.
+            self.memo.clear();
+        }
         match r {
             Err(e) if e.is_corruption() => {
                 let reason = e.to_string();
@@ -303,7 +311,7 @@ impl PgSpace {
             db: &mut db,
             space: &id,
         };
-        let mut plane = PlaneTx::new(&mut plane_rows, &id);
+        let mut plane = PlaneTx::new(&mut plane_rows, &id, &mut self.memo);
         let out = f(&mut plane)?;
         let mut earlier = None;
         if plane.schedule_touched {
@@ -487,7 +495,7 @@ impl PgSpace {
             db: &mut db,
             space: &id,
         };
-        let mut plane = PlaneTx::new(&mut plane_rows, &id);
+        let mut plane = PlaneTx::new(&mut plane_rows, &id, &mut self.memo);
         let view = CommitView {
             space: &id,
             seq: seq.unwrap_or(0),
@@ -495,6 +503,7 @@ impl PgSpace {
             at_ms: now_ms as u64,
             ops: &view_ops,
             events: &records,
+            counters: &counters,
         };
         run_commit_hooks(&hooks, &view, &mut plane, &counters, extra)?;
         let schedule_touched = plane.schedule_touched;
