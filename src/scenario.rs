@@ -390,7 +390,7 @@ pub fn advance(
         crate::schedule::fire::fire_due(rt.space(), now, jitter, true)
             .map_err(|e| e.to_string())?;
         for _ in 0..1_000 {
-            let (wave, _) = crate::schedule::delivery::run_wave_with(
+            let (wave, _) = crate::host::wave::run_wave_with(
                 rt,
                 now,
                 256,

@@ -772,7 +772,7 @@ fn profile(
         sum[5] += lap(&mut at);
         // As a brief tenure's server does: the last wave gives the lease back.
         rt.release_with_last_wave(true);
-        let (_, d) = crate::schedule::delivery::run_wave(&mut rt, now, 256)?;
+        let (_, d) = crate::host::wave::run_wave(&mut rt, now, 256)?;
         ensure!(d.delivered == 1, "{id}: {} delivered", d.delivered);
         rt.flush()?;
         rt.space().has_undelivered()?;

@@ -41,6 +41,7 @@ mod server;
 mod startup;
 mod tenure;
 mod waker;
+pub mod wave;
 
 use crate::clock::Clock;
 use crate::metrics::{Counter, Counters};

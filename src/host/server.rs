@@ -46,6 +46,8 @@ const CHECKPOINT_EVERY_WAVES: u32 = 256;
 struct Server {
     inner: Arc<HostInner>,
     id: String,
+    /// The space's counters (looked up once per tenure).
+    counters: crate::metrics::SpaceCounters,
     rt: SpaceRuntime,
     sessions: HashMap<SessionId, Session>,
     warm: BTreeSet<String>,
@@ -65,9 +67,10 @@ struct Server {
     quota: super::quota::Gauge,
 }
 
-/// `trigger`: why the space is activated. A tenure that begins with a
-/// scheduled wake opens its file exclusively until it stops being brief
-/// (see `FileAccess`).
+/// One tenure of space `id`, from activation to its end: `trigger` says
+/// why the space is activated. The loop is [`Server::turn`]; what it does
+/// next at each step is decided by the pure [`before_wait`] and
+/// [`after_work`].
 pub(crate) fn run(
     inner: Arc<HostInner>,
     id: String,
@@ -75,6 +78,30 @@ pub(crate) fn run(
     rx: Receiver<Cmd>,
     trigger: super::Trigger,
 ) {
+    let Some(mut s) = activate(inner, id, generation, &rx, trigger) else {
+        return;
+    };
+    let ended = loop {
+        if let Some(ended) = s.turn(&rx, generation) {
+            break ended;
+        }
+    };
+    s.end(ended, &rx, generation);
+}
+
+/// Opens the space and starts its tenure, handling what was queued for it
+/// (`None`: the tenure is already over — an operator's tenure that retired,
+/// or an activation that failed and answered everything queued). A
+/// scheduled tenure opens its file exclusively until it stops being brief
+/// (see `FileAccess`), and one that begins with a firing takes its lease in
+/// the firing's transaction.
+fn activate(
+    inner: Arc<HostInner>,
+    id: String,
+    generation: u64,
+    rx: &Receiver<Cmd>,
+    trigger: super::Trigger,
+) -> Option<Server> {
     let scheduled = trigger == super::Trigger::Schedule;
     let counters = inner.counters.space(&id);
     let activation = crate::clock::Stopwatch::start();
@@ -91,10 +118,10 @@ pub(crate) fn run(
     let mut queued = Vec::new();
     if trigger == super::Trigger::Operator {
         if let Ok(space) = opened {
-            match operate_parked(&inner, &id, generation, &rx, space) {
+            match operate_parked(&inner, &id, generation, rx, space) {
                 Parked::Done => {
                     end_tenure(&inner, &counters, &id);
-                    return;
+                    return None;
                 }
                 Parked::Wanted(space, cmds) => {
                     opened = Ok(*space);
@@ -142,7 +169,7 @@ pub(crate) fn run(
             inner.cfg.runtime.clone(),
         )
     });
-    let rt = match started {
+    let mut rt = match started {
         Ok(rt) => rt,
         Err(e) => {
             tracing::warn!(space = %id, error = %e, "activation failed");
@@ -163,9 +190,9 @@ pub(crate) fn run(
                     let _ = r.send(Err(refusal.clone()));
                 }
             }
-            fail_all(&inner, &id, generation, &rx, &refusal);
+            fail_all(&inner, &id, generation, rx, &refusal);
             end_tenure(&inner, &counters, &id);
-            return;
+            return None;
         }
     };
     inner.clear_failures(&id);
@@ -173,7 +200,6 @@ pub(crate) fn run(
         crate::metrics::Hist::ActivationDuration,
         activation.elapsed().as_micros() as u64,
     );
-    let mut rt = rt;
     // An effect's outcome comes back as a command of this space (dropped if
     // the space has parked since: it is asked for again when next pulled).
     {
@@ -203,8 +229,9 @@ pub(crate) fn run(
     let renew_ms = inner.store.config().lease_renew_ms;
     let started_ms = inner.clock.now_ms();
     let mut s = Server {
-        inner: inner.clone(),
-        id: id.clone(),
+        inner,
+        id,
+        counters,
         rt,
         sessions: HashMap::new(),
         warm: BTreeSet::new(),
@@ -224,191 +251,93 @@ pub(crate) fn run(
     for cmd in queued {
         s.handle(cmd);
     }
-    let ended = loop {
-        let now = inner.clock.now_ms();
-        let park_at = s.park_at();
-        if s.checkpoint_at().is_some_and(|at| now >= at) {
-            // Idle: apply the log's retention rule first (a no-op until
-            // enough history is new), then checkpoint what it freed.
-            if let Err(e) = s.rt.space().compact_history() {
-                tracing::warn!(space = %id, error = %e, "history compaction failed");
-            }
-            match s.rt.space().checkpoint() {
-                Ok(()) => s.rt.space().counters().inc(Counter::WalCheckpoints),
-                Err(e) => tracing::warn!(space = %id, error = %e, "checkpoint failed"),
-            }
-            s.waves_since_checkpoint = 0;
-        }
-        // Parking is a timer only when nothing holds the space.
-        let park = s.sessions.is_empty().then_some(park_at);
-        let deadline = next_deadline(
-            now,
-            s.work,
-            s.next_renew_ms,
-            [
-                park,
-                s.life.fire_at(),
-                s.checkpoint_at(),
-                s.rt.next_clock_tick(),
-            ],
-        );
-        counters.inc(Counter::ServerWakeups);
-        // On a manual clock no deadline comes by itself: its jumps arrive
-        // as `ClockMoved` commands.
-        let received = match inner.clock.real_wait_until(deadline) {
-            Some(wait) => rx.recv_timeout(wait),
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match received {
-            Ok(cmd) => s.handle(cmd),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break Ended::Parked,
-        }
-        while let Ok(cmd) = rx.try_recv() {
-            s.handle(cmd);
-        }
-        if s.life.phase() == Phase::Draining {
-            // Between waves: the one in flight (if any) has committed.
-            break Ended::Stopped;
-        }
-        if let Err(e) = s.share_file_unless_brief() {
-            break Ended::Failed(e);
-        }
-        s.fire_if_prepared();
-        // A `#now/N` something pulled has reached its next boundary: a wave
-        // moves it (and what reads it). Not activity.
-        if s.rt
-            .next_clock_tick()
-            .is_some_and(|at| inner.clock.now_ms() >= at)
-        {
-            s.work = true;
-        }
-        if let Err(e) = s.turn() {
-            break Ended::Failed(e);
-        }
-        // Before a firing counts as done, the directory must show the
-        // space's next wake, or the waker would find it still due. A space
-        // about to park does both at park, in the lease's release.
-        let parking_next = s.idle_past_park();
-        if !parking_next {
-            if let Err(e) = s.rt.space().settle_projection() {
-                break Ended::Failed(e.into());
-            }
-            if !s.work {
-                s.end_firing();
-            }
-        }
-        if inner.clock.now_ms() >= s.next_renew_ms {
-            if let Err(e) = s.rt.renew_lease() {
-                break Ended::Failed(e);
-            }
-            // A tenure lasting past a renewal is no longer brief enough to
-            // keep the file to itself (another host may want the lease).
-            if s.rt.space().access() == FileAccess::Exclusive {
-                if let Err(e) = s.rt.space().share() {
-                    break Ended::Failed(e.into());
-                }
-            }
-            s.next_renew_ms = inner.clock.now_ms() + renew_ms;
-        }
-        if s.idle_past_park() {
-            match inner.try_retire(&id, generation, &rx) {
-                None => break Ended::Parked,
-                Some(leftover) => {
-                    for cmd in leftover {
-                        s.handle(cmd);
-                    }
-                }
-            }
-        }
-    };
-    s.life.become_(match ended {
-        Ended::Failed(_) => Phase::Failed,
-        Ended::Parked | Ended::Stopped => Phase::Parked,
-    });
-    match ended {
-        Ended::Stopped => {
-            // Shutdown: keep what was computed, give the lease back (the
-            // next process serves the space at once), checkpoint and close.
-            let firing = s.life.firing_done();
-            if let Err(e) = s.rt.flush() {
-                tracing::warn!(space = %id, error = %e, "flush at shutdown failed");
-            }
-            match s.rt.stop() {
-                Ok(mut space) => {
-                    if let Err(e) = space.checkpoint_all() {
-                        tracing::warn!(space = %id, error = %e, "checkpoint at shutdown failed");
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(space = %id, error = %e, "lease release at shutdown failed")
-                }
-            }
-            if firing {
-                inner.end_scheduled(&id);
-            }
-            let leaving = HostError::Unavailable {
-                space: id.clone(),
-                reason: "the host is shutting down".into(),
-            };
-            fail_all(&inner, &id, generation, &rx, &leaving);
-            counters.inc(Counter::StoppedAtShutdown);
-            end_tenure(&inner, &counters, &id);
-        }
-        Ended::Parked => {
-            // Park: give the lease back (settling the directory in the same
-            // transaction); the runtime and the file close on drop.
-            let firing = s.life.firing_done();
-            let _ = s.rt.flush();
-            if s.busy_turns >= COMPACT_AFTER_TURNS {
-                // A busy tenure without idle checkpoints (no sessions):
-                // the retention rule runs at its park instead.
-                if let Err(e) = s.rt.space().compact_history() {
-                    tracing::warn!(space = %id, error = %e, "history compaction failed");
-                }
-            }
-            let _ = s.rt.stop();
-            if firing {
-                inner.end_scheduled(&id);
-            }
-            end_tenure(&inner, &counters, &id);
-            // Trimming walks every arena (~10% of a scheduled wake's CPU in
-            // a herd): skip it while scheduled activations are in flight,
-            // except every 32nd park, and trim on every other park so a
-            // quiet host hands its memory back.
-            let parks = counters.get(Counter::Parks);
-            if inner.scheduled_in_flight().is_empty() || parks % 32 == 31 {
-                crate::allocator::release_freed_memory();
-            }
-            counters.inc(Counter::Parks);
-        }
-        Ended::Failed(e) => {
-            tracing::warn!(space = %id, error = %e, "tenure ended");
-            if matches!(e, RuntimeError::LeaseLost) {
-                counters.inc(Counter::TenuresLost);
-            }
-            // Dropping the space settles the directory (best effort) before
-            // the waker may look at it again.
-            let firing = s.life.firing_done();
-            let attempts = s.rt.failed_wave_attempts();
-            let pending = s.rt.space().has_undelivered().unwrap_or(true);
-            drop(s);
-            if pending {
-                // Nothing else would run the space again: no event can
-                // wedge it (its retries are bounded, then it is
-                // dead-lettered).
-                inner.retry_failed_tenure(&id, attempts, &e);
-            }
-            if firing {
-                inner.end_scheduled(&id);
-            }
-            let stopped = HostError::Unavailable {
-                space: id.clone(),
-                reason: format!("its server stopped: {e}"),
-            };
-            fail_all(&inner, &id, generation, &rx, &stopped);
-            end_tenure(&inner, &counters, &id);
-        }
+    Some(s)
+}
+
+/// What the loop looks at to decide its next step, read at one moment of
+/// the host clock: plain data, so the decisions are pure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Moment {
+    now_ms: u64,
+    /// Waves (or a demand pass) are owed.
+    work: bool,
+    /// A session is attached.
+    held: bool,
+    /// An effect's outcome is on its way (it holds the space).
+    effects_in_flight: bool,
+    park_at: u64,
+    renew_at: u64,
+    /// A prepared wake's own firing.
+    fire_at: Option<u64>,
+    /// The idle checkpoint.
+    checkpoint_at: Option<u64>,
+    /// The next boundary of a pulled `#now/N`.
+    clock_tick_at: Option<u64>,
+}
+
+/// What the loop does before it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BeforeWait {
+    /// Idle long enough: compact the history and checkpoint the WAL.
+    checkpoint: bool,
+    /// Wait for a command until then (on the host clock).
+    wait_until_ms: u64,
+}
+
+/// Before the loop waits (pure): checkpoint if its time has come, then
+/// wait until the earliest timer (see [`next_deadline`]). Parking is a timer
+/// only when no session holds the space.
+fn before_wait(m: &Moment) -> BeforeWait {
+    let checkpoint = m.checkpoint_at.is_some_and(|at| m.now_ms >= at);
+    let wait_until_ms = next_deadline(
+        m.now_ms,
+        m.work,
+        m.renew_at,
+        [
+            (!m.held).then_some(m.park_at),
+            m.fire_at,
+            // Done at once when due: no longer a timer.
+            m.checkpoint_at.filter(|_| !checkpoint),
+            m.clock_tick_at,
+        ],
+    );
+    BeforeWait {
+        checkpoint,
+        wait_until_ms,
+    }
+}
+
+/// Whether a pulled `#now/N` has reached its next boundary (pure): a wave
+/// moves it and what reads it (not activity).
+fn clock_tick_due(m: &Moment) -> bool {
+    m.clock_tick_at.is_some_and(|at| m.now_ms >= at)
+}
+
+/// What the loop does after a turn's work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AfterWork {
+    /// Make the directory's owed "later" move now.
+    settle_directory: bool,
+    /// The firing being handled is done: the waker may send another.
+    end_firing: bool,
+    /// Renew the lease.
+    renew: bool,
+    /// Nothing holds the space and its park time has come: retire.
+    park: bool,
+}
+
+/// After the turn's work (pure). Before a firing counts as done the
+/// directory must show the space's next wake, or the waker would find it
+/// still due; a space about to park does both at park, in the lease's
+/// release. An effect on its way holds the space (for at most the broker's
+/// total timeout).
+fn after_work(m: &Moment) -> AfterWork {
+    let park = !m.held && !m.work && !m.effects_in_flight && m.now_ms >= m.park_at;
+    AfterWork {
+        settle_directory: !park,
+        end_firing: !park && !m.work,
+        renew: m.now_ms >= m.renew_at,
+        park,
     }
 }
 
@@ -547,13 +476,204 @@ impl Server {
         self.life.hold_until().map_or(at, |h| at.max(h))
     }
 
-    /// Nothing holds the space and its park time has come. An effect on
-    /// its way holds it (for at most the broker's total timeout).
-    fn idle_past_park(&self) -> bool {
-        self.sessions.is_empty()
-            && !self.work
-            && self.rt.effects_in_flight() == 0
-            && self.inner.clock.now_ms() >= self.park_at()
+    /// What the loop looks at now ([`Moment`]).
+    fn moment(&self) -> Moment {
+        Moment {
+            now_ms: self.inner.clock.now_ms(),
+            work: self.work,
+            held: !self.sessions.is_empty(),
+            effects_in_flight: self.rt.effects_in_flight() > 0,
+            park_at: self.park_at(),
+            renew_at: self.next_renew_ms,
+            fire_at: self.life.fire_at(),
+            checkpoint_at: self.checkpoint_at(),
+            clock_tick_at: self.rt.next_clock_tick(),
+        }
+    }
+
+    /// One turn of the loop: wait for a command (or the next deadline),
+    /// handle every queued command, do the work (demand pass, waves,
+    /// updates), then settle the directory, renew the lease and park when
+    /// idle. `Some`: the tenure ends so.
+    fn turn(&mut self, rx: &Receiver<Cmd>, generation: u64) -> Option<Ended> {
+        let before = before_wait(&self.moment());
+        if before.checkpoint {
+            self.checkpoint_idle();
+        }
+        self.counters.inc(Counter::ServerWakeups);
+        // On a manual clock no deadline comes by itself: its jumps arrive
+        // as `ClockMoved` commands.
+        let received = match self.inner.clock.real_wait_until(before.wait_until_ms) {
+            Some(wait) => rx.recv_timeout(wait),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
+            Ok(cmd) => self.handle(cmd),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Some(Ended::Parked),
+        }
+        while let Ok(cmd) = rx.try_recv() {
+            self.handle(cmd);
+        }
+        if self.life.phase() == Phase::Draining {
+            // Between waves: the one in flight (if any) has committed.
+            return Some(Ended::Stopped);
+        }
+        if let Err(e) = self.share_file_unless_brief() {
+            return Some(Ended::Failed(e));
+        }
+        self.fire_if_prepared();
+        if clock_tick_due(&self.moment()) {
+            self.work = true;
+        }
+        if let Err(e) = self.work() {
+            return Some(Ended::Failed(e));
+        }
+        let after = after_work(&self.moment());
+        if after.settle_directory {
+            if let Err(e) = self.rt.space().settle_projection() {
+                return Some(Ended::Failed(e.into()));
+            }
+        }
+        if after.end_firing {
+            self.end_firing();
+        }
+        if after.renew {
+            if let Err(e) = self.renew() {
+                return Some(Ended::Failed(e));
+            }
+        }
+        if after.park {
+            match self.inner.try_retire(&self.id, generation, rx) {
+                None => return Some(Ended::Parked),
+                Some(leftover) => {
+                    for cmd in leftover {
+                        self.handle(cmd);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Idle: apply the log's retention rule first (a no-op until enough
+    /// history is new), then checkpoint what it freed.
+    fn checkpoint_idle(&mut self) {
+        if let Err(e) = self.rt.space().compact_history() {
+            tracing::warn!(space = %self.id, error = %e, "history compaction failed");
+        }
+        match self.rt.space().checkpoint() {
+            Ok(()) => self.rt.space().counters().inc(Counter::WalCheckpoints),
+            Err(e) => tracing::warn!(space = %self.id, error = %e, "checkpoint failed"),
+        }
+        self.waves_since_checkpoint = 0;
+    }
+
+    /// Renews the lease. A tenure lasting past a renewal is no longer brief
+    /// enough to keep the file to itself (another host may want the lease).
+    fn renew(&mut self) -> Result<(), RuntimeError> {
+        self.rt.renew_lease()?;
+        if self.rt.space().access() == FileAccess::Exclusive {
+            self.rt.space().share()?;
+        }
+        self.next_renew_ms = self.inner.clock.now_ms() + self.inner.store.config().lease_renew_ms;
+        Ok(())
+    }
+
+    /// Ends the tenure as `ended` says: parked (lease given back, the
+    /// directory settled in its transaction), stopped at shutdown (flushed,
+    /// checkpointed, everything queued refused) or failed (retried later if
+    /// events are pending).
+    fn end(mut self, ended: Ended, rx: &Receiver<Cmd>, generation: u64) {
+        self.life.become_(match ended {
+            Ended::Failed(_) => Phase::Failed,
+            Ended::Parked | Ended::Stopped => Phase::Parked,
+        });
+        let (inner, id, counters) = (self.inner.clone(), self.id.clone(), self.counters.clone());
+        match ended {
+            Ended::Stopped => {
+                // Shutdown: keep what was computed, give the lease back (the
+                // next process serves the space at once), checkpoint and close.
+                let firing = self.life.firing_done();
+                if let Err(e) = self.rt.flush() {
+                    tracing::warn!(space = %id, error = %e, "flush at shutdown failed");
+                }
+                match self.rt.stop() {
+                    Ok(mut space) => {
+                        if let Err(e) = space.checkpoint_all() {
+                            tracing::warn!(space = %id, error = %e, "checkpoint at shutdown failed");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(space = %id, error = %e, "lease release at shutdown failed")
+                    }
+                }
+                if firing {
+                    inner.end_scheduled(&id);
+                }
+                let leaving = HostError::Unavailable {
+                    space: id.clone(),
+                    reason: "the host is shutting down".into(),
+                };
+                fail_all(&inner, &id, generation, rx, &leaving);
+                counters.inc(Counter::StoppedAtShutdown);
+                end_tenure(&inner, &counters, &id);
+            }
+            Ended::Parked => {
+                // Park: give the lease back (settling the directory in the same
+                // transaction); the runtime and the file close on drop.
+                let firing = self.life.firing_done();
+                let _ = self.rt.flush();
+                if self.busy_turns >= COMPACT_AFTER_TURNS {
+                    // A busy tenure without idle checkpoints (no sessions):
+                    // the retention rule runs at its park instead.
+                    if let Err(e) = self.rt.space().compact_history() {
+                        tracing::warn!(space = %id, error = %e, "history compaction failed");
+                    }
+                }
+                let _ = self.rt.stop();
+                if firing {
+                    inner.end_scheduled(&id);
+                }
+                end_tenure(&inner, &counters, &id);
+                // Trimming walks every arena (~10% of a scheduled wake's CPU in
+                // a herd): skip it while scheduled activations are in flight,
+                // except every 32nd park, and trim on every other park so a
+                // quiet host hands its memory back.
+                let parks = counters.get(Counter::Parks);
+                if inner.scheduled_in_flight().is_empty() || parks % 32 == 31 {
+                    crate::allocator::release_freed_memory();
+                }
+                counters.inc(Counter::Parks);
+            }
+            Ended::Failed(e) => {
+                tracing::warn!(space = %id, error = %e, "tenure ended");
+                if matches!(e, RuntimeError::LeaseLost) {
+                    counters.inc(Counter::TenuresLost);
+                }
+                // Dropping the space settles the directory (best effort) before
+                // the waker may look at it again.
+                let firing = self.life.firing_done();
+                let attempts = self.rt.failed_wave_attempts();
+                let pending = self.rt.space().has_undelivered().unwrap_or(true);
+                drop(self);
+                if pending {
+                    // Nothing else would run the space again: no event can
+                    // wedge it (its retries are bounded, then it is
+                    // dead-lettered).
+                    inner.retry_failed_tenure(&id, attempts, &e);
+                }
+                if firing {
+                    inner.end_scheduled(&id);
+                }
+                let stopped = HostError::Unavailable {
+                    space: id.clone(),
+                    reason: format!("its server stopped: {e}"),
+                };
+                fail_all(&inner, &id, generation, rx, &stopped);
+                end_tenure(&inner, &counters, &id);
+            }
+        }
     }
 
     /// When the WAL gets its checkpoint: once the space has been quiet for
@@ -802,7 +922,7 @@ impl Server {
     }
 
     fn counters(&self) -> crate::metrics::SpaceCounters {
-        self.inner.counters.space(&self.id)
+        self.counters.clone()
     }
 
     /// Whether `incoming` more bytes fit the space's storage quota: what
@@ -961,7 +1081,7 @@ impl Server {
     }
 
     /// Steps 3-5 of the loop: demand pass, waves, updates.
-    fn turn(&mut self) -> Result<(), RuntimeError> {
+    fn work(&mut self) -> Result<(), RuntimeError> {
         // A brief tenure nobody joined parks as soon as its work is done:
         // its last wave gives the lease back in its own commit.
         // Not on a fleet's database: there another host may take the space
@@ -977,7 +1097,7 @@ impl Server {
         let keeper = self.inner.keeper.clone();
         let access = self.rt.space().access();
         let _watch = keeper.watch(&self.id, self.rt.lease(), access);
-        self.turn_inner()
+        self.work_inner()
     }
 
     /// Whether the space's scheduled budget for this window is spent.
@@ -992,7 +1112,7 @@ impl Server {
         )?)
     }
 
-    fn turn_inner(&mut self) -> Result<(), RuntimeError> {
+    fn work_inner(&mut self) -> Result<(), RuntimeError> {
         if self.demand_dirty {
             self.demand_pass()?;
         }
@@ -1028,7 +1148,7 @@ impl Server {
             let left = self.storage_left()?;
             self.rt.set_storage_left(left);
             let (report, delivery) =
-                crate::schedule::delivery::run_wave_with(&mut self.rt, now, limit, &backoff)?;
+                super::wave::run_wave_with(&mut self.rt, now, limit, &backoff)?;
             self.quota.add(report.written_bytes);
             let c = self.counters();
             c.add(Counter::ScheduleDelivered, delivery.delivered as i64);
@@ -1215,6 +1335,118 @@ mod tests {
             next_deadline(now, false, renew, [Some(now - 10), None, None, None]),
             now - 10,
             "a timer in the past: at once"
+        );
+    }
+
+    fn idle(now_ms: u64) -> Moment {
+        Moment {
+            now_ms,
+            work: false,
+            held: false,
+            effects_in_flight: false,
+            park_at: now_ms + 100,
+            renew_at: now_ms + 1_000,
+            fire_at: None,
+            checkpoint_at: None,
+            clock_tick_at: None,
+        }
+    }
+
+    #[test]
+    fn before_waiting_a_due_checkpoint_runs_and_is_no_longer_a_timer() {
+        let now = 10_000;
+        let m = idle(now);
+        assert_eq!(
+            before_wait(&m),
+            BeforeWait {
+                checkpoint: false,
+                wait_until_ms: now + 100
+            },
+            "an unheld space waits for its park"
+        );
+        let held = Moment { held: true, ..m };
+        assert_eq!(
+            before_wait(&held).wait_until_ms,
+            now + 1_000,
+            "held: no park timer"
+        );
+        let due = Moment {
+            held: true,
+            checkpoint_at: Some(now - 1),
+            ..m
+        };
+        assert_eq!(
+            before_wait(&due),
+            BeforeWait {
+                checkpoint: true,
+                wait_until_ms: now + 1_000
+            }
+        );
+        let later = Moment {
+            held: true,
+            checkpoint_at: Some(now + 50),
+            fire_at: Some(now + 70),
+            ..m
+        };
+        assert_eq!(before_wait(&later).wait_until_ms, now + 50);
+        assert_eq!(
+            before_wait(&Moment {
+                work: true,
+                ..later
+            })
+            .wait_until_ms,
+            now
+        );
+        assert!(!clock_tick_due(&m));
+        assert!(clock_tick_due(&Moment {
+            clock_tick_at: Some(now),
+            ..m
+        }));
+    }
+
+    #[test]
+    fn after_the_work_an_idle_space_past_its_park_time_parks_and_nothing_else_does() {
+        let now = 10_000;
+        let past = Moment {
+            park_at: now,
+            ..idle(now)
+        };
+        assert_eq!(
+            after_work(&past),
+            AfterWork {
+                settle_directory: false,
+                end_firing: false,
+                renew: false,
+                park: true
+            },
+            "the park settles the directory and ends the firing itself"
+        );
+        for holds in [
+            Moment { held: true, ..past },
+            Moment { work: true, ..past },
+            Moment {
+                effects_in_flight: true,
+                ..past
+            },
+            Moment {
+                park_at: now + 1,
+                ..past
+            },
+        ] {
+            assert!(!after_work(&holds).park, "{holds:?}");
+            assert!(after_work(&holds).settle_directory);
+        }
+        assert!(
+            !after_work(&Moment { work: true, ..past }).end_firing,
+            "a wave is still owed"
+        );
+        assert!(after_work(&Moment { held: true, ..past }).end_firing);
+        assert!(
+            after_work(&Moment {
+                renew_at: now,
+                ..past
+            })
+            .renew
         );
     }
 }

@@ -319,15 +319,22 @@ pub struct WaveReport {
     pub wake_runs: Vec<WakeRun>,
 }
 
-/// One wake event's callback run: how long it took, what it cost, why it
-/// failed and what it logged (bounded: [`crate::store::FIRE_LOG_LINES`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WakeRun {
-    pub event_id: String,
-    pub duration_us: u64,
-    pub cpu_us: u64,
-    pub error: Option<String>,
-    pub logs: Vec<crate::store::FireLog>,
+pub use crate::schedule::delivery::WakeRun;
+
+impl WaveReport {
+    /// What delivery settles of this wave (`schedule::delivery`).
+    pub fn outcome(&self) -> crate::schedule::delivery::WaveOutcome<'_> {
+        crate::schedule::delivery::WaveOutcome {
+            seq: self.seq,
+            delivered: &self.delivered,
+            failed: &self.failed_events,
+            skipped: &self.skipped_events,
+            dead_lettered: &self.dead_lettered,
+            dead_letter_errors: &self.dead_letter_errors,
+            written: &self.written,
+            wake_runs: &self.wake_runs,
+        }
+    }
 }
 
 /// Bookkeeping run inside a wave's transaction with the wave's report.

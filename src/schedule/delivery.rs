@@ -19,9 +19,40 @@
 #[cfg(test)]
 use super::entry::EntryState;
 use super::wake_id::{occurrence_of, WakeId};
-use crate::runtime::{RuntimeResult, SpaceRuntime, WaveReport};
 use crate::store::{FireRun, PendingWake, PlaneTx, ScheduleRow, Space, StoreResult};
 use std::collections::HashSet;
+
+/// One wake event's callback run: how long it took, what it cost, why it
+/// failed and what it logged (bounded: [`crate::store::FIRE_LOG_LINES`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WakeRun {
+    pub event_id: String,
+    pub duration_us: u64,
+    pub cpu_us: u64,
+    pub error: Option<String>,
+    pub logs: Vec<crate::store::FireLog>,
+}
+
+/// What a wave did to the events it consumed, as delivery settles it (the
+/// runtime's wave report, seen from here: `WaveReport::outcome`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WaveOutcome<'a> {
+    /// The wave's commit.
+    pub seq: Option<u64>,
+    /// Events whose handler ran and returned normally.
+    pub delivered: &'a [String],
+    /// Events whose handler failed (writes discarded).
+    pub failed: &'a [String],
+    /// Events consumed without running their handler (their attempt died).
+    pub skipped: &'a [String],
+    /// Events consumed without delivery after their retries, and why.
+    pub dead_lettered: &'a [String],
+    pub dead_letter_errors: &'a [(String, String)],
+    /// Documents the wave wrote.
+    pub written: &'a [String],
+    /// What each wake event's callback run did.
+    pub wake_runs: &'a [WakeRun],
+}
 
 /// Minutes to wait before retry 1, 2 and 3 of a failed occurrence.
 pub const RETRY_BACKOFF_MINUTES: [u64; 3] = [1, 5, 30];
@@ -158,43 +189,18 @@ pub struct PendingWakes {
     pub marked: usize,
 }
 
-/// Settles wake entries after a wave: resets delivered ones, plans retries
-/// or dead-letters failed (and crashed) ones.
-pub fn after_wave(
-    space: &mut Space,
-    wave: &WaveReport,
-    now_ms: u64,
-) -> StoreResult<DeliveryReport> {
-    after_wave_with(
-        space,
-        wave,
-        now_ms,
-        &crate::schedule::backoff::BackoffPolicy::default(),
-    )
-}
-
-/// [`after_wave`] under an explicit back-off policy, in one plane
-/// transaction of its own.
-pub fn after_wave_with(
-    space: &mut Space,
-    wave: &WaveReport,
-    now_ms: u64,
-    backoff: &crate::schedule::backoff::BackoffPolicy,
-) -> StoreResult<DeliveryReport> {
-    space.plane(|p| settle_delivery(p, wave, now_ms, backoff))
-}
-
-/// The bookkeeping of [`after_wave`], inside a given transaction: the
-/// host runs it inside the wave's own commit, so a wave and the delivery
-/// state of its wakes commit together or not at all.
+/// Settles wake entries after a wave, inside a given transaction: resets
+/// delivered ones, plans retries or dead-letters failed (and crashed) ones.
+/// The host runs it inside the wave's own commit, so a wave and the
+/// delivery state of its wakes commit together or not at all.
 pub fn settle_delivery(
     plane: &mut PlaneTx<'_>,
-    wave: &WaveReport,
+    wave: &WaveOutcome<'_>,
     now_ms: u64,
     backoff: &crate::schedule::backoff::BackoffPolicy,
 ) -> StoreResult<DeliveryReport> {
     let mut report = DeliveryReport::default();
-    for id in &wave.delivered {
+    for id in wave.delivered {
         let Some(WakeId { piece, entry, .. }) = WakeId::parse(id) else {
             continue;
         };
@@ -209,7 +215,7 @@ pub fn settle_delivery(
             .find(|p| p.occurrence == occurrence)
             .map_or(0, |p| p.period);
         settle_delivered(&mut row, id);
-        if crate::schedule::backoff::on_delivered(&mut row, &wave.written, now_ms, backoff) {
+        if crate::schedule::backoff::on_delivered(&mut row, wave.written, now_ms, backoff) {
             report.backed_off += 1;
         }
         super::entry::save(plane, &mut row)?;
@@ -225,10 +231,10 @@ pub fn settle_delivery(
         report.delivered += 1;
     }
     for id in wave
-        .failed_events
+        .failed
         .iter()
-        .chain(&wave.skipped_events)
-        .chain(&wave.dead_lettered)
+        .chain(wave.skipped)
+        .chain(wave.dead_lettered)
     {
         let Some(WakeId { piece, entry, .. }) = WakeId::parse(id) else {
             continue;
@@ -248,7 +254,7 @@ pub fn settle_delivery(
             }
         };
         super::entry::save(plane, &mut row)?;
-        let why = if wave.skipped_events.contains(id) {
+        let why = if wave.skipped.contains(id) {
             Some("the process ended while the callback ran".to_string())
         } else {
             wave.dead_letter_errors
@@ -271,7 +277,7 @@ pub fn settle_delivery(
 
 /// The record of `id`'s run in `wave`, settled at `now_ms`; `why` stands
 /// for the error when the callback did not run.
-fn fire_run(wave: &WaveReport, id: &str, now_ms: u64, why: Option<String>) -> FireRun {
+fn fire_run(wave: &WaveOutcome<'_>, id: &str, now_ms: u64, why: Option<String>) -> FireRun {
     let mut run = FireRun {
         settled_ms: Some(now_ms),
         error: why,
@@ -287,43 +293,6 @@ fn fire_run(wave: &WaveReport, id: &str, now_ms: u64, why: Option<String>) -> Fi
         run.commit_seq = wave.seq;
     }
     run
-}
-
-/// One wave with wake accounting around it: what the host and the
-/// scenario runner both run.
-pub fn run_wave(
-    rt: &mut SpaceRuntime,
-    now_ms: u64,
-    limit: usize,
-) -> RuntimeResult<(WaveReport, DeliveryReport)> {
-    run_wave_with(
-        rt,
-        now_ms,
-        limit,
-        &crate::schedule::backoff::BackoffPolicy::default(),
-    )
-}
-
-/// [`run_wave`] under an explicit back-off policy.
-pub fn run_wave_with(
-    rt: &mut SpaceRuntime,
-    now_ms: u64,
-    limit: usize,
-    backoff: &crate::schedule::backoff::BackoffPolicy,
-) -> RuntimeResult<(WaveReport, DeliveryReport)> {
-    let pending = before_wave(rt.space(), limit)?;
-    if pending.marked > 0 {
-        crash_point(CrashPoint::MidWave);
-    }
-    let mut delivery = DeliveryReport::default();
-    let wave = rt.run_wave_with(&pending.crashed, &mut |wave, plane| {
-        delivery = settle_delivery(plane, wave, now_ms, backoff)?;
-        Ok(())
-    })?;
-    if wave.delivered.iter().any(|id| WakeId::is_wake(id)) {
-        crash_point(CrashPoint::AfterWave);
-    }
-    Ok((wave, delivery))
 }
 
 /// Where the crash tests kill a host (`SPACEWAKE_CRASH_AT`); never set in
