@@ -828,6 +828,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_next_day_shows_a_one_off_time_once_and_a_calendar_entry_at_each_fire() {
+        let now = 1_767_225_600_000; // 2026-01-01T00:00Z, 01:00 in Berlin
+        let hour = 3_600_000;
+        let mut row = crate::store::ScheduleRow::new("pc", 0, 0, "pc/s0", now, now + 2 * hour);
+        row.cadence = Some(
+            r#"{"at":{"doc":"pc/argument","path":["next"]},"via":[],"setFor":1767232800000}"#
+                .into(),
+        );
+        row.nominal_period = now + 2 * hour;
+        assert_eq!(
+            next_day_wakes(&EntryView::new("s", row.clone()), now),
+            [now + 2 * hour]
+        );
+        // Fired: it waits for a new time, and the day shows nothing.
+        row.next_due_ms = crate::schedule::entry::NEVER_MS;
+        assert!(next_day_wakes(&EntryView::new("s", row), now).is_empty());
+        // 07:30 and 19:30 in Berlin: 06:30Z and 18:30Z.
+        let mut cal =
+            crate::store::ScheduleRow::new("pc", 1, 0, "pc/s1", now, now + 6 * hour + hour / 2);
+        cal.cadence = Some(r#"{"cron":"30 7,19 * * *","timeZone":"Europe/Berlin"}"#.into());
+        assert_eq!(
+            next_day_wakes(&EntryView::new("s", cal), now),
+            [now + 6 * hour + hour / 2, now + 18 * hour + hour / 2]
+        );
+    }
+
+    #[test]
     fn a_fires_error_and_log_lines_are_shown_escaped() {
         let run = crate::store::FireRun {
             error: Some("Error: <b>down</b>".into()),
