@@ -75,6 +75,7 @@
 //! commit for power-loss durability at a throughput cost.
 
 mod backend;
+mod commit;
 mod config;
 pub mod contract;
 mod dead_letters;

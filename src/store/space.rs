@@ -13,6 +13,7 @@
 //!   the SQLite commit and later only after it, under the space's write lock
 //!   (see `directory.rs`).
 
+use super::commit::{self, CommitRows};
 use super::config::FaultPoint;
 use super::directory::Projection;
 use super::error::{SqlContext, StoreError, StoreResult};
@@ -20,10 +21,10 @@ use super::files::FileAccess;
 use super::lease::{self, check_lease};
 use super::log::{
     advance_watermark, append_event, apply_op, commits_since, delivers, event_from_row,
-    has_undelivered, read_doc, undelivered_events, validate_name,
+    has_undelivered, read_doc, undelivered_events,
 };
 use super::path::{get_at, PathSeg};
-use super::plane::{self, run_commit_hooks, CommitView, HookMemo, LedgerRow, PlaneTx, ScheduleRow};
+use super::plane::{self, CommitView, HookMemo, LedgerRow, PlaneRows, PlaneTx, ScheduleRow};
 use super::plane_sqlite::{self, SqlitePlane};
 use super::records::{
     AppliedOp, Author, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocRead,
@@ -265,118 +266,42 @@ impl FileSpace {
 
     fn commit_inner(
         &mut self,
-        req: CommitRequest,
+        mut req: CommitRequest,
         extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
     ) -> StoreResult<CommitOutcome> {
         let now_ms = self.shared.clock.now_ms();
         let path = self.path.clone();
         let space_id = self.id.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
-
-        if req.class == CommitClass::Derived {
-            check_lease(&tx, &path, req.lease.as_ref(), now_ms).inspect_err(|_| {
-                self.counters.inc(Counter::DerivedRefused);
-            })?;
-        }
-        let taken = if req.take_lease {
-            let taken = lease::take(&tx, &path, &space_id, &self.shared, &self.counters, now_ms)?;
-            if taken.is_none() {
-                return Err(StoreError::NotLeaseHolder(
-                    "another holder's lease is live".into(),
-                ));
-            }
-            taken
-        } else {
-            None
-        };
-
-        // Split events into new ones and duplicates before assigning a seq.
-        let mut fresh = Vec::with_capacity(req.events.len());
-        let mut duplicates = Vec::new();
-        for e in req.events {
-            validate_name("stream", &e.stream)?;
-            validate_name("eventId", &e.event_id)?;
-            let prior: Option<i64> = tx
-                .prepare_cached("SELECT seq FROM events WHERE event_id = ?1")
-                .at(&path)?
-                .query_row([&e.event_id], |r| r.get(0))
-                .optional()
-                .at(&path)?;
-            match prior {
-                Some(seq) => duplicates.push((e.event_id, seq as u64)),
-                None if fresh.iter().any(|f: &NewEvent| f.event_id == e.event_id) => {
-                    duplicates.push((e.event_id, 0))
-                }
-                None => fresh.push(e),
-            }
-        }
-        self.counters
-            .add(Counter::EventsDuplicate, duplicates.len() as i64);
-
-        let nothing_to_commit = req.ops.is_empty() && fresh.is_empty() && req.watermarks.is_empty();
-        let mut view_ops: Vec<AppliedOp> = Vec::with_capacity(req.ops.len());
-        let mut records: Vec<EventRecord> = Vec::with_capacity(fresh.len());
-        let seq = if nothing_to_commit {
-            None
-        } else {
-            let seq: u64 = tx
-                .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM commits")
-                .at(&path)?
-                .query_row([], |r| r.get::<_, i64>(0))
-                .at(&path)? as u64;
-            tx.prepare_cached(
-                "INSERT INTO commits (seq, class, principal, session, at_ms, op_count, event_count) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .at(&path)?
-            .execute(params![
-                seq as i64,
-                req.class.as_str(),
-                req.author.principal,
-                req.author.session,
-                now_ms as i64,
-                req.ops.len() as i64,
-                fresh.len() as i64
-            ])
-            .at(&path)?;
-
-            for (idx, op) in req.ops.into_iter().enumerate() {
-                view_ops.push(apply_op(&tx, &path, seq, idx, op)?);
-            }
-            for e in fresh {
-                records.push(append_event(&tx, &path, seq, now_ms, e)?);
-            }
-            for (stream, to_seq) in &req.watermarks {
-                advance_watermark(&tx, &path, stream, *to_seq)?;
-            }
-            Some(seq)
-        };
-
-        let mut rows = SqlitePlane {
-            tx: &tx,
-            path: &path,
-            space: &space_id,
-        };
-        let mut plane = PlaneTx::new(&mut rows, &space_id, &mut self.memo);
-        let view = CommitView {
-            space: &space_id,
-            seq: seq.unwrap_or(0),
-            class: req.class,
-            at_ms: now_ms,
-            ops: &view_ops,
-            events: &records,
-            counters: &self.counters,
-        };
         let hooks = self
             .shared
             .hooks
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        run_commit_hooks(&hooks, &view, &mut plane, &self.counters, extra)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let mut rows = SqliteCommit {
+            plane: SqlitePlane {
+                tx: &tx,
+                path: &path,
+                space: &space_id,
+            },
+            shared: &self.shared,
+            counters: &self.counters,
+            now_ms,
+        };
+        let written = commit::write(
+            &mut rows,
+            &mut req,
+            &space_id,
+            now_ms,
+            &self.counters,
+            &hooks,
+            &mut self.memo,
+            extra,
+        )?;
         if let Some(poison) = &self.shared.cfg.refuse_delivering {
             if !req.watermarks.is_empty() && delivers(&tx, &path, poison)? {
                 return Err(StoreError::InvalidCommit(format!(
@@ -384,7 +309,7 @@ impl FileSpace {
                 )));
             }
         }
-        if plane.policy_touched {
+        if written.policy_touched {
             self.shared.directory.mark_budget_policy(&space_id)?;
         }
         // Always recompute the next wake: another process (an operator's CLI,
@@ -393,8 +318,8 @@ impl FileSpace {
         let schedule_touched = true;
         // Appending events to a space already known to have undelivered
         // events cannot change that; only watermark moves can clear it.
-        let streams_touched =
-            !req.watermarks.is_empty() || (!records.is_empty() && !self.projection.undelivered);
+        let streams_touched = !req.watermarks.is_empty()
+            || (!written.records.is_empty() && !self.projection.undelivered);
 
         let after = Self::projection_in(
             &tx,
@@ -446,27 +371,7 @@ impl FileSpace {
             self.owe_later(after != early)?;
         }
 
-        if let Some(_seq) = seq {
-            self.counters.inc(match req.class {
-                CommitClass::Authored => Counter::CommitsAuthored,
-                CommitClass::Derived => Counter::CommitsDerived,
-                CommitClass::System => Counter::CommitsSystem,
-            });
-        }
-        self.counters
-            .add(Counter::EventsAppended, records.len() as i64);
-        self.counters
-            .add(Counter::WatermarksAdvanced, req.watermarks.len() as i64);
-        if taken.is_some() {
-            self.counters.inc(Counter::LeaseAcquired);
-        }
-        Ok(CommitOutcome {
-            seq,
-            appended: records.into_iter().map(|r| r.event_id).collect(),
-            duplicates,
-            lease: taken,
-            lease_released: release,
-        })
+        Ok(written.finish(&req, release, &self.counters))
     }
 
     /// The true projection as seen inside `tx`, recomputing only what the
@@ -960,5 +865,101 @@ impl FileSpace {
         self.check_open()?;
         let r = plane_sqlite::list_ledger(&self.conn, &self.path);
         self.guard(r)
+    }
+}
+
+/// A space file's SQL for the middle of a commit (`commit.rs`), inside its
+/// transaction.
+struct SqliteCommit<'a> {
+    plane: SqlitePlane<'a>,
+    shared: &'a StoreShared,
+    counters: &'a SpaceCounters,
+    now_ms: u64,
+}
+
+impl CommitRows for SqliteCommit<'_> {
+    fn check_derived_lease(&mut self, lease: Option<&crate::store::Lease>) -> StoreResult<()> {
+        check_lease(self.plane.tx, self.plane.path, lease, self.now_ms)
+    }
+
+    fn take_lease(&mut self) -> StoreResult<Option<crate::store::Lease>> {
+        lease::take(
+            self.plane.tx,
+            self.plane.path,
+            self.plane.space,
+            self.shared,
+            self.counters,
+            self.now_ms,
+        )
+    }
+
+    fn event_seq(&mut self, event_id: &str) -> StoreResult<Option<u64>> {
+        let prior: Option<i64> = self
+            .plane
+            .tx
+            .prepare_cached("SELECT seq FROM events WHERE event_id = ?1")
+            .at(self.plane.path)?
+            .query_row([event_id], |r| r.get(0))
+            .optional()
+            .at(self.plane.path)?;
+        Ok(prior.map(|s| s as u64))
+    }
+
+    fn next_seq(&mut self) -> StoreResult<u64> {
+        Ok(self
+            .plane
+            .tx
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM commits")
+            .at(self.plane.path)?
+            .query_row([], |r| r.get::<_, i64>(0))
+            .at(self.plane.path)? as u64)
+    }
+
+    fn insert_commit(
+        &mut self,
+        seq: u64,
+        req: &CommitRequest,
+        now_ms: u64,
+        events: usize,
+    ) -> StoreResult<()> {
+        self.plane
+            .tx
+            .prepare_cached(
+                "INSERT INTO commits (seq, class, principal, session, at_ms, op_count, \
+                 event_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .at(self.plane.path)?
+            .execute(params![
+                seq as i64,
+                req.class.as_str(),
+                req.author.principal,
+                req.author.session,
+                now_ms as i64,
+                req.ops.len() as i64,
+                events as i64
+            ])
+            .at(self.plane.path)?;
+        Ok(())
+    }
+
+    fn apply_op(
+        &mut self,
+        seq: u64,
+        idx: usize,
+        op: crate::store::DocOp,
+    ) -> StoreResult<AppliedOp> {
+        apply_op(self.plane.tx, self.plane.path, seq, idx, op)
+    }
+
+    fn append_event(&mut self, seq: u64, now_ms: u64, e: NewEvent) -> StoreResult<EventRecord> {
+        append_event(self.plane.tx, self.plane.path, seq, now_ms, e)
+    }
+
+    fn advance_watermark(&mut self, stream: &str, to_seq: u64) -> StoreResult<()> {
+        advance_watermark(self.plane.tx, self.plane.path, stream, to_seq)
+    }
+
+    fn plane(&mut self) -> &mut dyn PlaneRows {
+        &mut self.plane
     }
 }

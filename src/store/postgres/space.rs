@@ -5,12 +5,13 @@ use super::lease;
 use super::plane::{self as rows, PgPlane, EARLIEST_DUE};
 use super::pool::{Db, Pooled, STATEMENTS};
 use crate::metrics::{Counter, SpaceCounters};
+use crate::store::commit::{self, CommitRows};
 use crate::store::contract::SpaceStore;
 use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreError, StoreResult};
-use crate::store::log::{check_watermark, resolve_op, validate_name};
+use crate::store::log::{check_watermark, resolve_op};
 use crate::store::plane::{
-    run_commit_hooks, ActionCost, CommitView, FireRecord, HookMemo, LedgerRow, PlaneTx, ScheduleRow,
+    ActionCost, CommitView, FireRecord, HookMemo, LedgerRow, PlaneRows, PlaneTx, ScheduleRow,
 };
 use crate::store::records::{
     AppliedOp, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
@@ -333,7 +334,7 @@ impl PgSpace {
 
     fn commit_inner(
         &mut self,
-        req: CommitRequest,
+        mut req: CommitRequest,
         extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
     ) -> StoreResult<CommitOutcome> {
         self.live()?;
@@ -375,139 +376,27 @@ impl PgSpace {
         let mut txn = client.transaction().doing("beginning a commit")?;
         let mut db = Db { c: &mut txn, cache };
         let (head, wake_before) = Self::lock_space(&mut db, &id)?;
-
-        if req.class == CommitClass::Derived {
-            let ok = match &req.lease {
-                None => false,
-                Some(l) => lease::is_live(&mut db, &id, &l.holder, l.tenure)?,
-            };
-            if !ok {
-                counters.inc(Counter::DerivedRefused);
-                return Err(StoreError::NotLeaseHolder(match &req.lease {
-                    None => "a derived commit needs a lease".into(),
-                    Some(l) => format!(
-                        "the lease of {} at epoch {} is no longer held",
-                        l.holder, l.tenure
-                    ),
-                }));
-            }
-        }
-        let taken = if req.take_lease {
-            let t = lease::take(&mut db, &id, &holder, ttl, &counters)?;
-            if t.is_none() {
-                return Err(StoreError::NotLeaseHolder(
-                    "another holder's lease is live".into(),
-                ));
-            }
-            t
-        } else {
-            None
-        };
-
-        let mut fresh: Vec<NewEvent> = Vec::with_capacity(req.events.len());
-        let mut duplicates = Vec::new();
-        for e in req.events {
-            validate_name("stream", &e.stream)?;
-            validate_name("eventId", &e.event_id)?;
-            let prior = db
-                .query_opt(
-                    "SELECT seq FROM events WHERE space = $1 AND event_id = $2",
-                    &[&id, &e.event_id],
-                )
-                .doing("looking up an event")?;
-            match prior {
-                Some(r) => duplicates.push((e.event_id, r.get::<_, i64>(0) as u64)),
-                None if fresh.iter().any(|f| f.event_id == e.event_id) => {
-                    duplicates.push((e.event_id, 0))
-                }
-                None => fresh.push(e),
-            }
-        }
-        counters.add(Counter::EventsDuplicate, duplicates.len() as i64);
-
-        let nothing = req.ops.is_empty() && fresh.is_empty() && req.watermarks.is_empty();
-        let mut view_ops: Vec<AppliedOp> = Vec::with_capacity(req.ops.len());
-        let mut records: Vec<EventRecord> = Vec::with_capacity(fresh.len());
-        let seq = if nothing {
-            None
-        } else {
-            let seq = head + 1;
-            let epoch = req.lease.as_ref().map(|l| l.tenure as i64);
-            db.execute(
-                "INSERT INTO commits (space, seq, class, principal, session, at_ms, op_count, \
-                 event_count, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                &[
-                    &id,
-                    &(seq as i64),
-                    &req.class.as_str(),
-                    &req.author.principal,
-                    &req.author.session,
-                    &now_ms,
-                    &(req.ops.len() as i32),
-                    &(fresh.len() as i32),
-                    &epoch,
-                ],
-            )
-            .doing("writing the commit")?;
-            for (idx, op) in req.ops.into_iter().enumerate() {
-                view_ops.push(apply_op(&mut db, &id, seq, idx, op)?);
-            }
-            for e in fresh {
-                db.execute(
-                    "INSERT INTO events (space, event_id, stream, seq, payload, fired_by, \
-                     fired_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[
-                        &id,
-                        &e.event_id,
-                        &e.stream,
-                        &(seq as i64),
-                        &e.payload.to_string(),
-                        &e.fired_by,
-                        &now_ms,
-                    ],
-                )
-                .doing("appending an event")?;
-                db.execute(
-                    "INSERT INTO streams (space, stream, head_seq, watermark_seq) \
-                     VALUES ($1, $2, $3, 0) ON CONFLICT (space, stream) \
-                     DO UPDATE SET head_seq = excluded.head_seq",
-                    &[&id, &e.stream, &(seq as i64)],
-                )
-                .doing("moving a stream's head")?;
-                records.push(EventRecord {
-                    event_id: e.event_id,
-                    stream: e.stream,
-                    seq,
-                    payload: e.payload,
-                    fired_by: e.fired_by,
-                    fired_at_ms: now_ms as u64,
-                });
-            }
-            for (stream, to) in &req.watermarks {
-                advance_watermark(&mut db, &id, stream, *to)?;
-            }
-            Some(seq)
-        };
-
-        // The index hooks and the caller's extension, in the same
-        // transaction: an error from either writes nothing.
-        let mut plane_rows = PgPlane {
-            db: &mut db,
-            space: &id,
-        };
-        let mut plane = PlaneTx::new(&mut plane_rows, &id, &mut self.memo);
-        let view = CommitView {
-            space: &id,
-            seq: seq.unwrap_or(0),
-            class: req.class,
-            at_ms: now_ms as u64,
-            ops: &view_ops,
-            events: &records,
+        let mut rows = PgCommit {
+            plane: PgPlane {
+                db: &mut db,
+                space: &id,
+            },
+            holder: &holder,
+            ttl,
             counters: &counters,
+            head,
         };
-        run_commit_hooks(&hooks, &view, &mut plane, &counters, extra)?;
-        let schedule_touched = plane.schedule_touched;
-        let appended: Vec<String> = records.into_iter().map(|r| r.event_id).collect();
+        let written = commit::write(
+            &mut rows,
+            &mut req,
+            &id,
+            now_ms as u64,
+            &counters,
+            &hooks,
+            &mut self.memo,
+            extra,
+        )?;
+        let (seq, schedule_touched) = (written.seq, written.schedule_touched);
 
         // The new seq, the directory's undelivered flag and (when the
         // schedule changed) its next wake, in one write of the space's row,
@@ -533,7 +422,7 @@ impl PgSpace {
         };
         txn.commit().doing("committing")?;
         self.tell_earlier(earlier);
-        if let Some(t) = &taken {
+        if let Some(t) = &written.taken {
             self.conn.pool.held.set(&id, t.tenure, sent_ms);
             self.tenure = Some(t.tenure);
         }
@@ -542,31 +431,10 @@ impl PgSpace {
                 self.conn.pool.held.clear(&id, l.tenure);
                 self.tenure = None;
             }
-        }
-
-        if seq.is_some() {
-            counters.inc(match req.class {
-                CommitClass::Authored => Counter::CommitsAuthored,
-                CommitClass::Derived => Counter::CommitsDerived,
-                CommitClass::System => Counter::CommitsSystem,
-            });
-        }
-        counters.add(Counter::EventsAppended, appended.len() as i64);
-        counters.add(Counter::WatermarksAdvanced, req.watermarks.len() as i64);
-        if taken.is_some() {
-            counters.inc(Counter::LeaseAcquired);
-        }
-        if released {
             counters.inc(Counter::LeaseReleased);
             counters.inc(Counter::LeaseReleasedWithWave);
         }
-        Ok(CommitOutcome {
-            seq,
-            appended,
-            duplicates,
-            lease: taken,
-            lease_released: released,
-        })
+        Ok(written.finish(&req, released, &counters))
     }
 }
 
@@ -968,5 +836,135 @@ impl SpaceStore for PgSpace {
     fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
         self.live()?;
         lease::current(&mut self.conn.db(), &self.id)
+    }
+}
+
+/// A fleet database's SQL for the middle of a commit (`store::commit`),
+/// inside its transaction, which holds the space row's lock.
+struct PgCommit<'a, 'd, 't> {
+    plane: PgPlane<'a, 'd, 't>,
+    holder: &'a str,
+    ttl: f64,
+    counters: &'a SpaceCounters,
+    /// The space's head seq, read under the lock.
+    head: u64,
+}
+
+impl CommitRows for PgCommit<'_, '_, '_> {
+    fn check_derived_lease(&mut self, lease: Option<&Lease>) -> StoreResult<()> {
+        let ok = match lease {
+            None => false,
+            Some(l) => lease::is_live(self.plane.db, self.plane.space, &l.holder, l.tenure)?,
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(StoreError::NotLeaseHolder(match lease {
+            None => "a derived commit needs a lease".into(),
+            Some(l) => format!(
+                "the lease of {} at epoch {} is no longer held",
+                l.holder, l.tenure
+            ),
+        }))
+    }
+
+    fn take_lease(&mut self) -> StoreResult<Option<Lease>> {
+        lease::take(
+            self.plane.db,
+            self.plane.space,
+            self.holder,
+            self.ttl,
+            self.counters,
+        )
+    }
+
+    fn event_seq(&mut self, event_id: &str) -> StoreResult<Option<u64>> {
+        Ok(self
+            .plane
+            .db
+            .query_opt(
+                "SELECT seq FROM events WHERE space = $1 AND event_id = $2",
+                &[&self.plane.space, &event_id],
+            )
+            .doing("looking up an event")?
+            .map(|r| r.get::<_, i64>(0) as u64))
+    }
+
+    fn next_seq(&mut self) -> StoreResult<u64> {
+        Ok(self.head + 1)
+    }
+
+    fn insert_commit(
+        &mut self,
+        seq: u64,
+        req: &CommitRequest,
+        now_ms: u64,
+        events: usize,
+    ) -> StoreResult<()> {
+        let epoch = req.lease.as_ref().map(|l| l.tenure as i64);
+        self.plane
+            .db
+            .execute(
+                "INSERT INTO commits (space, seq, class, principal, session, at_ms, op_count, \
+                 event_count, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &[
+                    &self.plane.space,
+                    &(seq as i64),
+                    &req.class.as_str(),
+                    &req.author.principal,
+                    &req.author.session,
+                    &(now_ms as i64),
+                    &(req.ops.len() as i32),
+                    &(events as i32),
+                    &epoch,
+                ],
+            )
+            .doing("writing the commit")?;
+        Ok(())
+    }
+
+    fn apply_op(&mut self, seq: u64, idx: usize, op: DocOp) -> StoreResult<AppliedOp> {
+        apply_op(self.plane.db, self.plane.space, seq, idx, op)
+    }
+
+    fn append_event(&mut self, seq: u64, now_ms: u64, e: NewEvent) -> StoreResult<EventRecord> {
+        let (db, id) = (&mut *self.plane.db, self.plane.space);
+        db.execute(
+            "INSERT INTO events (space, event_id, stream, seq, payload, fired_by, \
+             fired_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &id,
+                &e.event_id,
+                &e.stream,
+                &(seq as i64),
+                &e.payload.to_string(),
+                &e.fired_by,
+                &(now_ms as i64),
+            ],
+        )
+        .doing("appending an event")?;
+        db.execute(
+            "INSERT INTO streams (space, stream, head_seq, watermark_seq) \
+             VALUES ($1, $2, $3, 0) ON CONFLICT (space, stream) \
+             DO UPDATE SET head_seq = excluded.head_seq",
+            &[&id, &e.stream, &(seq as i64)],
+        )
+        .doing("moving a stream's head")?;
+        Ok(EventRecord {
+            event_id: e.event_id,
+            stream: e.stream,
+            seq,
+            payload: e.payload,
+            fired_by: e.fired_by,
+            fired_at_ms: now_ms,
+        })
+    }
+
+    fn advance_watermark(&mut self, stream: &str, to_seq: u64) -> StoreResult<()> {
+        advance_watermark(self.plane.db, self.plane.space, stream, to_seq)
+    }
+
+    fn plane(&mut self) -> &mut dyn PlaneRows {
+        &mut self.plane
     }
 }
