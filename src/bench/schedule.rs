@@ -603,12 +603,14 @@ fn wakes(
     // Period 1 of every entry is due by declaration + 60 min + 20 min.
     clock.set_ms(start_ms + 81 * MIN_MS);
     profile(&host, &prof, t, herd, made)?;
-    let bare_cpu = bare_wakes(host.store(), &bare, t)?;
+    let (bare_cpu, bare_js) = bare_wakes(host.store(), &bare, t)?;
     println!(
         "bare wake (one thread, {} spaces: open the file, a firing transaction, a tiny handler in a \
-         fresh engine context, a commit transaction, close): {:.3} ms CPU per wake",
+         fresh engine context, a commit transaction, close): {:.3} ms CPU per wake, of which the \
+         engine context and handler {:.3} ms",
         bare.len(),
-        bare_cpu * 1e3
+        bare_cpu * 1e3,
+        bare_js * 1e3
     );
 
     let mut host = Some(host);
@@ -671,11 +673,12 @@ fn wakes(
 /// commit transaction (read the count, write it, log the operation, move
 /// the watermark), close. Raw SQL on purpose: it is what the store's layers
 /// add up to at best, not a second store. Returns this thread's CPU seconds
-/// per bare wake.
-fn bare_wakes(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<f64> {
+/// per bare wake, and of them the engine context's and handler's.
+fn bare_wakes(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<(f64, f64)> {
     use rusqlite::{params, OptionalExtension, TransactionBehavior};
     let engine = rquickjs::Runtime::new()?;
     let argument = format!("{}/argument", t.piece);
+    let mut js_us = 0;
     let cpu0 = crate::accounting::thread_cpu_us();
     for (i, id) in ids.iter().enumerate() {
         let now = 1_800_000_000_000 + i as i64;
@@ -723,9 +726,11 @@ fn bare_wakes(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<f64
             .flatten();
         let mut value: Value = doc.as_deref().map_or(Ok(json!({})), serde_json::from_str)?;
         let count = value["count"].as_i64().unwrap_or(0);
+        let js0 = crate::accounting::thread_cpu_us();
         let ctx = rquickjs::Context::full(&engine)?;
         let next: i64 = ctx.with(|c| c.eval(format!("((n) => n + 1)({count})")))?;
         drop(ctx);
+        js_us += crate::accounting::thread_cpu_us() - js0;
         value["count"] = json!(next);
         let text = value.to_string();
         // The handler's commit: the document, the log, the watermark.
@@ -758,7 +763,8 @@ fn bare_wakes(store: &Store, ids: &[String], t: &Template) -> anyhow::Result<f64
         let v = count_of(store, id, &t.piece)?;
         ensure!(v == json!(1), "{id}: the bare wake counted {v}");
     }
-    Ok(secs / ids.len() as f64)
+    let n = ids.len() as f64;
+    Ok((secs / n, js_us as f64 / 1e6 / n))
 }
 
 /// `rounds` + 1 rounds of wakes of `spaces` parked spaces through the real
