@@ -197,20 +197,24 @@ impl Disk {
     }
 }
 
+/// The periods (or times) the callback recorded, in order.
+fn recorded_periods(disk: &Disk) -> Vec<u64> {
+    disk.arg()["periods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
 fn check_exactly_once(disk: &Disk, rounds: u64) {
     assert_eq!(
         disk.count(),
         rounds,
         "every occurrence applied exactly once"
     );
-    let periods: Vec<u64> = disk.arg()["periods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
     assert_eq!(
-        periods,
+        recorded_periods(disk),
         (1..=rounds).collect::<Vec<_>>(),
         "in order, none lost, none twice"
     );
@@ -423,14 +427,8 @@ fn a_one_off_wake_killed_right_after_the_write_first_transaction_is_delivered_on
         // The callback moved the field: the next hour is armed.
         assert_eq!(disk.row().next_due_ms, set_for + 60 * MIN, "round {k}");
     }
-    let periods: Vec<u64> = disk.arg()["periods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
     assert_eq!(
-        periods,
+        recorded_periods(&disk),
         (0..ONE_OFF_ROUNDS)
             .map(|i| first + i * 60 * MIN)
             .collect::<Vec<_>>(),

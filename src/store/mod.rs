@@ -92,6 +92,7 @@ mod plane;
 mod plane_sqlite;
 pub mod postgres;
 mod records;
+mod rows;
 mod shared;
 mod space;
 

@@ -5,40 +5,13 @@ use super::dead_letters::{DeadLetter, EventFailure};
 use super::error::{SqlContext, StoreResult};
 use super::plane::{
     ActionCost, Bucket, DeclaredRow, FireRecord, FireRun, LedgerDelta, LedgerRow, PlaneRows,
-    ScheduleRow, ScheduleStatus,
+    ScheduleRow,
 };
 use super::records::EventRecord;
+use super::rows::{self, SCHEDULE_COLUMNS};
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde_json::Value;
 use std::path::Path;
-
-const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
-     nominal_period, next_due_ms, status, wake_ms, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending, cadence";
-
-fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
-    Ok(ScheduleRow {
-        piece: r.get(0)?,
-        entry: r.get(1)?,
-        interval_minutes: r.get(2)?,
-        callback_stream: r.get(3)?,
-        declared_at_ms: r.get::<_, i64>(4)? as u64,
-        nominal_period: r.get::<_, i64>(5)? as u64,
-        next_due_ms: r.get::<_, i64>(6)? as u64,
-        status: ScheduleStatus::parse(&r.get::<_, String>(7)?),
-        fired_count: r.get::<_, i64>(9)? as u64,
-        missed_count: r.get::<_, i64>(10)? as u64,
-        skipped_count: r.get::<_, i64>(11)? as u64,
-        last_fired_ms: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
-        backoff_factor: r.get(13)?,
-        unread_fires: r.get(14)?,
-        output_docs: r.get(15)?,
-        output_read: r.get::<_, i64>(16)? != 0,
-        pending: ScheduleRow::pending_from(r.get::<_, Option<String>>(17)?.as_deref()),
-        wake_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
-        cadence: r.get(18)?,
-    })
-}
 
 /// Runs a (cached) query and maps every row; errors name the file.
 fn query_rows<T>(
@@ -69,13 +42,9 @@ pub(crate) fn list_schedule(
         None => format!("SELECT {SCHEDULE_COLUMNS} FROM schedule_index ORDER BY piece, entry"),
     };
     let params: Vec<&str> = piece.into_iter().collect();
-    query_rows(
-        conn,
-        path,
-        &sql,
-        rusqlite::params_from_iter(params),
-        schedule_from_row,
-    )
+    query_rows(conn, path, &sql, rusqlite::params_from_iter(params), |r| {
+        rows::schedule_row(r)
+    })
 }
 
 pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResult<Vec<LedgerRow>> {
@@ -83,21 +52,7 @@ pub(crate) fn list_ledger(conn: &rusqlite::Connection, path: &Path) -> StoreResu
         "SELECT bucket, window_start_ms, {} FROM compute_ledger ORDER BY window_start_ms, bucket",
         LedgerDelta::COLUMNS.join(", ")
     );
-    query_rows(conn, path, &sql, [], |r| {
-        let bucket = match r.get::<_, String>(0)?.as_str() {
-            "scheduled" => Bucket::Scheduled,
-            _ => Bucket::Session,
-        };
-        let mut v = [0u64; LedgerDelta::COLUMNS.len()];
-        for (i, x) in v.iter_mut().enumerate() {
-            *x = r.get::<_, i64>(i + 2)? as u64;
-        }
-        Ok(LedgerRow {
-            bucket,
-            window_start_ms: r.get::<_, i64>(1)? as u64,
-            totals: LedgerDelta::from_values(v),
-        })
-    })
+    query_rows(conn, path, &sql, [], |r| rows::ledger_row(r))
 }
 
 pub(crate) fn action_states(
@@ -121,21 +76,12 @@ pub(crate) fn list_action_costs(
     query_rows(
         conn,
         path,
-        "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
-         FROM action_costs ORDER BY cpu_us DESC, piece, action LIMIT ?1",
+        &format!(
+            "SELECT {} FROM action_costs ORDER BY cpu_us DESC, piece, action LIMIT ?1",
+            rows::ACTION_COST_COLUMNS
+        ),
         [limit as i64],
-        |r| {
-            Ok(ActionCost {
-                window_start_ms: r.get::<_, i64>(0)? as u64,
-                piece: r.get(1)?,
-                action: r.get(2)?,
-                kind: r.get(3)?,
-                pattern: r.get(4)?,
-                cpu_us: r.get::<_, i64>(5)? as u64,
-                wall_us: r.get::<_, i64>(6)? as u64,
-                runs: r.get::<_, i64>(7)? as u64,
-            })
-        },
+        |r| rows::action_cost(r),
     )
 }
 
@@ -147,36 +93,19 @@ pub(crate) fn list_fires(
     entry: u32,
     keep: usize,
 ) -> StoreResult<Vec<FireRecord>> {
-    let mut rows = query_rows(
+    let mut fires = query_rows(
         conn,
         path,
-        "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome, \
-         settled_ms, duration_us, cpu_us, error, logs, commit_seq \
-         FROM schedule_fires WHERE piece = ?1 AND entry = ?2 ORDER BY fired_ms, event_id",
+        &format!(
+            "SELECT {} FROM schedule_fires WHERE piece = ?1 AND entry = ?2 \
+             ORDER BY fired_ms, event_id",
+            rows::FIRE_COLUMNS
+        ),
         params![piece, entry],
-        |r| {
-            Ok(FireRecord {
-                piece: r.get(0)?,
-                entry: r.get(1)?,
-                fired_ms: r.get::<_, i64>(2)? as u64,
-                event_id: r.get(3)?,
-                period: r.get::<_, i64>(4)? as u64,
-                due_ms: r.get::<_, i64>(5)? as u64,
-                missed_periods: r.get::<_, i64>(6)? as u64,
-                outcome: r.get(7)?,
-                run: FireRun {
-                    settled_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
-                    duration_us: r.get::<_, Option<i64>>(9)?.map(|v| v as u64),
-                    cpu_us: r.get::<_, Option<i64>>(10)?.map(|v| v as u64),
-                    error: r.get(11)?,
-                    logs: FireRun::logs_from(r.get(12)?),
-                    commit_seq: r.get::<_, Option<i64>>(13)?.map(|v| v as u64),
-                },
-            })
-        },
+        |r| rows::fire_record(r),
     )?;
-    rows.drain(..rows.len().saturating_sub(keep));
-    Ok(rows)
+    fires.drain(..fires.len().saturating_sub(keep));
+    Ok(fires)
 }
 
 /// When the space's schedule next needs a host: the least of its rows'
@@ -198,13 +127,7 @@ pub(crate) fn event_failures(
         path,
         "SELECT event_id, attempts, last_error FROM event_failures",
         [],
-        |r| {
-            Ok(EventFailure {
-                event_id: r.get(0)?,
-                attempts: r.get(1)?,
-                last_error: r.get(2)?,
-            })
-        },
+        |r| rows::event_failure(r),
     )
 }
 
@@ -215,22 +138,12 @@ pub(crate) fn dead_letters(
     query_rows(
         conn,
         path,
-        "SELECT event_id, stream, seq, payload, fired_by, attempts, error, dead_lettered_ms \
-         FROM dead_letters ORDER BY seq",
+        &format!(
+            "SELECT {} FROM dead_letters ORDER BY seq",
+            rows::DEAD_LETTER_COLUMNS
+        ),
         [],
-        |r| {
-            let payload: String = r.get(3)?;
-            Ok(DeadLetter {
-                event_id: r.get(0)?,
-                stream: r.get(1)?,
-                seq: r.get::<_, i64>(2)? as u64,
-                payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
-                fired_by: r.get(4)?,
-                attempts: r.get(5)?,
-                error: r.get(6)?,
-                dead_lettered_ms: r.get::<_, i64>(7)? as u64,
-            })
-        },
+        |r| rows::dead_letter(r),
     )
 }
 

@@ -7,46 +7,17 @@ use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreResult};
 use crate::store::plane::{
     ActionCost, Bucket, DeclaredRow, FireRecord, FireRun, LedgerDelta, LedgerRow, PlaneRows,
-    ScheduleRow, ScheduleStatus,
+    ScheduleRow,
 };
 use crate::store::records::EventRecord;
-use postgres::{GenericClient, Row};
+use crate::store::rows::{self, SCHEDULE_COLUMNS};
+use postgres::GenericClient;
 use serde_json::Value;
-
-const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, declared_at_ms, \
-     nominal_period, next_due_ms, status, wake_ms, fired_count, missed_count, skipped_count, \
-     last_fired_ms, backoff_factor, unread_fires, output_docs, output_read, pending, cadence";
 
 /// When a space next needs a host for its schedule: the least of its
 /// rows' wakes, as `schedule/` wrote them (the SQL the commit's write of
 /// the `spaces` row embeds).
 pub(super) const EARLIEST_DUE: &str = "(SELECT MIN(wake_ms) FROM schedule_index WHERE space = $1)";
-
-fn schedule_from_row(r: &Row) -> ScheduleRow {
-    let u = |i: usize| r.get::<_, i64>(i) as u64;
-    let n = |i: usize| r.get::<_, i32>(i) as u32;
-    ScheduleRow {
-        piece: r.get(0),
-        entry: n(1),
-        interval_minutes: n(2),
-        callback_stream: r.get(3),
-        declared_at_ms: u(4),
-        nominal_period: u(5),
-        next_due_ms: u(6),
-        status: ScheduleStatus::parse(r.get(7)),
-        fired_count: u(9),
-        missed_count: u(10),
-        skipped_count: u(11),
-        last_fired_ms: r.get::<_, Option<i64>>(12).map(|v| v as u64),
-        backoff_factor: n(13),
-        unread_fires: n(14),
-        output_docs: r.get(15),
-        output_read: r.get(16),
-        pending: ScheduleRow::pending_from(r.get::<_, Option<&str>>(17)),
-        wake_ms: r.get::<_, Option<i64>>(8).map(|v| v as u64),
-        cadence: r.get(18),
-    }
-}
 
 pub(super) fn list_schedule<C: GenericClient>(
     db: &mut Db<'_, C>,
@@ -71,7 +42,10 @@ pub(super) fn list_schedule<C: GenericClient>(
         ),
     }
     .doing("reading the schedule")?;
-    Ok(rows.iter().map(schedule_from_row).collect())
+    rows.iter()
+        .map(rows::schedule_row)
+        .collect::<Result<_, _>>()
+        .doing("reading the schedule")
 }
 
 pub(super) fn list_ledger<C: GenericClient>(
@@ -84,20 +58,10 @@ pub(super) fn list_ledger<C: GenericClient>(
         LedgerDelta::COLUMNS.join(", ")
     );
     let rows = db.query(&sql, &[&space]).doing("reading the ledger")?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            let u = |i: usize| r.get::<_, i64>(i) as u64;
-            LedgerRow {
-                bucket: match r.get::<_, &str>(0) {
-                    "scheduled" => Bucket::Scheduled,
-                    _ => Bucket::Session,
-                },
-                window_start_ms: u(1),
-                totals: LedgerDelta::from_values(std::array::from_fn(|i| u(i + 2))),
-            }
-        })
-        .collect())
+    rows.iter()
+        .map(rows::ledger_row)
+        .collect::<Result<_, _>>()
+        .doing("reading the ledger")
 }
 
 pub(super) fn action_states<C: GenericClient>(
@@ -120,24 +84,18 @@ pub(super) fn list_action_costs<C: GenericClient>(
 ) -> StoreResult<Vec<ActionCost>> {
     let rows = db
         .query(
-            "SELECT window_start_ms, piece, action, kind, pattern, cpu_us, wall_us, runs \
-             FROM action_costs WHERE space = $1 ORDER BY cpu_us DESC, piece, action LIMIT $2",
+            &format!(
+                "SELECT {} FROM action_costs WHERE space = $1 \
+                 ORDER BY cpu_us DESC, piece, action LIMIT $2",
+                rows::ACTION_COST_COLUMNS
+            ),
             &[&space, &(limit as i64)],
         )
         .doing("reading action costs")?;
-    Ok(rows
-        .iter()
-        .map(|r| ActionCost {
-            window_start_ms: r.get::<_, i64>(0) as u64,
-            piece: r.get(1),
-            action: r.get(2),
-            kind: r.get(3),
-            pattern: r.get(4),
-            cpu_us: r.get::<_, i64>(5) as u64,
-            wall_us: r.get::<_, i64>(6) as u64,
-            runs: r.get::<_, i64>(7) as u64,
-        })
-        .collect())
+    rows.iter()
+        .map(rows::action_cost)
+        .collect::<Result<_, _>>()
+        .doing("reading action costs")
 }
 
 /// An entry's newest `keep` fires, oldest first.
@@ -150,10 +108,12 @@ pub(super) fn list_fires<C: GenericClient>(
 ) -> StoreResult<Vec<FireRecord>> {
     let rows = db
         .query(
-            "SELECT piece, entry, fired_ms, event_id, period, due_ms, missed_periods, outcome, \
-             settled_ms, duration_us, cpu_us, error, logs, commit_seq \
+            &format!(
+                "SELECT {} \
              FROM (SELECT * FROM schedule_fires WHERE space = $1 AND piece = $2 AND entry = $3 \
              ORDER BY fired_ms DESC, event_id DESC LIMIT $4) newest ORDER BY fired_ms, event_id",
+                rows::FIRE_COLUMNS
+            ),
             &[
                 &space,
                 &piece,
@@ -162,27 +122,10 @@ pub(super) fn list_fires<C: GenericClient>(
             ],
         )
         .doing("reading fires")?;
-    Ok(rows
-        .iter()
-        .map(|r| FireRecord {
-            piece: r.get(0),
-            entry: r.get::<_, i32>(1) as u32,
-            fired_ms: r.get::<_, i64>(2) as u64,
-            event_id: r.get(3),
-            period: r.get::<_, i64>(4) as u64,
-            due_ms: r.get::<_, i64>(5) as u64,
-            missed_periods: r.get::<_, i64>(6) as u64,
-            outcome: r.get(7),
-            run: FireRun {
-                settled_ms: r.get::<_, Option<i64>>(8).map(|v| v as u64),
-                duration_us: r.get::<_, Option<i64>>(9).map(|v| v as u64),
-                cpu_us: r.get::<_, Option<i64>>(10).map(|v| v as u64),
-                error: r.get(11),
-                logs: FireRun::logs_from(r.get(12)),
-                commit_seq: r.get::<_, Option<i64>>(13).map(|v| v as u64),
-            },
-        })
-        .collect())
+    rows.iter()
+        .map(rows::fire_record)
+        .collect::<Result<_, _>>()
+        .doing("reading fires")
 }
 
 pub(super) fn event_failures<C: GenericClient>(
@@ -195,14 +138,10 @@ pub(super) fn event_failures<C: GenericClient>(
             &[&space],
         )
         .doing("reading event failures")?;
-    Ok(rows
-        .iter()
-        .map(|r| EventFailure {
-            event_id: r.get(0),
-            attempts: r.get::<_, i32>(1) as u32,
-            last_error: r.get(2),
-        })
-        .collect())
+    rows.iter()
+        .map(rows::event_failure)
+        .collect::<Result<_, _>>()
+        .doing("reading event failures")
 }
 
 pub(super) fn dead_letters<C: GenericClient>(
@@ -211,24 +150,17 @@ pub(super) fn dead_letters<C: GenericClient>(
 ) -> StoreResult<Vec<DeadLetter>> {
     let rows = db
         .query(
-            "SELECT event_id, stream, seq, payload, fired_by, attempts, error, dead_lettered_ms \
-             FROM dead_letters WHERE space = $1 ORDER BY seq",
+            &format!(
+                "SELECT {} FROM dead_letters WHERE space = $1 ORDER BY seq",
+                rows::DEAD_LETTER_COLUMNS
+            ),
             &[&space],
         )
         .doing("reading dead letters")?;
-    Ok(rows
-        .iter()
-        .map(|r| DeadLetter {
-            event_id: r.get(0),
-            stream: r.get(1),
-            seq: r.get::<_, i64>(2) as u64,
-            payload: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(Value::Null),
-            fired_by: r.get(4),
-            attempts: r.get::<_, i32>(5) as u32,
-            error: r.get(6),
-            dead_lettered_ms: r.get::<_, i64>(7) as u64,
-        })
-        .collect())
+    rows.iter()
+        .map(rows::dead_letter)
+        .collect::<Result<_, _>>()
+        .doing("reading dead letters")
 }
 
 /// The plane rows of one space, inside a transaction that holds the
