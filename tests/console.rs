@@ -495,3 +495,72 @@ async fn in_a_real_browser_an_operator_signs_in_triggers_pauses_and_sets_a_budge
     let listed = call(&server, "GET", "/api/operator/schedules?space=demo");
     assert_eq!(listed["entries"], json!([]), "{listed}");
 }
+
+/// Three entries, one of each shape: an interval, a weekday digest at 07:30
+/// in Berlin, and a one-off time held in the piece's own state.
+const SHAPES: &str = r#"
+import { pattern, handler, SCHEDULE, Cell, Default } from "commonfabric";
+const tick = handler<{}, { n: Cell<number> }>((_e, { n }) => { n.set(n.get() + 1); });
+export default pattern<{ n: Default<number, 0>; next: Default<number | null, null> }>(({ n, next }) => ({
+  n,
+  next,
+  [SCHEDULE]: [
+    { intervalMinutes: 120, callback: tick({ n }) },
+    { cron: "30 7 * * 1-5", timeZone: "Europe/Berlin", callback: tick({ n }) },
+    { at: next, callback: tick({ n }) },
+  ],
+}));
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_space_page_shows_each_entry_shape_as_its_json_twin_does() {
+    use spacewake::protocol::messages::Deploy;
+    use spacewake::protocol::{ClientMessage, ServerMessage};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let me = Identity::generate();
+    let (mut c, _) = connect(&server, &me, "shapes").await;
+    // Whole seconds, as the page prints them.
+    let at = (SystemClock.now_ms() / 1000 + 3 * 3600) * 1000;
+    let id = c.fresh_id();
+    let piece = match c
+        .request(ClientMessage::Deploy(Deploy {
+            id,
+            entry: "shapes.tsx".into(),
+            files: std::collections::BTreeMap::from([("shapes.tsx".into(), SHAPES.into())]),
+            export: None,
+            argument: Some(json!({ "next": at })),
+        }))
+        .await
+        .unwrap()
+    {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("deploy: {other:?}"),
+    };
+    c.close().await.unwrap();
+
+    let twin = call(&server, "GET", "/api/operator/schedules?space=shapes");
+    let entries = twin["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 3, "{twin}");
+    assert_eq!(entries[0]["intervalMinutes"], json!(120));
+    assert_eq!(entries[1]["cron"], json!("30 7 * * 1-5"));
+    assert_eq!(entries[1]["timeZone"], json!("Europe/Berlin"));
+    let local = entries[1]["nextDueLocal"].as_str().unwrap();
+    assert!(local.contains(" 07:"), "{local}");
+    let field = format!("{piece}/argument.next");
+    assert_eq!(entries[2]["at"], json!(field));
+    assert_eq!(entries[2]["setForMs"], json!(at));
+    assert_eq!(entries[2]["nextDueMs"], json!(at));
+
+    let (status, page) = get(&server, "/console/spaces/shapes");
+    assert_eq!(status, 200);
+    let rows = table(&page, "entries");
+    assert!(rows.contains("120 min"), "{rows}");
+    assert!(
+        rows.contains("cron <code>30 7 * * 1-5</code> Europe/Berlin"),
+        "{rows}"
+    );
+    assert!(rows.contains(&format!(" · {local}")), "{rows}");
+    assert!(rows.contains(&format!("at <code>{field}</code>")), "{rows}");
+    assert!(rows.contains("one-off"), "{rows}");
+}
