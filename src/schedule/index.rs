@@ -16,6 +16,10 @@
 //!   malformed, are deleted; a deleted document, or one without a
 //!   `$SCHEDULE` array, loses all its rows.
 //!
+//! And for every one-off (`at`) entry whose field lies in a document the
+//! commit wrote, it reads the field again and arms, moves or disarms the
+//! row (`at.rs`).
+//!
 //! # Invariants
 //! - Rows commit with the commit or not at all (the store runs hooks inside
 //!   the commit's transaction and rolls back on any error).
@@ -28,7 +32,9 @@
 //! # Cost on commits that carry no schedule
 //! The common commit (a wave writing cells `PIECE/cK`, node outputs
 //! `PIECE/nK`, watermarks) touches no piece result and costs one pass over
-//! the operations with no allocation and no SQL. A patch inside a result
+//! the operations with no SQL, and a hash lookup per operation in the
+//! handle's one-off watches (listed once per handle unless the firing
+//! seeded them). A patch inside a result
 //! document that does not address `$SCHEDULE` cannot change the
 //! declaration and is skipped the same way. Only a whole-document `set` or
 //! `delete` of a result (or a patch at `$SCHEDULE`) costs a lookup of that
