@@ -141,7 +141,7 @@ fn activate(
         let mut lease = None;
         if fire_first {
             // As the tenure will run: the directory's "later" move waits for
-            // the turn's settle (see below).
+            // the turn's settle (`Server::turn`).
             space.defer_later_moves();
             let now = inner.clock.now_ms();
             let enabled = inner.cfg.schedule.enabled;
@@ -223,7 +223,7 @@ fn activate(
     if let Err(e) = rt.space().defer_checkpoints(10_000) {
         tracing::warn!(space = %id, error = %e, "cannot defer checkpoints");
     }
-    // One "later" move of the directory per turn (see `turn`), not one
+    // One "later" move of the directory per turn (`Server::turn`), not one
     // transaction after each commit.
     rt.space().defer_later_moves();
     let renew_ms = inner.store.config().lease_renew_ms;
