@@ -674,4 +674,16 @@ fn a_one_off_time_past_due_after_downtime_fires_once_counted_as_caught_up() {
     assert_eq!(c(&h, "s", Counter::ScheduleMissedCoalesced), 0);
     common::jump_and_let_the_waker_look(&h, &clock, due + 10 * 60 * MIN);
     assert_eq!(c(&h, "s", Counter::ScheduleFired), 1);
+    // A time set two hours in the past fires at once, and is not late.
+    let past = clock.now_ms() - 120 * MIN;
+    send_to(&h, &piece, "setNext", json!({ "at": past }));
+    wait("the past time's wake", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 2
+    });
+    assert_eq!(read(&h, "s", &piece, "fires"), json!([due, past]));
+    assert_eq!(
+        c(&h, "s", Counter::ScheduleOneOffCaughtUp),
+        1,
+        "not a catch-up"
+    );
 }

@@ -269,13 +269,8 @@ impl SpaceRuntime {
             let problems = crate::schedule::index::declaration_problems(piece, &rec.result);
             if let Some((i, why)) = problems.into_iter().next() {
                 self.counters.inc(Counter::ScheduleRefusedEntries);
-                let hint = if why.contains("callback") {
-                    " (bind a handler to its state, `sweep({ … })`)"
-                } else {
-                    ""
-                };
                 return Err(RuntimeError::Invalid(format!(
-                    "[SCHEDULE] entry {i} could never fire: {why}{hint}; nothing was deployed"
+                    "[SCHEDULE] entry {i} could never fire: {why}; nothing was deployed"
                 )));
             }
         }

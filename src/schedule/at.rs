@@ -10,9 +10,9 @@
 //! which field it follows and what that field last held:
 //! `{"at": {"doc", "path"}, "via": [docs], "setFor": ms | null}` (`via`:
 //! the documents the field's value was reached through when it is itself a
-//! link). While a time is held and not yet fired, `next_due_ms` is that
-//! time and `nominal_period` is it too (the occurrence is named by the time
-//! it was set for); `declared_at_ms` is when that time was taken up, so each
+//! link). While a time is held and not yet fired, `nominal_period` is that
+//! time (the occurrence is named by the time it was set for) and
+//! `next_due_ms` is it too, or the moment it was set if that was later; `declared_at_ms` is when that time was taken up, so each
 //! arming has a wake id of its own. Once fired, the row waits (`NEVER_MS`)
 //! until the field holds a different time; an empty or unreadable field
 //! disarms it.
@@ -28,6 +28,7 @@
 //! comparison; only a new time reads and writes the row.
 
 use super::entry::NEVER_MS;
+use crate::store::path::{get_at, parse_path, PathSeg};
 use crate::store::{CommitView, DeclaredRow, PlaneTx, ScheduleRow};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -50,8 +51,7 @@ const MEMO: &str = super::index::HOOK_NAME;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldLink {
     pub doc: String,
-    /// Keys and indexes, as the link stores them.
-    pub path: Vec<Value>,
+    pub path: Vec<PathSeg>,
 }
 
 impl FieldLink {
@@ -62,23 +62,21 @@ impl FieldLink {
         if o.len() != 1 {
             return None;
         }
-        let l = o.get("$link")?.as_object()?;
-        let doc = l.get("doc")?.as_str()?.to_string();
-        let path = match l.get("path") {
-            None => Vec::new(),
-            Some(p) => p.as_array()?.clone(),
-        };
-        Some(FieldLink { doc, path })
+        Self::from_json(o.get("$link")?)
     }
 
     fn to_json(&self) -> Value {
         json!({ "doc": self.doc, "path": self.path })
     }
 
+    /// `{"doc", "path"}` (a missing path is the whole document).
     fn from_json(v: &Value) -> Option<FieldLink> {
         Some(FieldLink {
             doc: v.get("doc")?.as_str()?.to_string(),
-            path: v.get("path")?.as_array()?.clone(),
+            path: match v.get("path") {
+                None => Vec::new(),
+                Some(p) => parse_path(p).ok()?,
+            },
         })
     }
 
@@ -87,11 +85,11 @@ impl FieldLink {
         let mut s = self.doc.clone();
         for seg in &self.path {
             match seg {
-                Value::String(k) => {
+                PathSeg::Key(k) => {
                     s.push('.');
                     s.push_str(k);
                 }
-                other => s.push_str(&format!("[{other}]")),
+                PathSeg::Index(i) => s.push_str(&format!("[{i}]")),
             }
         }
         s
@@ -218,7 +216,7 @@ pub fn resolve(
 ) -> Result<(Option<Value>, Vec<String>), String> {
     let mut via = Vec::new();
     let mut doc = field.doc.clone();
-    let mut path: Vec<Value> = field.path.clone();
+    let mut path = field.path.clone();
     'hop: for _ in 0..=MAX_HOPS {
         let root = read(&doc)?;
         let mut cur = root.as_ref();
@@ -230,7 +228,7 @@ pub fn resolve(
                 via.push(doc.clone());
                 continue 'hop;
             }
-            cur = cur.and_then(|v| step(v, seg));
+            cur = cur.and_then(|v| get_at(v, std::slice::from_ref(seg)));
         }
         if let Some(next) = cur.and_then(FieldLink::of_link) {
             (doc, path) = (next.doc, next.path);
@@ -243,15 +241,6 @@ pub fn resolve(
         "its at field {} leads through more than {MAX_HOPS} links",
         field.describe()
     ))
-}
-
-fn step<'v>(v: &'v Value, seg: &Value) -> Option<&'v Value> {
-    match (v, seg) {
-        (Value::Object(o), Value::String(k)) => o.get(k),
-        (Value::Array(a), Value::Number(n)) => a.get(n.as_u64()? as usize),
-        (Value::Array(a), Value::String(k)) => a.get(k.parse::<usize>().ok()?),
-        _ => None,
-    }
 }
 
 /// The watches of one space handle: every `at` row's state, and the
@@ -426,9 +415,10 @@ pub enum Change {
     Unchanged,
 }
 
-/// Applies a reading to an `at` row (pure): a new time arms it, anchored
-/// at `now_ms`; nothing disarms it; the same time leaves it as it is
-/// (fired or not). `room` says whether the space may hold one more time.
+/// Applies a reading to an `at` row and its state (pure; the caller writes
+/// the state into the row's cadence): a new time arms it, anchored at
+/// `now_ms`; nothing disarms it; the same time leaves it as it is (fired or
+/// not). `room` says whether the space may hold one more time.
 pub fn apply(
     row: &mut ScheduleRow,
     state: &mut AtState,
@@ -454,7 +444,9 @@ pub fn apply(
         Some(t) => {
             row.declared_at_ms = now_ms;
             row.nominal_period = t;
-            row.next_due_ms = t;
+            // A time already past is due now, when it was set: it fires
+            // at once and is not late (not a catch-up).
+            row.next_due_ms = t.max(now_ms);
             if row.status == crate::store::ScheduleStatus::Dead {
                 // A new time is a new occurrence: the dead one stays dead.
                 row.status = crate::store::ScheduleStatus::Active;
@@ -465,7 +457,6 @@ pub fn apply(
             row.next_due_ms = NEVER_MS;
         }
     }
-    row.cadence = Some(state.encode());
     change
 }
 
@@ -486,7 +477,6 @@ pub fn declare(
         via: Vec::new(),
         set_for: None,
     };
-    row.cadence = Some(state.encode());
     let found = look(commit, plane, field);
     settle(commit, plane, &mut row, &mut state, found, true)
 }
@@ -578,7 +568,7 @@ mod tests {
     fn field() -> FieldLink {
         FieldLink {
             doc: "pc-1/argument".into(),
-            path: vec![json!("remindAt")],
+            path: vec![PathSeg::Key("remindAt".into())],
         }
     }
 
@@ -681,12 +671,7 @@ mod tests {
             (r.next_due_ms, r.nominal_period, r.declared_at_ms),
             (1_000, 1_000, 10)
         );
-        assert_eq!(
-            AtState::decode(r.cadence.as_deref().unwrap())
-                .unwrap()
-                .set_for,
-            Some(1_000)
-        );
+        assert_eq!(s.set_for, Some(1_000));
         // Fired: the row waits; the same time does not arm it again.
         r.next_due_ms = NEVER_MS;
         assert_eq!(
@@ -714,20 +699,33 @@ mod tests {
             Change::Refused
         );
         assert_eq!(r.next_due_ms, NEVER_MS, "no room: not armed");
+        // A time already past is due when it is set.
+        assert_eq!(
+            apply(&mut r, &mut s, &Reading::Time(5), true, 70),
+            Change::Armed
+        );
+        assert_eq!((r.nominal_period, r.next_due_ms), (5, 70));
     }
 
     #[test]
     fn watches_name_the_entries_following_a_document() {
         let (r, mut s) = row();
         s.via = vec!["pc-0/c2".into()];
+        s.set_for = Some(1_000);
         let text = s.encode();
+        assert_eq!(
+            AtState::decode(&text),
+            Some(s.clone()),
+            "the cadence round-trips"
+        );
         let w = Watches::from_cadences(
             [("pc-1", 0, Some(text.as_str())), ("pc-2", 1, None)].into_iter(),
         );
         let docs: HashSet<&str> = ["pc-0/c2"].into();
         assert_eq!(w.following(&docs), [("pc-1".to_string(), 0)]);
         assert!(w.following(&["pc-1/c0"].into()).is_empty());
-        assert_eq!(w.held(("x", 0)), 0);
+        assert_eq!(w.held(("x", 0)), 1, "one entry holds a time");
+        assert_eq!(w.held(("pc-1", 0)), 0, "not counting itself");
         assert!(follows(r.cadence.as_deref(), &field()));
         assert!(!follows(None, &field()));
         assert_eq!(not_own_state("pc-1", &field()), None);

@@ -193,7 +193,10 @@ fn check_entry(piece: &str, v: &Value) -> Result<DeclaredEntry, String> {
         .and_then(|c| c.get("$stream"))
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .ok_or("its callback is not a stream (a handler not bound to its state)")?;
+        .ok_or(
+            "its callback is not a stream (a handler not bound to its state; bind it: \
+             `sweep({ … })`)",
+        )?;
     if stream.len() > MAX_STREAM_LEN {
         return Err(format!(
             "its callback's stream id is longer than {MAX_STREAM_LEN} bytes"

@@ -72,19 +72,31 @@ pub(crate) struct Written {
     pub policy_touched: bool,
 }
 
+/// What a commit is written in: the space, its time, its counters and the
+/// hooks that run in it (with what they remember on the handle).
+pub(crate) struct CommitContext<'a> {
+    pub space: &'a str,
+    pub now_ms: u64,
+    pub counters: &'a SpaceCounters,
+    pub hooks: &'a [Arc<dyn IndexHook>],
+    pub memo: &'a mut HookMemo,
+}
+
 /// Steps 1-4 of the module's list, over `rows`. `req`'s events and
 /// operations are consumed; the rest of it stays for the backend.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn write<R: CommitRows>(
     rows: &mut R,
     req: &mut CommitRequest,
-    space: &str,
-    now_ms: u64,
-    counters: &SpaceCounters,
-    hooks: &[Arc<dyn IndexHook>],
-    memo: &mut HookMemo,
+    cx: CommitContext<'_>,
     extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
 ) -> StoreResult<Written> {
+    let CommitContext {
+        space,
+        now_ms,
+        counters,
+        hooks,
+        memo,
+    } = cx;
     if req.class == CommitClass::Derived {
         rows.check_derived_lease(req.lease.as_ref())
             .inspect_err(|_| counters.inc(Counter::DerivedRefused))?;

@@ -143,14 +143,7 @@ pub(super) fn append_event(
     .at(path)?
     .execute(params![e.stream, seq as i64])
     .at(path)?;
-    Ok(EventRecord {
-        event_id: e.event_id,
-        stream: e.stream,
-        seq,
-        payload: e.payload,
-        fired_by: e.fired_by,
-        fired_at_ms: now_ms,
-    })
+    Ok(e.appended(seq, now_ms))
 }
 
 /// Test injection (`StoreConfig::refuse_delivering`): whether this

@@ -161,6 +161,20 @@ pub struct NewEvent {
     pub fired_by: String,
 }
 
+impl NewEvent {
+    /// The event as stored, appended by commit `seq` at `at_ms`.
+    pub(crate) fn appended(self, seq: u64, at_ms: u64) -> EventRecord {
+        EventRecord {
+            event_id: self.event_id,
+            stream: self.stream,
+            seq,
+            payload: self.payload,
+            fired_by: self.fired_by,
+            fired_at_ms: at_ms,
+        }
+    }
+}
+
 /// A stored event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

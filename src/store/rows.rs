@@ -19,6 +19,14 @@ pub(crate) trait Columns {
     fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
     /// A boolean (an integer 0 or 1 on SQLite).
     fn flag(&self, i: usize) -> Result<bool, Self::Error>;
+
+    /// An integer column the store only ever writes non-negative.
+    fn uint(&self, i: usize) -> Result<u64, Self::Error> {
+        self.int(i).map(|v| v as u64)
+    }
+    fn opt_uint(&self, i: usize) -> Result<Option<u64>, Self::Error> {
+        self.opt_int(i).map(|v| v.map(|v| v as u64))
+    }
 }
 
 impl Columns for rusqlite::Row<'_> {
@@ -49,7 +57,12 @@ impl Columns for postgres::Row {
         self.try_get(i)
     }
     fn int(&self, i: usize) -> Result<i64, postgres::Error> {
-        Ok(self.opt_int(i)?.unwrap_or_default())
+        use postgres::types::Type;
+        match *self.columns()[i].type_() {
+            Type::INT2 => self.try_get::<_, i16>(i).map(i64::from),
+            Type::INT4 => self.try_get::<_, i32>(i).map(i64::from),
+            _ => self.try_get(i),
+        }
     }
     fn opt_int(&self, i: usize) -> Result<Option<i64>, postgres::Error> {
         use postgres::types::Type;
@@ -71,22 +84,20 @@ pub(crate) const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callb
      pending, cadence";
 
 pub(crate) fn schedule_row<C: Columns>(r: &C) -> Result<ScheduleRow, C::Error> {
-    let u = |i: usize| r.int(i).map(|v| v as u64);
-    let opt = |i: usize| r.opt_int(i).map(|v| v.map(|v| v as u64));
     Ok(ScheduleRow {
         piece: r.text(0)?,
         entry: r.int(1)? as u32,
         interval_minutes: r.int(2)? as u32,
         callback_stream: r.text(3)?,
-        declared_at_ms: u(4)?,
-        nominal_period: u(5)?,
-        next_due_ms: u(6)?,
+        declared_at_ms: r.uint(4)?,
+        nominal_period: r.uint(5)?,
+        next_due_ms: r.uint(6)?,
         status: ScheduleStatus::parse(&r.text(7)?),
-        wake_ms: opt(8)?,
-        fired_count: u(9)?,
-        missed_count: u(10)?,
-        skipped_count: u(11)?,
-        last_fired_ms: opt(12)?,
+        wake_ms: r.opt_uint(8)?,
+        fired_count: r.uint(9)?,
+        missed_count: r.uint(10)?,
+        skipped_count: r.uint(11)?,
+        last_fired_ms: r.opt_uint(12)?,
         backoff_factor: r.int(13)? as u32,
         unread_fires: r.int(14)? as u32,
         output_docs: r.opt_text(15)?,
@@ -104,11 +115,11 @@ pub(crate) fn ledger_row<C: Columns>(r: &C) -> Result<LedgerRow, C::Error> {
     };
     let mut v = [0u64; LedgerDelta::COLUMNS.len()];
     for (i, x) in v.iter_mut().enumerate() {
-        *x = r.int(i + 2)? as u64;
+        *x = r.uint(i + 2)?;
     }
     Ok(LedgerRow {
         bucket,
-        window_start_ms: r.int(1)? as u64,
+        window_start_ms: r.uint(1)?,
         totals: LedgerDelta::from_values(v),
     })
 }
@@ -119,14 +130,14 @@ pub(crate) const ACTION_COST_COLUMNS: &str =
 
 pub(crate) fn action_cost<C: Columns>(r: &C) -> Result<ActionCost, C::Error> {
     Ok(ActionCost {
-        window_start_ms: r.int(0)? as u64,
+        window_start_ms: r.uint(0)?,
         piece: r.text(1)?,
         action: r.text(2)?,
         kind: r.text(3)?,
         pattern: r.text(4)?,
-        cpu_us: r.int(5)? as u64,
-        wall_us: r.int(6)? as u64,
-        runs: r.int(7)? as u64,
+        cpu_us: r.uint(5)?,
+        wall_us: r.uint(6)?,
+        runs: r.uint(7)?,
     })
 }
 
@@ -135,23 +146,22 @@ pub(crate) const FIRE_COLUMNS: &str = "piece, entry, fired_ms, event_id, period,
      missed_periods, outcome, settled_ms, duration_us, cpu_us, error, logs, commit_seq";
 
 pub(crate) fn fire_record<C: Columns>(r: &C) -> Result<FireRecord, C::Error> {
-    let opt = |i: usize| r.opt_int(i).map(|v| v.map(|v| v as u64));
     Ok(FireRecord {
         piece: r.text(0)?,
         entry: r.int(1)? as u32,
-        fired_ms: r.int(2)? as u64,
+        fired_ms: r.uint(2)?,
         event_id: r.text(3)?,
-        period: r.int(4)? as u64,
-        due_ms: r.int(5)? as u64,
-        missed_periods: r.int(6)? as u64,
+        period: r.uint(4)?,
+        due_ms: r.uint(5)?,
+        missed_periods: r.uint(6)?,
         outcome: r.text(7)?,
         run: FireRun {
-            settled_ms: opt(8)?,
-            duration_us: opt(9)?,
-            cpu_us: opt(10)?,
+            settled_ms: r.opt_uint(8)?,
+            duration_us: r.opt_uint(9)?,
+            cpu_us: r.opt_uint(10)?,
             error: r.opt_text(11)?,
             logs: FireRun::logs_from(r.opt_text(12)?),
-            commit_seq: opt(13)?,
+            commit_seq: r.opt_uint(13)?,
         },
     })
 }
@@ -172,11 +182,11 @@ pub(crate) fn dead_letter<C: Columns>(r: &C) -> Result<DeadLetter, C::Error> {
     Ok(DeadLetter {
         event_id: r.text(0)?,
         stream: r.text(1)?,
-        seq: r.int(2)? as u64,
+        seq: r.uint(2)?,
         payload: serde_json::from_str(&r.text(3)?).unwrap_or(Value::Null),
         fired_by: r.text(4)?,
         attempts: r.int(5)? as u32,
         error: r.text(6)?,
-        dead_lettered_ms: r.int(7)? as u64,
+        dead_lettered_ms: r.uint(7)?,
     })
 }

@@ -295,11 +295,13 @@ impl FileSpace {
         let written = commit::write(
             &mut rows,
             &mut req,
-            &space_id,
-            now_ms,
-            &self.counters,
-            &hooks,
-            &mut self.memo,
+            commit::CommitContext {
+                space: &space_id,
+                now_ms,
+                counters: &self.counters,
+                hooks: &hooks,
+                memo: &mut self.memo,
+            },
             extra,
         )?;
         if let Some(poison) = &self.shared.cfg.refuse_delivering {

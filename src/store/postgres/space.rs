@@ -389,11 +389,13 @@ impl PgSpace {
         let written = commit::write(
             &mut rows,
             &mut req,
-            &id,
-            now_ms as u64,
-            &counters,
-            &hooks,
-            &mut self.memo,
+            commit::CommitContext {
+                space: &id,
+                now_ms: now_ms as u64,
+                counters: &counters,
+                hooks: &hooks,
+                memo: &mut self.memo,
+            },
             extra,
         )?;
         let (seq, schedule_touched) = (written.seq, written.schedule_touched);
@@ -950,14 +952,7 @@ impl CommitRows for PgCommit<'_, '_, '_> {
             &[&id, &e.stream, &(seq as i64)],
         )
         .doing("moving a stream's head")?;
-        Ok(EventRecord {
-            event_id: e.event_id,
-            stream: e.stream,
-            seq,
-            payload: e.payload,
-            fired_by: e.fired_by,
-            fired_at_ms: now_ms,
-        })
+        Ok(e.appended(seq, now_ms))
     }
 
     fn advance_watermark(&mut self, stream: &str, to_seq: u64) -> StoreResult<()> {
