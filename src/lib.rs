@@ -23,6 +23,7 @@ pub mod operator;
 pub mod pattern_test;
 pub mod pg_cluster;
 pub mod protocol;
+pub mod relay;
 pub mod runtime;
 pub mod sandbox;
 pub mod scenario;

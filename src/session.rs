@@ -51,6 +51,19 @@ struct OpenSession {
     access_version: u64,
 }
 
+/// How a connection reached this host.
+pub enum Mode {
+    /// From a client. On a fleet (`relay`), a space another host holds is
+    /// served by relaying the session there.
+    Direct {
+        relay: Option<std::sync::Arc<crate::relay::Relay>>,
+    },
+    /// From another host relaying a client (`relay::Relay::check` passed):
+    /// the client signed that host's challenge `nonce`, so none is sent
+    /// here, and nothing is relayed on.
+    Relayed { nonce: String },
+}
+
 /// Serves one connection. `open_within`: the deadline for it to open its
 /// session (`None`: no deadline), counted from the upgrade; `peer`: its
 /// address when the listener knows it (space creation is rated per address).
@@ -59,17 +72,28 @@ pub async fn run(
     host: Host,
     open_within: Option<std::time::Duration>,
     peer: Option<std::net::IpAddr>,
+    mode: Mode,
 ) {
     let upgraded = crate::clock::Stopwatch::start();
     let counters = host.counters().clone();
     let (mut tx, mut rx) = socket.split();
-    let nonce = new_nonce();
-    let challenge =
-        ServerMessage::Challenge(crate::protocol::messages::Challenge::new(nonce.clone()));
     let timeout = host.session_timeout();
-    if send_frame(&mut tx, Message::Text(challenge.to_text().into()), timeout).await != Sent::Ok {
-        return;
-    }
+    let (nonce, relay) = match mode {
+        Mode::Relayed { nonce } => {
+            counters.add_host(Counter::RelayServed, 1);
+            (nonce, None)
+        }
+        Mode::Direct { relay } => {
+            let nonce = new_nonce();
+            let challenge =
+                ServerMessage::Challenge(crate::protocol::messages::Challenge::new(nonce.clone()));
+            let text = Message::Text(challenge.to_text().into());
+            if send_frame(&mut tx, text, timeout).await != Sent::Ok {
+                return;
+            }
+            (nonce, relay)
+        }
+    };
     let (utx, mut urx) = tokio::sync::mpsc::unbounded_channel::<crate::host::Update>();
     // Handed to the space server at open, so the channel closes when the
     // server lets go of it: the session's end of the space.
@@ -158,6 +182,18 @@ pub async fn run(
                                 Ok(opened)
                             }
                             Err(e) => {
+                                // Held by another host of the fleet: served
+                                // there, through this connection.
+                                if let (Some(relay), Some(holder)) = (&relay, crate::relay::holder_of(&e)) {
+                                    match relay_open(relay, &holder, &nonce, &msg, &mut tx, timeout).await {
+                                        RelayOpen::Opened(up) => {
+                                            crate::relay::pipe::pipe(tx, rx, *up, &host).await;
+                                            return;
+                                        }
+                                        RelayOpen::Refused => break,
+                                        RelayOpen::Unreachable => {}
+                                    }
+                                }
                                 counters.add_host(Counter::SessionsRejected, 1);
                                 let why = "session not opened";
                                 end_connection(&mut tx, Some(e), CLOSE_POLICY, why, timeout).await;
@@ -261,6 +297,62 @@ pub async fn run(
     }
 }
 
+/// What became of an open relayed to the space's holder.
+enum RelayOpen {
+    /// The holder opened it (its `opened` passed on): pipe from now on.
+    Opened(Box<crate::relay::Upstream>),
+    /// The holder refused it; its refusal and close were passed on.
+    Refused,
+    /// The holder could not be reached: answer `heldElsewhere` here.
+    Unreachable,
+}
+
+/// Relays a client's `open` to the space's holder and passes its answer
+/// on to the client.
+async fn relay_open(
+    relay: &crate::relay::Relay,
+    holder: &str,
+    nonce: &str,
+    open: &Message,
+    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    timeout: Option<std::time::Duration>,
+) -> RelayOpen {
+    use tokio_tungstenite::tungstenite::Message as Up;
+    let counters = relay.counters();
+    let open = match open {
+        Message::Text(t) => Up::Text(t.as_str().into()),
+        Message::Binary(b) => Up::Binary(b.clone()),
+        _ => return RelayOpen::Unreachable,
+    };
+    let (up, answer) = match relay.open_session(holder, nonce, open).await {
+        Ok(v) => v,
+        Err(why) => {
+            counters.add_host(Counter::RelayUnreachable, 1);
+            tracing::info!(%why, "answering heldElsewhere: the holder cannot be reached");
+            return RelayOpen::Unreachable;
+        }
+    };
+    let text = match answer {
+        Up::Text(t) => t.as_str().to_string(),
+        Up::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
+        _ => return RelayOpen::Unreachable,
+    };
+    let opened =
+        serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v["type"] == "opened");
+    let sent = send_frame(tx, Message::Text(text.into()), timeout).await;
+    if !opened {
+        counters.add_host(Counter::SessionsRejected, 1);
+        let why = "session not opened";
+        end_connection(tx, None, CLOSE_POLICY, why, timeout).await;
+        return RelayOpen::Refused;
+    }
+    if sent != Sent::Ok {
+        return RelayOpen::Refused;
+    }
+    counters.add_host(Counter::RelaySessions, 1);
+    RelayOpen::Opened(Box::new(up))
+}
+
 /// Re-reads the grants version every [`GRANTS_RECHECK`] while sessions
 /// are open, so a grant change reaches sessions that send nothing (through
 /// [`Host::grant_changes`]). Runs for as long as the async runtime does.
@@ -276,7 +368,7 @@ pub async fn watch_grants(host: Host) {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Sent {
+pub(crate) enum Sent {
     Ok,
     Failed,
     /// The client took nothing for the session timeout: a client that
@@ -285,7 +377,7 @@ enum Sent {
     Stalled,
 }
 
-async fn send_frame(
+pub(crate) async fn send_frame(
     tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
     msg: Message,
     limit: Option<std::time::Duration>,
@@ -387,7 +479,7 @@ async fn keep_access(
 
 /// Tells a client the host is shutting down (an id-less `internal` error,
 /// then close 1011) and counts it.
-async fn end_for_shutdown(
+pub(crate) async fn end_for_shutdown(
     tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
     counters: &std::sync::Arc<crate::metrics::Counters>,
     timeout: Option<std::time::Duration>,
@@ -403,7 +495,7 @@ async fn end_for_shutdown(
 /// The server's end of a connection: the error that explains it, if any,
 /// then a close frame with `code` and `reason`. Best effort: the client
 /// may be gone.
-async fn end_connection(
+pub(crate) async fn end_connection(
     tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
     error: Option<ProtocolError>,
     code: u16,
@@ -421,7 +513,7 @@ async fn end_connection(
     let _ = send_frame(tx, close, timeout).await;
 }
 
-async fn sleep_or_never(left: Option<std::time::Duration>) {
+pub(crate) async fn sleep_or_never(left: Option<std::time::Duration>) {
     match left {
         Some(d) => tokio::time::sleep(d).await,
         None => std::future::pending().await,

@@ -573,7 +573,12 @@ async fn refusals(
     me: &Identity,
     space: &str,
 ) -> (String, Value, u16, String, Option<String>) {
-    let (code, details) = match Client::connect(&server.ws_url(), me, space).await {
+    // Once: the client library would wait out a `heldElsewhere`.
+    let once = spacewake::protocol::client::OpenOptions {
+        once: true,
+        ..Default::default()
+    };
+    let (code, details) = match Client::connect_with(&server.ws_url(), me, space, once).await {
         Err(ClientError::Refused(e)) => {
             (e.code.as_str().to_string(), e.details.unwrap_or(json!({})))
         }

@@ -132,6 +132,7 @@ fn bench_fleet_prints_its_side_by_side_figures() {
             "with 3 host(s)",
             "wakes (end to end, the host):",
             "parked spaces on PostgreSQL: p50",
+            "relay: event-to-update at the holder p50",
         ],
     );
 }

@@ -221,19 +221,20 @@ async fn serve_with_a_postgres_store_hands_spaces_between_hosts() {
     );
 }
 
-/// Sessions on any host (`spec/fleet.md`, *Sessions on any host*): a space
-/// is served by the host holding its lease. Another host answers requests
-/// for it with `heldElsewhere` (who holds it, when to try again) and acts
-/// on nothing — an event it did not acknowledge was not appended — until
-/// the holder parks the space and gives its lease back; then it takes the
-/// space over, and a session resuming from the last update it saw gets
-/// each later update exactly once.
+/// When a host cannot reach the holder (`spec/fleet.md`, *The relay*:
+/// here the holder advertises an address nobody listens on), it answers
+/// `heldElsewhere` (who holds the space, when to try again) and acts on
+/// nothing; the client library waits that out and tries again, and once
+/// the holder parks the space the host takes it over, and a session
+/// resuming from the last update it saw gets each later update once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_host_takes_a_space_over_once_its_holder_parks_it() {
+async fn a_host_that_cannot_reach_the_holder_says_held_elsewhere_and_takes_over_later() {
     use common::server::Server;
     use common::wire::{next_value, send, track};
+    use spacewake::protocol::client::{Client, ClientError, OpenOptions};
     use spacewake::protocol::{ErrorCode, ServerMessage};
-    let Some(f) = FleetOfTwo::start("takeover_on_park").await else {
+    let Some(f) = FleetOfTwo::start_with("takeover_on_park", &["--advertise", "127.0.0.1:1"]).await
+    else {
         return;
     };
     let (me, a, piece, on_a, seen_seq) = (f.me, f.a, f.piece, f.on_a, f.seen_seq);
@@ -242,40 +243,39 @@ async fn a_second_host_takes_a_space_over_once_its_holder_parks_it() {
         &f.args.iter().map(String::as_str).collect::<Vec<_>>(),
     );
 
-    // While A serves the space (a session is open there), B refuses to
-    // open it and says who holds it and when to try again.
+    // While A serves the space, B cannot relay to it: it refuses, saying
+    // who holds the space and when to try again.
     let ws_b = common::wire::ws_url(&b);
-    let refused = spacewake::protocol::client::Client::connect_creating(&ws_b, &me, "home").await;
-    let Err(spacewake::protocol::client::ClientError::Refused(e)) = refused else {
-        panic!("B opened a space A holds");
+    let once = OpenOptions {
+        create: true,
+        once: true,
+        ..OpenOptions::default()
+    };
+    let refused = Client::connect_with(&ws_b, &me, "home", once).await;
+    let Err(ClientError::Refused(e)) = refused else {
+        panic!("B opened a space A holds without reaching A");
     };
     assert_eq!(e.code, ErrorCode::HeldElsewhere, "{e:?}");
     let details = e.details.clone().unwrap();
     assert!(details["holder"].as_str().is_some(), "{details}");
     assert!(details["retryInMs"].as_u64().is_some(), "{details}");
+    assert!(b.host_counter("relay", "unreachable") >= 1);
 
-    // A's session ends; A parks the space and gives the lease back.
+    // A client that waits (the library's default) gets in once A's session
+    // ends and A parks the space.
+    let waiting = tokio::spawn(async move {
+        let opts = OpenOptions {
+            create: true,
+            ..OpenOptions::default()
+        };
+        Client::connect_with(&ws_b, &me, "home", opts).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     on_a.close().await.unwrap();
     common::server::wait_for("A parks the space", || {
         a.space_counter("home", "activation", "parks") >= 1
     });
-    // B takes it over.
-    let mut on_b = None;
-    for _ in 0..100 {
-        match spacewake::protocol::client::Client::connect_creating(&ws_b, &me, "home").await {
-            Ok((c, _)) => {
-                on_b = Some(c);
-                break;
-            }
-            Err(spacewake::protocol::client::ClientError::Refused(e))
-                if e.code == ErrorCode::HeldElsewhere =>
-            {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            Err(other) => panic!("{other:?}"),
-        }
-    }
-    let mut on_b = on_b.expect("B never took the space over");
+    let (mut on_b, _) = waiting.await.unwrap().expect("B took the space over");
     assert!(matches!(
         send(&mut on_b, &piece, "increment", json!({})).await,
         ServerMessage::Ack(_)
@@ -297,6 +297,345 @@ async fn a_second_host_takes_a_space_over_once_its_holder_parks_it() {
     );
 }
 
+/// Any host answers for any space (`spec/fleet.md`, *The relay*): three
+/// `serve` processes on one database. Two clients on two hosts use one
+/// space at once, each seeing the other's updates; webhooks through all
+/// three hosts are acknowledged and processed once; when the holder is
+/// SIGKILLed both clients resume on the survivors within the TTL plus one
+/// second, and when the relaying host is SIGKILLed its client resumes
+/// likewise — nothing lost, nothing doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_host_answers_for_any_space_and_clients_resume_when_hosts_die() {
+    use common::server::Server;
+    use common::wire::{deploy, next_value, send, track};
+    use spacewake::protocol::client::{Client, ClientError, OpenOptions};
+    use spacewake::protocol::ServerMessage;
+    let Some(url) = tokio::task::spawn_blocking(|| common::pg::database("relay_three"))
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    const TTL_MS: u64 = 2_000;
+    let ttl = TTL_MS.to_string();
+    let args = [
+        "--store",
+        &url,
+        "--lease-ttl-ms",
+        &ttl,
+        "--lease-renew-ms",
+        "500",
+    ];
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut hosts: Vec<Option<Server>> = dirs
+        .iter()
+        .map(|d| Some(Server::start(d.path(), &args)))
+        .collect();
+    let host = |hosts: &[Option<Server>], i: usize| -> String {
+        hosts[i].as_ref().expect("alive").addr.clone()
+    };
+    let counter = |hosts: &[Option<Server>], i: usize, name: &str| -> i64 {
+        hosts[i]
+            .as_ref()
+            .expect("alive")
+            .host_counter("relay", name)
+    };
+    let me = spacewake::protocol::Identity::generate();
+    let once = |resume: Option<u64>| OpenOptions {
+        once: true,
+        resume,
+        ..OpenOptions::default()
+    };
+
+    // X on host 0, which takes the space; Y on host 1, relayed to host 0.
+    let (mut x, _) = Client::connect_creating(&format!("ws://{}/ws", host(&hosts, 0)), &me, "home")
+        .await
+        .unwrap();
+    let piece = deploy(&mut x, json!({"value": 0})).await;
+    track(&mut x, &piece, "value", None).await;
+    assert_eq!(next_value(&mut x).await.1, json!(0));
+    let (mut y, _) = Client::connect_with(
+        &format!("ws://{}/ws", host(&hosts, 1)),
+        &me,
+        "home",
+        once(None),
+    )
+    .await
+    .expect("host 1 serves the space host 0 holds");
+    assert_eq!(counter(&hosts, 1, "sessions"), 1, "relayed, not taken over");
+    assert!(counter(&hosts, 0, "served") >= 1);
+    track(&mut y, &piece, "value", None).await;
+    assert_eq!(next_value(&mut y).await.1, json!(0));
+
+    // Each sees the other's updates, under the same seqs.
+    assert!(matches!(
+        send(&mut x, &piece, "increment", json!({})).await,
+        ServerMessage::Ack(_)
+    ));
+    let (sx, vx) = next_value(&mut x).await;
+    let (sy, vy) = next_value(&mut y).await;
+    assert_eq!((sx, vx), (sy, vy.clone()));
+    assert_eq!(vy, json!(1));
+    assert!(matches!(
+        send(&mut y, &piece, "increment", json!({})).await,
+        ServerMessage::Ack(_)
+    ));
+    assert_eq!(next_value(&mut x).await.1, json!(2));
+    assert_eq!(next_value(&mut y).await.1, json!(2));
+
+    // Webhooks through all three hosts: acknowledged once each, a repeat
+    // through another host a duplicate.
+    let ingest = |addr: &str, event: &str| {
+        let body =
+            json!({"piece": piece, "stream": ["increment"], "payload": {}, "eventId": event})
+                .to_string();
+        let headers = [
+            ("x-spacewake-did", me.did()),
+            (
+                "x-spacewake-signature",
+                spacewake::protocol::sign_ingest(&me, "home", body.as_bytes()),
+            ),
+        ];
+        let (status, answer) = common::server::http(
+            addr,
+            "POST",
+            "/api/spaces/home/events",
+            &headers,
+            body.as_bytes(),
+        );
+        assert_eq!(status, 200, "{answer}");
+        serde_json::from_str::<serde_json::Value>(&answer).unwrap()
+    };
+    const HOOKS: usize = 30;
+    for i in 0..HOOKS {
+        let a = ingest(&host(&hosts, i % 3), &format!("w{i}"));
+        assert_eq!(a["duplicate"], json!(false), "{a}");
+    }
+    let again = ingest(&host(&hosts, 2), "w0");
+    assert_eq!(again["duplicate"], json!(true), "{again}");
+    assert!(counter(&hosts, 1, "requests") >= 10);
+    assert!(counter(&hosts, 2, "requests") >= 11);
+    let total = 2 + HOOKS as i64;
+    // Both reach the total, each seq once and in order.
+    async fn drain_to(c: &mut Client, total: i64) -> u64 {
+        let mut last = 0;
+        loop {
+            let (seq, v) = next_value(c).await;
+            assert!(seq > last, "seq {seq} after {last}: an update twice");
+            last = seq;
+            if v == json!(total) {
+                return seq;
+            }
+            assert!(v.as_i64().unwrap() < total, "{v} past {total}");
+        }
+    }
+    let last_x = drain_to(&mut x, total).await;
+    let last_y = drain_to(&mut y, total).await;
+    assert_eq!(last_x, last_y);
+
+    // The holder dies. The relayed session is told to reconnect (1012);
+    // both clients resume on the survivors within TTL + 1 s.
+    let killed = std::time::Instant::now();
+    hosts[0].take().unwrap().kill();
+    match y.next_update(std::time::Duration::from_secs(10)).await {
+        Err(ClientError::Closed { code, .. }) => assert_eq!(code, Some(1012)),
+        other => panic!("the relayed session did not end with 1012: {other:?}"),
+    }
+    assert!(x
+        .next_update(std::time::Duration::from_secs(10))
+        .await
+        .is_err());
+    assert_eq!(counter(&hosts, 1, "holderLost"), 1);
+    let me = &me;
+    let resume = |addr: String, since: u64| async move {
+        let opts = OpenOptions {
+            resume: Some(since),
+            ..OpenOptions::default()
+        };
+        Client::connect_with(&format!("ws://{addr}/ws"), me, "home", opts).await
+    };
+    let (x2, y2) = tokio::join!(
+        resume(host(&hosts, 2), last_x),
+        resume(host(&hosts, 1), last_y)
+    );
+    let (mut x, mut y) = (x2.unwrap().0, y2.unwrap().0);
+    let took = killed.elapsed();
+    assert!(
+        took <= std::time::Duration::from_millis(TTL_MS + 1_000),
+        "resumed {took:?} after the kill"
+    );
+    track(&mut x, &piece, "value", Some(last_x)).await;
+    track(&mut y, &piece, "value", Some(last_y)).await;
+    assert!(matches!(
+        send(&mut y, &piece, "increment", json!({})).await,
+        ServerMessage::Ack(_)
+    ));
+    let (sx, vx) = next_value(&mut x).await;
+    let (sy, vy) = next_value(&mut y).await;
+    assert_eq!((sx, &vx), (sy, &vy));
+    assert_eq!(vx, json!(total + 1), "nothing lost, nothing doubled");
+    assert!(sx > last_x);
+    for c in [&mut x, &mut y] {
+        assert!(
+            c.next_update(std::time::Duration::from_millis(300))
+                .await
+                .unwrap()
+                .is_none(),
+            "no update twice"
+        );
+    }
+
+    // The relaying host dies: its client resumes on the holder.
+    let (relayer, holder) = if counter(&hosts, 2, "sessions") >= 1 {
+        (2, 1)
+    } else {
+        (1, 2)
+    };
+    assert_eq!(
+        counter(&hosts, 1, "sessions") + counter(&hosts, 2, "sessions"),
+        2
+    );
+    let (mut on_relayer, mut on_holder) = if relayer == 2 { (x, y) } else { (y, x) };
+    hosts[relayer].take().unwrap().kill();
+    assert!(on_relayer
+        .next_update(std::time::Duration::from_secs(10))
+        .await
+        .is_err());
+    let (mut back, _) = resume(host(&hosts, holder), sx).await.unwrap();
+    track(&mut back, &piece, "value", Some(sx)).await;
+    assert!(matches!(
+        send(&mut on_holder, &piece, "increment", json!({})).await,
+        ServerMessage::Ack(_)
+    ));
+    assert_eq!(next_value(&mut back).await.1, json!(total + 2));
+    assert_eq!(next_value(&mut on_holder).await.1, json!(total + 2));
+    assert!(
+        back.next_update(std::time::Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none(),
+        "no update twice"
+    );
+}
+
+/// The relay's checks (`spec/fleet.md`, *Why a host cannot act as a
+/// client it is not*): a relay request must be signed by the key the
+/// registry holds for its sender, for this host, now; a session's
+/// challenge is taken once; and even a real host's relayed open is opened
+/// only with the client's own signature over that challenge. An operator
+/// action sent to a host that does not hold the space is done by the
+/// holder, vouched for by the host that checked the operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_requests_are_checked_and_operator_actions_are_relayed() {
+    use common::server::Server;
+    use spacewake::protocol::{Identity, RelayRequest};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let Some(f) = FleetOfTwo::start("relay_checks").await else {
+        return;
+    };
+    let b = Server::start(
+        f.dir_b.path(),
+        &f.args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let b_key = Identity::load(&f.dir_b.path().join("host.key")).unwrap();
+    let b_name = b.stats()["fleet"]["self"].as_str().unwrap().to_string();
+    let a_name = f.a.stats()["fleet"]["self"].as_str().unwrap().to_string();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    // A relayed WebSocket upgrade to A, signed by `key` as B at `time`.
+    let upgrade = |key: &Identity, time_ms: u64, nonce: &str| {
+        let signature = RelayRequest {
+            time_ms,
+            from: &b_name,
+            to: &a_name,
+            method: "GET",
+            path_and_query: "/ws",
+            extra: nonce,
+            body: b"",
+        }
+        .sign(key);
+        let mut r = format!("ws://{}/ws", f.a.addr)
+            .into_client_request()
+            .unwrap();
+        for (name, value) in [
+            (spacewake::relay::FROM, b_name.clone()),
+            (spacewake::relay::TIME, time_ms.to_string()),
+            (spacewake::relay::EXTRA, nonce.to_string()),
+            (spacewake::relay::SIGNATURE, signature),
+        ] {
+            r.headers_mut().insert(name, value.parse().unwrap());
+        }
+        tokio_tungstenite::connect_async(r)
+    };
+    let status = |e: tokio_tungstenite::tungstenite::Error| match e {
+        tokio_tungstenite::tungstenite::Error::Http(r) => r.status().as_u16(),
+        other => panic!("{other}"),
+    };
+    let refused_before = f.a.host_counter("relay", "refused");
+    // Not B's key.
+    let e = upgrade(&Identity::generate(), now(), "n1")
+        .await
+        .unwrap_err();
+    assert_eq!(status(e), 401);
+    // B's key, but stale.
+    let e = upgrade(&b_key, now() - 120_000, "n1").await.unwrap_err();
+    assert_eq!(status(e), 401);
+    assert_eq!(f.a.host_counter("relay", "refused"), refused_before + 2);
+
+    // B's key, now: accepted, with no challenge sent. An open signed over
+    // another challenge is refused by A itself.
+    use futures_util::{SinkExt, StreamExt};
+    let nonce = spacewake::protocol::new_nonce();
+    let (mut ws, _) = upgrade(&b_key, now(), &nonce).await.unwrap();
+    let forged = json!({"type": "open", "space": "home", "did": f.me.did(),
+        "signature": spacewake::protocol::sign_open(&f.me, "another-nonce", "home")});
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        forged.to_string(),
+    ))
+    .await
+    .unwrap();
+    let answer = ws.next().await.unwrap().unwrap().into_text().unwrap();
+    assert!(answer.contains("badSignature"), "{answer}");
+    // The same challenge again, even freshly signed: refused.
+    let e = upgrade(&b_key, now(), &nonce).await.unwrap_err();
+    assert_eq!(status(e), 401);
+    assert_eq!(f.a.host_counter("relay", "refused"), refused_before + 3);
+    // With the client's own signature over it, a fresh challenge opens.
+    let nonce = spacewake::protocol::new_nonce();
+    let (mut ws, _) = upgrade(&b_key, now(), &nonce).await.unwrap();
+    let open = json!({"type": "open", "space": "home", "did": f.me.did(),
+        "signature": spacewake::protocol::sign_open(&f.me, &nonce, "home")});
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        open.to_string(),
+    ))
+    .await
+    .unwrap();
+    let answer = ws.next().await.unwrap().unwrap().into_text().unwrap();
+    assert!(answer.contains("\"opened\""), "{answer}");
+
+    // An operator action through B, signed by B's own key (an operator of
+    // B, not of A): done on A, which holds the space.
+    let relayed_before = b.host_counter("relay", "requests");
+    let (code, body) = common::server::operator_call(
+        &b,
+        &b_key,
+        now(),
+        "PUT",
+        "/api/operator/spaces/home/ledger/budget",
+        Some(json!({"budgetMs": 5000})),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        b.host_counter("relay", "requests"),
+        relayed_before + 1,
+        "{body}"
+    );
+}
+
 /// Two hosts' worth of setup on a fresh database: host A serving space
 /// `home` with a counter deployed, tracked and incremented to 1 by a
 /// session still open on A (`on_a`, whose last update was `seen_seq`);
@@ -315,6 +654,11 @@ struct FleetOfTwo {
 
 impl FleetOfTwo {
     async fn start(test: &'static str) -> Option<FleetOfTwo> {
+        Self::start_with(test, &[]).await
+    }
+
+    /// With `a_args` given to host A only.
+    async fn start_with(test: &'static str, a_args: &[&str]) -> Option<FleetOfTwo> {
         use common::wire::{connect, deploy, next_value, send, track};
         // The test's own PostgreSQL client may not block on this runtime's thread.
         let url = tokio::task::spawn_blocking(move || common::pg::database(test))
@@ -332,7 +676,11 @@ impl FleetOfTwo {
         ]
         .map(String::from)
         .to_vec();
-        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let arg_refs: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .chain(a_args.iter().copied())
+            .collect();
         let a = common::server::Server::start(dir_a.path(), &arg_refs);
         let (mut on_a, _) = connect(&a, &me, "home").await;
         let piece = deploy(&mut on_a, json!({"value": 0})).await;

@@ -11,6 +11,12 @@
 //!    time), then the same two commits. PostgreSQL with one, two and three
 //!    "hosts" (threads, each with its own connections) on one database.
 //!
+//! 3. Scheduled wakes end to end through the real host, and their
+//!    lateness on PostgreSQL.
+//! 4. The relay: event-to-update latency for a session relayed through a
+//!    host that does not hold the space, beside a session on the holder,
+//!    two `serve` processes of this binary on one database.
+//!
 //! For each PostgreSQL figure it prints what bounds it: the client's CPU
 //! and the server's CPU per operation (the postmaster and its backends,
 //! read from `/proc`), against the wall time.
@@ -155,7 +161,140 @@ fn run_in(
     let late = n(1_000).min(1_000);
     let url = fresh_database(&url, server.is_some(), "lateness")?;
     lateness(&work.join("late"), &url, &ticker, late)?;
+
+    // 5. The relay's latency, side by side with the holder's own.
+    let url = fresh_database(&url, server.is_some(), "relay")?;
+    relay_latency(work, &url, n(400).min(400))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `serve` process of this binary on the fleet's database `url`, killed
+/// when dropped.
+struct ServeProcess {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl ServeProcess {
+    fn start(data: &Path, url: &str) -> anyhow::Result<ServeProcess> {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", url, "--data"])
+            .arg(data)
+            .env("SPACEWAKE_LOG", "error")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting serve")?;
+        let mut first = String::new();
+        let out = child.stdout.take().context("serve's stdout")?;
+        std::io::BufReader::new(out).read_line(&mut first)?;
+        let addr = first
+            .trim()
+            .strip_prefix("listening on ")
+            .with_context(|| format!("serve printed {first:?}"))?
+            .to_string();
+        Ok(ServeProcess { child, addr })
+    }
+
+    fn ws(&self) -> String {
+        format!("ws://{}/ws", self.addr)
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Event-to-update latency of a session on the holder and of one relayed
+/// to it through a second host, both tracking one counter, their events
+/// alternating: each client's own update is timed.
+fn relay_latency(work: &Path, url: &str, events: usize) -> anyhow::Result<()> {
+    use crate::protocol::client::{Client, OpenOptions};
+    use crate::protocol::messages::{SendEvent, Track};
+    use crate::protocol::{ClientMessage, Identity, PathSegment};
+    let holder = ServeProcess::start(&work.join("relay-a"), url)?;
+    let relaying = ServeProcess::start(&work.join("relay-b"), url)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let (direct, relayed) = rt.block_on(async {
+        let me = Identity::generate();
+        let (direct, piece) = super::serve::open_counter(&holder.ws(), &me, "relay").await?;
+        let once = OpenOptions {
+            once: true,
+            ..OpenOptions::default()
+        };
+        let (relayed, _) = Client::connect_with(&relaying.ws(), &me, "relay", once).await?;
+        let mut clients = [direct, relayed];
+        let value = vec![PathSegment::Key("value".into())];
+        for c in clients.iter_mut() {
+            let id = c.fresh_id();
+            let track = Track {
+                id,
+                piece: piece.clone(),
+                path: Some(value.clone()),
+                since: None,
+            };
+            c.request(ClientMessage::Track(track)).await?;
+            c.next_update(std::time::Duration::from_secs(5))
+                .await?
+                .context("the initial value")?;
+        }
+        let mut samples = [Vec::with_capacity(events), Vec::with_capacity(events)];
+        for i in 0..events * 2 {
+            let who = i % 2;
+            let started = Instant::now();
+            let c = &mut clients[who];
+            let id = c.fresh_id();
+            c.request(ClientMessage::Send(SendEvent {
+                id,
+                piece: piece.clone(),
+                stream: vec![PathSegment::Key("increment".into())],
+                payload: json!({}),
+                event_id: Some(format!("relay-{i}")),
+            }))
+            .await?;
+            // The sender's own update, timed; the other's, drained.
+            for k in [who, 1 - who] {
+                let u = clients[k]
+                    .next_update(std::time::Duration::from_secs(5))
+                    .await?
+                    .context("an update")?;
+                anyhow::ensure!(
+                    u.value == json!(i + 1),
+                    "update {} carried {}",
+                    i + 1,
+                    u.value
+                );
+                if k == who {
+                    samples[who].push(started.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        }
+        let [d, r] = samples;
+        anyhow::Ok((d, r))
+    })?;
+    drop(rt);
+    let pct = |v: &[f64], p: f64| {
+        let mut v = v.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[((v.len() as f64 * p) as usize).min(v.len() - 1)]
+    };
+    println!(
+        "relay: event-to-update at the holder p50 {:.2} ms, p99 {:.2} ms; relayed through another host p50 {:.2} ms, p99 {:.2} ms (ratio p50 {:.2}x, p99 {:.2}x; {events} events each, alternating, two serve processes on one database)",
+        pct(&direct, 0.5),
+        pct(&direct, 0.99),
+        pct(&relayed, 0.5),
+        pct(&relayed, 0.99),
+        pct(&relayed, 0.5) / pct(&direct, 0.5),
+        pct(&relayed, 0.99) / pct(&direct, 0.99),
+    );
+    Ok(())
 }
 
 /// A new empty database beside `url`'s on a cluster of our own; the same

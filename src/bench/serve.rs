@@ -79,7 +79,11 @@ pub fn run(scale: f64, only: &[Figure]) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn open_counter(url: &str, id: &Identity, space: &str) -> anyhow::Result<(Client, String)> {
+pub(super) async fn open_counter(
+    url: &str,
+    id: &Identity,
+    space: &str,
+) -> anyhow::Result<(Client, String)> {
     let (mut c, _) = Client::connect_creating(url, id, space).await?;
     let rid = c.fresh_id();
     let piece = match c

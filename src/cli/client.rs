@@ -50,7 +50,7 @@ async fn connect(c: &ClientArgs, create: bool) -> anyhow::Result<Client> {
     let url = format!("ws://{}/ws", c.server_addr()?);
     let opts = crate::protocol::client::OpenOptions {
         create,
-        resume: None,
+        ..Default::default()
     };
     match Client::connect_with(&url, &id, &c.space, opts).await {
         Ok((client, _)) => Ok(client),

@@ -29,6 +29,12 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "SPACEWAKE_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// On a fleet (`--store postgres://…`): the `host:port` other hosts
+    /// reach this one at, to relay sessions and requests for the spaces it
+    /// holds. Defaults to the address it listens on; set it when that is a
+    /// wildcard (`0.0.0.0`) or not what other machines see.
+    #[arg(long, env = "SPACEWAKE_ADVERTISE")]
+    pub advertise: Option<String>,
     /// SQLite synchronous mode: `normal` survives process crashes, `full` also power loss.
     #[arg(long, env = "SPACEWAKE_SYNC", value_enum, default_value_t = crate::store::Synchronous::Normal)]
     pub sync: crate::store::Synchronous,
@@ -402,15 +408,40 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let console = crate::http::console::ConsoleState::new(console_auth)
             .guarded(hosts, args.console_sign_ins_per_minute)
             .reading(args.console_read);
-        let state = crate::http::HttpState::new(host.clone(), operators)
+        let mut state = crate::http::HttpState::new(host.clone(), operators)
             .with_console(console)
             .with_ws_open_timeout(millis(args.ws_open_timeout_ms))
             .with_metrics_top_spaces(args.metrics_top_spaces as usize);
+        if let Some(pg) = store.postgres() {
+            // The registry: where other hosts relay to this one, and the
+            // key they check its relays by.
+            let advertise = args.advertise.clone().unwrap_or_else(|| local.to_string());
+            if local.ip().is_unspecified() && args.advertise.is_none() {
+                tracing::warn!(
+                    %advertise,
+                    "listening on a wildcard address: other machines cannot reach this host at \
+                     it; set --advertise to the address they can"
+                );
+            }
+            let (pg, did) = (pg.clone(), host_key.did());
+            let registering = advertise.clone();
+            tokio::task::spawn_blocking(move || pg.register(&registering, &did))
+                .await?
+                .context("publishing this host in the fleet's registry")?;
+            let pg = store.postgres().expect("checked above").clone();
+            let relay = crate::relay::Relay::new(host_key.clone(), pg, host.counters().clone())?;
+            state = state.with_relay(relay);
+            tracing::info!(%advertise, "relaying for the fleet");
+        }
         let limits = crate::http::conn::ConnLimits {
             header_read: millis(args.header_read_timeout_ms),
             idle: millis(args.idle_timeout_ms),
             per_peer: args.max_connections_per_peer,
         };
+        let uncapped = crate::http::conn::Uncapped::default();
+        if let Some(relay) = state.relay.clone() {
+            tokio::spawn(crate::relay::keep_fleet_addresses(relay, uncapped.clone()));
+        }
         // Before anyone can learn the address: a SIGTERM from then on is a
         // graceful shutdown, never the default (immediate) death.
         let mut signals = Signals::new()?;
@@ -450,6 +481,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             listener,
             crate::http::router(state),
             limits,
+            uncapped,
             host.counters().clone(),
             async {
                 let _ = accepting_stopped.await;

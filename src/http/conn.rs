@@ -33,6 +33,11 @@ pub struct ConnLimits {
     pub per_peer: usize,
 }
 
+/// Addresses the per-peer cap does not apply to: on a fleet, the other
+/// hosts', each of which opens one connection per session it relays here
+/// (kept current by `relay::keep_fleet_addresses` from the registry).
+pub type Uncapped = Arc<std::sync::RwLock<std::collections::HashSet<IpAddr>>>;
+
 /// The peer address of the connection a request came on, as a request
 /// extension (absent when the router is served some other way, as in the
 /// benchmarks).
@@ -161,6 +166,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnLimits,
+    uncapped: Uncapped,
     counters: Arc<Counters>,
     stop: impl Future<Output = ()>,
 ) {
@@ -182,7 +188,12 @@ pub async fn serve(
             },
             () = &mut stop => break,
         };
-        let Some(guard) = peers.admit(peer.ip(), limits.per_peer) else {
+        let uncapped = uncapped
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&peer.ip());
+        let cap = if uncapped { 0 } else { limits.per_peer };
+        let Some(guard) = peers.admit(peer.ip(), cap) else {
             counters.add_host(Counter::ConnectionsRefusedPerPeer, 1);
             refuse_at_cap(tcp);
             continue;

@@ -49,6 +49,9 @@ pub struct HttpState {
     pub ws_open: Option<std::time::Duration>,
     /// Spaces given per-space series on `/metrics` (the top ones by CPU).
     pub metrics_top_spaces: usize,
+    /// On a fleet's database: relaying to the host that holds a space, and
+    /// checking what other hosts relay here.
+    pub relay: Option<std::sync::Arc<crate::relay::Relay>>,
 }
 
 /// The default of `serve --ws-open-timeout-ms`.
@@ -66,7 +69,13 @@ impl HttpState {
             )),
             ws_open: Some(DEFAULT_WS_OPEN),
             metrics_top_spaces: crate::metrics::exposition::DEFAULT_TOP_SPACES,
+            relay: None,
         }
+    }
+
+    pub fn with_relay(mut self, relay: crate::relay::Relay) -> HttpState {
+        self.relay = Some(std::sync::Arc::new(relay));
+        self
     }
 
     pub fn with_console_auth(mut self, auth: crate::console::auth::ConsoleAuth) -> HttpState {
@@ -245,17 +254,113 @@ impl prometheus_client::collector::Collector for FleetGauges {
 async fn ws(
     State(s): State<HttpState>,
     peer: Option<axum::Extension<conn::Peer>>,
+    headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     // Known when served with connect info (`serve`); space creation is
     // rated per address.
     let peer = peer.map(|axum::Extension(conn::Peer(a))| a.ip());
+    let mode = match relayed(&s, &headers, "GET", "/ws", b"") {
+        Err(refused) => return refused,
+        Ok(Some(r)) => {
+            let relay = s.relay.as_ref().expect("a relayed request was checked");
+            if !relay.take_nonce(&r.extra) {
+                return relay_refused(crate::relay::Refusal::Replayed);
+            }
+            crate::session::Mode::Relayed { nonce: r.extra }
+        }
+        Ok(None) => crate::session::Mode::Direct {
+            relay: s.relay.clone(),
+        },
+    };
     // Frames up to the transport limit reach the protocol parser, which
     // answers oversized ones (past MAX_FRAME_BYTES) with an error frame.
     upgrade
         .max_message_size(TRANSPORT_MAX_MESSAGE_BYTES)
         .max_frame_size(TRANSPORT_MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| crate::session::run(socket, s.host, s.ws_open, peer))
+        .on_upgrade(move |socket| crate::session::run(socket, s.host, s.ws_open, peer, mode))
+}
+
+/// Whether another host relayed this request here, checked
+/// (`relay::Relay::check`); a request saying so that does not check out
+/// is refused.
+#[allow(clippy::result_large_err)]
+pub(crate) fn relayed(
+    s: &HttpState,
+    headers: &HeaderMap,
+    method: &str,
+    path_and_query: &str,
+    body: &[u8],
+) -> Result<Option<crate::relay::Relayed>, Response> {
+    if !headers.contains_key(crate::relay::FROM) {
+        return Ok(None);
+    }
+    let Some(relay) = &s.relay else {
+        s.host.counters().add_host(Counter::RelayRefused, 1);
+        return Err(relay_refused(crate::relay::Refusal::NoRelay));
+    };
+    relay
+        .check(headers, method, path_and_query, body)
+        .map_err(relay_refused)
+}
+
+fn relay_refused(r: crate::relay::Refusal) -> Response {
+    http_error(
+        StatusCode::UNAUTHORIZED,
+        "badSignature",
+        format!("relay refused: {r}"),
+    )
+}
+
+/// Answers a request the host refused: a space another host holds is
+/// served there when this host can reach it (`relay::Relay::forward`),
+/// the answer passed back as it came; otherwise, and for a request another
+/// host relayed here (never relayed on), the refusal itself.
+pub(crate) async fn relay_or_refuse(
+    s: &HttpState,
+    e: crate::host::HostError,
+    request: Forward<'_>,
+) -> Response {
+    let holder = match (&e, &s.relay, request.relayed) {
+        (crate::host::HostError::HeldElsewhere { holder, .. }, Some(_), false) => holder.clone(),
+        _ => return host_error_response(e),
+    };
+    let relay = s.relay.as_ref().expect("matched above");
+    let answer = relay
+        .forward(
+            &holder,
+            request.method,
+            request.path_and_query,
+            request.headers,
+            request.extra,
+            request.body,
+        )
+        .await;
+    match answer {
+        Ok(r) => {
+            s.host.counters().add_host(Counter::RelayRequests, 1);
+            r
+        }
+        Err(why) => {
+            s.host.counters().add_host(Counter::RelayUnreachable, 1);
+            tracing::info!(%why, "answering heldElsewhere: the holder cannot be reached");
+            host_error_response(e)
+        }
+    }
+}
+
+/// A request to pass on to a space's holder.
+pub(crate) struct Forward<'a> {
+    pub method: &'a axum::http::Method,
+    pub path_and_query: &'a str,
+    /// The client's own headers to send along (its signature).
+    pub headers: &'a [(&'a str, &'a str)],
+    /// What this host vouches for (the operator it checked, for an
+    /// operator action).
+    pub extra: &'a str,
+    pub body: Bytes,
+    /// Another host relayed it here: it is not relayed on.
+    pub relayed: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -380,7 +485,32 @@ struct WarmBody {
 struct Writer {
     space: String,
     did: String,
+    signature: String,
     body: Bytes,
+    /// The path and query it was sent to, to relay it as it came.
+    path: String,
+    /// Another host relayed it here.
+    relayed: bool,
+}
+
+impl Writer {
+    /// The request as it came, to pass on to the space's holder.
+    async fn relay_or_refuse(self, s: &HttpState, e: crate::host::HostError) -> Response {
+        let headers = [
+            ("x-spacewake-did", self.did.as_str()),
+            ("x-spacewake-signature", self.signature.as_str()),
+            ("content-type", "application/json"),
+        ];
+        let forward = Forward {
+            method: &axum::http::Method::POST,
+            path_and_query: &self.path,
+            headers: &headers,
+            extra: "",
+            body: self.body,
+            relayed: self.relayed,
+        };
+        relay_or_refuse(s, e, forward).await
+    }
 }
 
 impl FromRequest<HttpState> for Writer {
@@ -393,16 +523,33 @@ impl FromRequest<HttpState> for Writer {
             .map_err(path_error)?;
         let did = header_str(&parts.headers, "x-spacewake-did").to_string();
         let sig = header_str(&parts.headers, "x-spacewake-signature").to_string();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or(parts.uri.path(), |p| p.as_str())
+            .to_string();
+        let headers = parts.headers.clone();
         let req = axum::extract::Request::from_parts(parts, body);
         let body = Bytes::from_request(req, s).await.map_err(body_error)?;
+        let relayed = relayed(s, &headers, "POST", &path, &body)?.is_some();
+        if relayed {
+            s.host.counters().add_host(Counter::RelayServed, 1);
+        }
         authorize(s, &space, &did, &sig, &body)?;
-        Ok(Writer { space, did, body })
+        Ok(Writer {
+            space,
+            did,
+            signature: sig,
+            body,
+            path,
+            relayed,
+        })
     }
 }
 
 /// Activates a space (if parked) with warm demand for the named pieces.
 async fn warm(State(s): State<HttpState>, w: Writer) -> Response {
-    let (space, body) = (w.space, w.body);
+    let (space, body) = (w.space.clone(), w.body.clone());
     let parsed: WarmBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return bad_body(e),
@@ -426,14 +573,14 @@ async fn warm(State(s): State<HttpState>, w: Writer) -> Response {
         .await
     {
         Ok(_) => (StatusCode::OK, Json(json!({"warmed": true}))).into_response(),
-        Err(e) => host_error_response(e),
+        Err(e) => w.relay_or_refuse(&s, e).await,
     }
 }
 
 /// Appends one event to a piece's stream on behalf of a signing principal,
 /// activating the space if it is parked. Idempotent by `eventId`.
 async fn ingest(State(s): State<HttpState>, w: Writer) -> Response {
-    let (space, did, body) = (w.space, w.did, w.body);
+    let (space, did, body) = (w.space.clone(), w.did.clone(), w.body.clone());
     let parsed: IngestBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return bad_body(e),
@@ -462,7 +609,7 @@ async fn ingest(State(s): State<HttpState>, w: Writer) -> Response {
             Json(json!({"seq": a.seq, "duplicate": a.duplicate})),
         )
             .into_response(),
-        Err(e) => host_error_response(e),
+        Err(e) => w.relay_or_refuse(&s, e).await,
     }
 }
 

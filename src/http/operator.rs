@@ -96,6 +96,12 @@ pub fn routes() -> Router<HttpState> {
 struct Signed {
     did: String,
     body: Bytes,
+    method: Method,
+    /// The path and query it was sent to.
+    path: String,
+    /// Another host relayed it here, vouching for `did` (whose signature
+    /// it checked): it is not relayed on.
+    relayed: bool,
 }
 
 impl FromRequest<HttpState> for Signed {
@@ -113,6 +119,28 @@ impl FromRequest<HttpState> for Signed {
 }
 
 impl Signed {
+    /// On a fleet, for an action this host did not get relayed: another
+    /// host holding `space` live, whose action it is.
+    fn held_elsewhere(&self, s: &HttpState, space: &str) -> Option<crate::host::HostError> {
+        if self.relayed || s.host.active_spaces().iter().any(|a| a == space) {
+            return None;
+        }
+        s.relay.as_ref()?.holder_elsewhere(space)
+    }
+    /// A refusal by the host: a space held by another host of the fleet is
+    /// acted on there, this host vouching for the operator.
+    async fn relay_or_refuse(&self, s: &HttpState, e: crate::host::HostError) -> Response {
+        let forward = super::Forward {
+            method: &self.method,
+            path_and_query: &self.path,
+            headers: &[("content-type", "application/json")],
+            extra: &self.did,
+            body: self.body.clone(),
+            relayed: self.relayed,
+        };
+        super::relay_or_refuse(s, e, forward).await
+    }
+
     /// The body as `T`, or a `badMessage` naming the expected `shape`.
     #[allow(clippy::result_large_err)]
     fn json<T: serde::de::DeserializeOwned>(&self, shape: &str) -> Result<T, Response> {
@@ -169,6 +197,21 @@ fn authenticate(
         let details = (!reason.is_empty()).then(|| json!({ "reason": reason }));
         error_with(status, code, message, details)
     };
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let signed = |did: String, relayed: bool, body: Bytes| Signed {
+        did,
+        body,
+        method: method.clone(),
+        path: path.to_string(),
+        relayed,
+    };
+    // A fleet host that relays an action here checked its operator's
+    // signature, time and replay itself (and recorded the signature, so
+    // it could not be checked again here).
+    if let Some(r) = super::relayed(s, headers, method.as_str(), path, &body)? {
+        s.host.counters().add_host(Counter::RelayServed, 1);
+        return Ok(signed(r.extra, true, body));
+    }
     let did = header_str(headers, "x-spacewake-did").to_string();
     let signature = header_str(headers, "x-spacewake-signature");
     let now = s.host.store().clock().now_ms();
@@ -181,7 +224,6 @@ fn authenticate(
                 .into(),
         ));
     };
-    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let signature =
         match crate::protocol::verify_operator(&did, signature, time, method.as_str(), path, &body)
         {
@@ -248,7 +290,7 @@ fn authenticate(
             }
         }
     }
-    Ok(Signed { did, body })
+    Ok(signed(did, false, body))
 }
 
 /// An operator error as an HTTP error, in the common shape.
@@ -356,13 +398,17 @@ pub(super) async fn operate_on(
 
 async fn operate(
     s: &HttpState,
+    signed: &Signed,
     space: &str,
     f: impl FnOnce(&mut crate::store::Space) -> op::OpResult<Value> + Send + 'static,
 ) -> Response {
+    if let Some(e) = signed.held_elsewhere(s, space) {
+        return signed.relay_or_refuse(s, e).await;
+    }
     match operate_on(s, space, f).await {
         Ok(v) => Json(v).into_response(),
         Err(NotDone::Op(e)) => op_error(e),
-        Err(NotDone::Host(e)) => super::host_error_response(e),
+        Err(NotDone::Host(e)) => signed.relay_or_refuse(s, e).await,
     }
 }
 
@@ -501,13 +547,16 @@ async fn delete_piece(
     Params(p): Params<PiecePath>,
     signed: Signed,
 ) -> Response {
+    if let Some(e) = signed.held_elsewhere(&s, &p.space) {
+        return signed.relay_or_refuse(&s, e).await;
+    }
     acted(&s, &signed.did, "delete", &p.space);
     if let Err(e) = op::healthy(s.host.store(), &p.space) {
         return op_error(e);
     }
     match op::delete_piece(&s.host, &p.space, &p.piece).await {
         Ok(done) => Json(done).into_response(),
-        Err(e) => super::host_error_response(e),
+        Err(e) => signed.relay_or_refuse(&s, e).await,
     }
 }
 
@@ -613,7 +662,7 @@ async fn entry_action(
     acted(&s, &signed.did, action.as_str(), &p.space);
     let now = s.host.store().clock().now_ms();
     let piece = p.piece;
-    operate(&s, &p.space, move |sp| {
+    operate(&s, &signed, &p.space, move |sp| {
         to_json(action.apply(sp, &piece, entry, now)?)
     })
     .await
@@ -674,7 +723,7 @@ async fn set_effects(
     };
     acted(&s, &signed.did, "effects", &space);
     let f = effects_setter(&s.host, &space, setting);
-    operate(&s, &space, f).await
+    operate(&s, &signed, &space, f).await
 }
 
 /// Stores a space's effect knobs and hands them to the broker at once (an
@@ -711,7 +760,7 @@ async fn set_budget(
     };
     acted(&s, &signed.did, "budget", &space);
     let host_default = Some(Limit::of(s.host.config().schedule.scheduled_budget_us));
-    operate(&s, &space, move |sp| {
+    operate(&s, &signed, &space, move |sp| {
         to_json(op::set_budget(sp, setting, host_default)?)
     })
     .await

@@ -207,6 +207,12 @@ counters! {
     ConnectionsHeaderTimeout => ("connections", "closedByHeaderTimeout", Counter, "Connections closed because a request's head was not complete within --header-read-timeout-ms of its first byte"),
     ConnectionsIdleTimeout => ("connections", "closedIdle", Counter, "Connections closed because they sent nothing (no first request within --idle-timeout-ms, or no next request on a kept-alive connection)"),
     ConnectionsNoSessionOpened => ("connections", "closedNoSessionOpened", Counter, "WebSocket connections closed because no session was opened within --ws-open-timeout-ms of the upgrade (pings and other frames do not extend it)"),
+    RelaySessions => ("relay", "sessions", Counter, "Sessions for a space another host of the fleet holds, opened there and relayed through this host"),
+    RelayRequests => ("relay", "requests", Counter, "Ingests, warm requests and operator actions for a space another host holds, sent on to it and its answer passed back"),
+    RelayServed => ("relay", "served", Counter, "Sessions and requests another host of the fleet relayed here, checked and served"),
+    RelayUnreachable => ("relay", "unreachable", Counter, "Sessions and requests answered heldElsewhere because the space's holder could not be reached (not registered, no heartbeat within a TTL, or the connection failed)"),
+    RelayRefused => ("relay", "refused", Counter, "Relayed requests refused: the sender is not a live registered host, its signature or time does not check, or a session's challenge was used before"),
+    RelayHolderLost => ("relay", "holderLost", Counter, "Relayed sessions ended with close 1012 (reconnect) because the connection to the holder broke"),
 }
 
 #[derive(Debug)]

@@ -234,6 +234,64 @@ pub fn verify_ingest(
     .map(drop)
 }
 
+/// Domain-separation prefix of a host-to-host relay request's signature.
+pub const RELAY_CONTEXT: &[u8] = b"spacewake-relay-v1:";
+/// What a relay signature covers, for the mismatch message.
+pub const SIGNED_FOR_RELAY: &str =
+    "the time, both hosts' names, the method, path and query, the relay's extra and the body";
+
+/// One host's request to another on a client's behalf (`spec/fleet.md`,
+/// *The relay*): who sends it to whom, when, and exactly what.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayRequest<'a> {
+    pub time_ms: u64,
+    /// The sending host's lease-holder name, as registered.
+    pub from: &'a str,
+    /// The receiving host's: a signature for one host is refused by every
+    /// other.
+    pub to: &'a str,
+    pub method: &'a str,
+    pub path_and_query: &'a str,
+    /// What the sender vouches for beyond the request: a session's
+    /// challenge nonce, or the operator whose signature it checked.
+    pub extra: &'a str,
+    pub body: &'a [u8],
+}
+
+impl RelayRequest<'_> {
+    /// The exact signed bytes: every variable field is length-prefixed, so
+    /// no two requests share a spelling whatever their fields contain.
+    pub fn message(&self) -> Vec<u8> {
+        let time = self.time_ms.to_string();
+        let fields: [&[u8]; 7] = [
+            time.as_bytes(),
+            self.from.as_bytes(),
+            self.to.as_bytes(),
+            self.method.as_bytes(),
+            self.path_and_query.as_bytes(),
+            self.extra.as_bytes(),
+            self.body,
+        ];
+        let mut bytes = RELAY_CONTEXT.to_vec();
+        for f in fields {
+            bytes.extend_from_slice(f.len().to_string().as_bytes());
+            bytes.push(b':');
+            bytes.extend_from_slice(f);
+        }
+        bytes
+    }
+
+    /// The sending host's signature, as unpadded base64url.
+    pub fn sign(&self, host: &Identity) -> String {
+        URL_SAFE_NO_PAD.encode(host.sign(&self.message()).to_bytes())
+    }
+
+    /// The receiving side: `did` (the sender's registered key) signed it.
+    pub fn verify(&self, did: &str, signature_b64url: &str) -> Result<(), AuthError> {
+        verify(did, signature_b64url, &self.message(), SIGNED_FOR_RELAY).map(drop)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +305,41 @@ mod tests {
         assert!(a
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+    }
+
+    #[test]
+    fn relay_signatures_bind_every_field() {
+        let host = Identity::generate();
+        let r = RelayRequest {
+            time_ms: 7,
+            from: "host-a/1",
+            to: "host-b/2",
+            method: "GET",
+            path_and_query: "/ws",
+            extra: "nonce",
+            body: b"",
+        };
+        assert_eq!(
+            r.message(),
+            b"spacewake-relay-v1:1:78:host-a/18:host-b/23:GET3:/ws5:nonce0:".to_vec()
+        );
+        let sig = r.sign(&host);
+        assert!(r.verify(&host.did(), &sig).is_ok());
+        let other = RelayRequest {
+            to: "host-c/3",
+            ..r
+        };
+        assert!(other.verify(&host.did(), &sig).is_err(), "another host");
+        let moved = RelayRequest {
+            from: "host-a/1n",
+            extra: "once",
+            ..r
+        };
+        assert!(
+            moved.verify(&host.did(), &sig).is_err(),
+            "fields are framed"
+        );
+        assert!(r.verify(&Identity::generate().did(), &sig).is_err());
     }
 
     #[test]

@@ -105,7 +105,15 @@ pub struct OpenOptions {
     /// Resume after this seq (the [`Client::last_seq`] of an earlier
     /// connection).
     pub resume: Option<Seq>,
+    /// Answer a `heldElsewhere` refusal at once instead of waiting its
+    /// `retryInMs` and trying again (for up to [`HELD_RETRY_LIMIT`]).
+    pub once: bool,
 }
+
+/// How long [`Client::connect_with`] keeps retrying a space another host
+/// holds (one that cannot relay to it, or a holder that just died, whose
+/// lease must expire first).
+pub const HELD_RETRY_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Client {
     /// Connects to `url` (e.g. `ws://127.0.0.1:8080/ws`) and opens a session
@@ -126,7 +134,7 @@ impl Client {
     ) -> Result<(Client, Opened), ClientError> {
         let opts = OpenOptions {
             create: true,
-            resume: None,
+            ..OpenOptions::default()
         };
         Self::connect_with(url, identity, space, opts).await
     }
@@ -140,14 +148,47 @@ impl Client {
         resume: Option<Seq>,
     ) -> Result<(Client, Opened), ClientError> {
         let opts = OpenOptions {
-            create: false,
             resume,
+            ..OpenOptions::default()
         };
         Self::connect_with(url, identity, space, opts).await
     }
 
-    /// Connects and opens a session as `opts` say.
+    /// Connects and opens a session as `opts` say. A `heldElsewhere`
+    /// refusal is waited out (its `retryInMs`, at least 50 ms and at most
+    /// 5 s at a time) and tried again, for up to [`HELD_RETRY_LIMIT`],
+    /// unless `opts.once`.
     pub async fn connect_with(
+        url: &str,
+        identity: &Identity,
+        space: &str,
+        opts: OpenOptions,
+    ) -> Result<(Client, Opened), ClientError> {
+        let limit = Timeout::after(HELD_RETRY_LIMIT);
+        loop {
+            match Self::open_once(url, identity, space, opts).await {
+                Err(ClientError::Refused(e))
+                    if !opts.once && e.code == crate::protocol::ErrorCode::HeldElsewhere =>
+                {
+                    let ms = e
+                        .details
+                        .as_ref()
+                        .and_then(|d| d["retryInMs"].as_u64())
+                        .unwrap_or(1_000)
+                        .clamp(50, 5_000);
+                    let wait = std::time::Duration::from_millis(ms);
+                    if limit.left() < wait {
+                        return Err(ClientError::Refused(e));
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One connection and open, as `opts` say.
+    async fn open_once(
         url: &str,
         identity: &Identity,
         space: &str,

@@ -21,7 +21,7 @@ pub mod messages;
 
 pub use auth::{
     ingest_message, new_nonce, open_message, operator_message, sign_ingest, sign_open,
-    sign_operator, verify_ingest, verify_open, verify_operator, AuthError,
+    sign_operator, verify_ingest, verify_open, verify_operator, AuthError, RelayRequest,
 };
 pub use did::{decode_did_key, encode_did_key, DidError, Identity};
 pub use frames::{

@@ -246,6 +246,86 @@ impl PgStore {
     }
 }
 
+/// A host as the registry shows it: where to reach it and its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredHost {
+    pub holder: String,
+    /// `host:port` it accepts connections on (`serve --advertise`).
+    pub advertise: String,
+    /// Its public key, as a `did:key`.
+    pub did: String,
+    /// Its heartbeat is younger than this store's lease TTL.
+    pub alive: bool,
+}
+
+impl PgStore {
+    /// Publishes where this host can be reached and its key, on its own
+    /// heartbeat row (which opening the store wrote); the heartbeats keep
+    /// it alive from then on.
+    pub fn register(&self, advertise: &str, did: &str) -> StoreResult<()> {
+        let mut c = self.inner.take()?;
+        c.db()
+            .execute(
+                "INSERT INTO hosts (holder, started_at, last_seen, advertise, did) \
+                 VALUES ($1, clock_timestamp(), clock_timestamp(), $2, $3) \
+                 ON CONFLICT (holder) DO UPDATE SET last_seen = excluded.last_seen, \
+                   advertise = excluded.advertise, did = excluded.did",
+                &[&self.inner.holder, &advertise, &did],
+            )
+            .doing("registering the host")?;
+        Ok(())
+    }
+
+    /// Who holds `space`'s lease live now (the database's clock), and for
+    /// how much longer (ms).
+    pub fn live_holder(&self, space: &str) -> StoreResult<Option<(String, u64)>> {
+        let mut c = self.inner.take()?;
+        let row = c
+            .db()
+            .query_opt(
+                "SELECT holder, (extract(epoch from expires_at - clock_timestamp()) * 1000)::bigint \
+                 FROM execution_lease WHERE space = $1 AND expires_at > clock_timestamp()",
+                &[&space],
+            )
+            .doing("reading a space's lease")?;
+        Ok(row.map(|r| (r.get(0), r.get::<_, i64>(1).max(0) as u64)))
+    }
+
+    /// Where every live registered host can be reached (`advertise`).
+    pub fn fleet_addresses(&self) -> StoreResult<Vec<String>> {
+        let mut c = self.inner.take()?;
+        let rows = c
+            .db()
+            .query(
+                "SELECT advertise FROM hosts WHERE advertise IS NOT NULL \
+                   AND last_seen > clock_timestamp() - $1 * interval '1 millisecond'",
+                &[&(self.inner.lease_ttl_ms as f64)],
+            )
+            .doing("reading the host registry")?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// The registry's row for `holder`, if it registered.
+    pub fn registered(&self, holder: &str) -> StoreResult<Option<RegisteredHost>> {
+        let mut c = self.inner.take()?;
+        let row = c
+            .db()
+            .query_opt(
+                "SELECT advertise, did, \
+                   last_seen > clock_timestamp() - $2 * interval '1 millisecond' \
+                 FROM hosts WHERE holder = $1 AND advertise IS NOT NULL AND did IS NOT NULL",
+                &[&holder, &(self.inner.lease_ttl_ms as f64)],
+            )
+            .doing("reading the host registry")?;
+        Ok(row.map(|r| RegisteredHost {
+            holder: holder.to_string(),
+            advertise: r.get(0),
+            did: r.get(1),
+            alive: r.get(2),
+        }))
+    }
+}
+
 /// This host's subscription to the fleet's "needs a host sooner" notices
 /// ([`PgStore::wake_notices`]), on a connection of its own.
 pub struct WakeNotices {

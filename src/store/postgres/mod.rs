@@ -25,7 +25,7 @@ mod plane;
 mod pool;
 mod space;
 
-pub use fleet::{Claim, FleetHost, WakeNotices};
+pub use fleet::{Claim, FleetHost, RegisteredHost, WakeNotices};
 pub use pool::statements_sent;
 pub use space::PgSpace;
 
@@ -114,6 +114,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         14,
         "0014_schedule_cadence",
         include_str!("../../../schema/postgres/0014_schedule_cadence.sql"),
+    ),
+    (
+        15,
+        "0015_host_registry",
+        include_str!("../../../schema/postgres/0015_host_registry.sql"),
     ),
 ];
 
