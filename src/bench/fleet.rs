@@ -347,6 +347,8 @@ fn host_wakes(
     // Period 1 of every entry is due by declaration + 60 min + 20 min.
     clock.set_ms(start_ms + 81 * 60_000);
     let sent = crate::store::postgres::statements_sent();
+    // One host on the database: its statements, when asked for.
+    crate::store::postgres::trace_statements(url.is_some() && hosts == 1);
     let before = cpu();
     let began = Instant::now();
     for h in &fleet {
@@ -372,6 +374,7 @@ fn host_wakes(
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let secs = began.elapsed().as_secs_f64();
+    crate::store::postgres::trace_statements(false);
     let used = cpu().since(before);
     let trips = (crate::store::postgres::statements_sent() - sent) as f64 / herd as f64;
     anyhow::ensure!(

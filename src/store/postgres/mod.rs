@@ -26,7 +26,7 @@ mod pool;
 mod space;
 
 pub use fleet::{Claim, FleetHost, RegisteredHost, WakeNotices};
-pub use pool::statements_sent;
+pub use pool::{statements_sent, trace_statements};
 pub use space::PgSpace;
 
 use super::config::StoreConfig;

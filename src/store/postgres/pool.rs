@@ -64,9 +64,29 @@ pub fn statements_sent() -> u64 {
     STATEMENTS.load(Ordering::Relaxed)
 }
 
+/// Whether statements are written to stderr as `PGTRACE <sql>` (a
+/// benchmark turns it on around what it measures, under
+/// `SPACEWAKE_TRACE_SQL`; `bench/wake-statements-pg.sh` tallies them).
+static TRACING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Traces statements from now on (`on`) or stops, when the environment
+/// asks for it (`SPACEWAKE_TRACE_SQL`).
+pub fn trace_statements(on: bool) {
+    let asked = std::env::var_os("SPACEWAKE_TRACE_SQL").is_some();
+    TRACING.store(on && asked, Ordering::Relaxed);
+}
+
+/// Counts `n` statements sent (`what`, for the trace).
+pub(super) fn sent(n: u64, what: &str) {
+    STATEMENTS.fetch_add(n, Ordering::Relaxed);
+    if TRACING.load(Ordering::Relaxed) {
+        eprintln!("PGTRACE {what}");
+    }
+}
+
 impl<C: GenericClient> Db<'_, C> {
     fn st(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        STATEMENTS.fetch_add(1, Ordering::Relaxed);
+        sent(1, sql);
         if let Some(s) = self.cache.get(sql) {
             return Ok(s.clone());
         }

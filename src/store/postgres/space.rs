@@ -3,7 +3,7 @@
 
 use super::lease;
 use super::plane::{self as rows, PgPlane, EARLIEST_DUE};
-use super::pool::{Db, Pooled, STATEMENTS};
+use super::pool::{Db, Pooled};
 use crate::metrics::{Counter, SpaceCounters};
 use crate::store::commit::{self, CommitRows};
 use crate::store::contract::SpaceStore;
@@ -19,7 +19,6 @@ use crate::store::records::{
 };
 use postgres::{GenericClient, Row};
 use serde_json::Value;
-use std::sync::atomic::Ordering;
 
 /// One space of the shared database, holding a pooled connection.
 pub struct PgSpace {
@@ -296,7 +295,7 @@ impl PgSpace {
         };
         let counters = self.counters.clone();
         let (client, cache) = self.conn.parts();
-        STATEMENTS.fetch_add(2, Ordering::Relaxed);
+        super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("beginning a plane write")?;
         let mut db = Db { c: &mut txn, cache };
         let (_, wake_before) = Self::lock_space(&mut db, &id)?;
@@ -372,7 +371,7 @@ impl PgSpace {
         let now_ms = self.conn.pool.clock.now_ms() as i64;
         let (client, cache) = self.conn.parts();
         // BEGIN and COMMIT are round trips of their own.
-        STATEMENTS.fetch_add(2, Ordering::Relaxed);
+        super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("beginning a commit")?;
         let mut db = Db { c: &mut txn, cache };
         let (head, wake_before) = Self::lock_space(&mut db, &id)?;
@@ -797,7 +796,7 @@ impl SpaceStore for PgSpace {
         let ttl = self.ttl_ms();
         let sent_ms = self.monotonic_ms();
         let (client, cache) = self.conn.parts();
-        STATEMENTS.fetch_add(2, Ordering::Relaxed);
+        super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("taking the lease")?;
         let mut db = Db { c: &mut txn, cache };
         Self::lock_space(&mut db, &id)?;
