@@ -1159,7 +1159,11 @@ impl Server {
             if report.events > 0 {
                 self.last_activity_ms = self.inner.clock.now_ms();
             }
-            if report.events == 0 || running.passed(flush) {
+            // A wave that took fewer events than it could took every event
+            // there was: another would read the streams to find none. Events
+            // its handlers appended are seen below (`work`), and run next
+            // turn.
+            if report.events < limit || running.passed(flush) {
                 break;
             }
         }

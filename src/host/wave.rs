@@ -31,12 +31,14 @@ pub fn run_wave_with(
     limit: usize,
     backoff: &BackoffPolicy,
 ) -> RuntimeResult<(WaveReport, DeliveryReport)> {
-    let pending = before_wave(rt.space(), limit)?;
+    // Read once: the wake accounting looks at them, then the wave runs them.
+    let events = rt.space().undelivered_events(limit)?;
+    let pending = before_wave(rt.space(), &events)?;
     if pending.marked > 0 {
         crash_point(CrashPoint::MidWave);
     }
     let mut delivery = DeliveryReport::default();
-    let wave = rt.run_wave_with(&pending.crashed, &mut |wave, plane| {
+    let wave = rt.run_wave_on(events, &pending.crashed, &mut |wave, plane| {
         delivery = settle_delivery(plane, &wave.outcome(), now_ms, backoff)?;
         Ok(())
     })?;

@@ -28,8 +28,22 @@ impl SpaceRuntime {
         skip: &HashSet<String>,
         settle: WaveSettle<'_>,
     ) -> RuntimeResult<WaveReport> {
+        let events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
+        self.run_wave_on(events, skip, settle)
+    }
+
+    /// [`SpaceRuntime::run_wave_with`] over `events`, the space's
+    /// undelivered events as the caller just read them (up to the wave's
+    /// limit), so a caller that looked at them first does not read them
+    /// twice.
+    pub fn run_wave_on(
+        &mut self,
+        mut events: Vec<EventRecord>,
+        skip: &HashSet<String>,
+        settle: WaveSettle<'_>,
+    ) -> RuntimeResult<WaveReport> {
         self.meter_begin();
-        let mut events = self.space.undelivered_events(self.cfg.wave_event_limit)?;
+        events.truncate(self.cfg.wave_event_limit);
         // An event that was in a wave that failed its tenure runs alone, so a
         // poison event fails nobody else; after its retries it is
         // dead-lettered instead of run.

@@ -19,7 +19,7 @@
 #[cfg(test)]
 use super::entry::EntryState;
 use super::wake_id::{occurrence_of, WakeId};
-use crate::store::{FireRun, PendingWake, PlaneTx, ScheduleRow, Space, StoreResult};
+use crate::store::{EventRecord, FireRun, PendingWake, PlaneTx, ScheduleRow, Space, StoreResult};
 use std::collections::HashSet;
 
 /// One wake event's callback run: how long it took, what it cost, why it
@@ -153,15 +153,15 @@ pub fn settle_failed(row: &mut ScheduleRow, event_id: &str, now_ms: u64) -> Fail
     }
 }
 
-/// Marks pending wake events as in flight (durably) and returns the ones
-/// whose previous attempt died with the process: to be consumed unrun.
-pub fn before_wave(space: &mut Space, limit: usize) -> StoreResult<PendingWakes> {
+/// Marks the wake events among `events` (the undelivered events the wave
+/// is about to run) as in flight (durably) and returns the ones whose
+/// previous attempt died with the process: to be consumed unrun.
+pub fn before_wave(space: &mut Space, events: &[EventRecord]) -> StoreResult<PendingWakes> {
     let mut crashed = HashSet::new();
     let mut marked = 0;
-    let pending: Vec<(String, WakeId)> = space
-        .undelivered_events(limit)?
-        .into_iter()
-        .filter_map(|e| WakeId::parse(&e.event_id).map(|w| (e.event_id, w)))
+    let pending: Vec<(String, WakeId)> = events
+        .iter()
+        .filter_map(|e| WakeId::parse(&e.event_id).map(|w| (e.event_id.clone(), w)))
         .collect();
     for (id, wake) in pending {
         let Some(mut row) = entry_of(space.schedule(Some(&wake.piece))?, wake.entry) else {

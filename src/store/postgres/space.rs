@@ -36,7 +36,31 @@ pub struct PgSpace {
     tenure: Option<u64>,
     /// What the index hooks remember on this handle.
     memo: HookMemo,
+    /// The space's documents as read at once by the first read since this
+    /// handle's last commit, while they are few (see [`Prefetch`]); `None`
+    /// until that read. (Boxed: the handle's size is counted.)
+    docs: Option<Box<Prefetch>>,
 }
+
+/// Documents read in one statement. A tenure reads most of a small
+/// space's documents one after another at its start (five for a scheduled
+/// wake of one piece); on the database each is a round trip, so the first
+/// read takes them all, up to [`PREFETCH_DOCS`]. A commit through the
+/// handle forgets them (the only writer while it holds the lease); the
+/// runtime above keeps its own copies for the tenure anyway.
+enum Prefetch {
+    /// Every document of the space: id → (value text, seq, rev).
+    Few(std::collections::HashMap<String, PrefetchedDoc>),
+    /// More than [`PREFETCH_DOCS`]: each is read on its own.
+    Many,
+}
+
+/// A prefetched document's row: its value's text (none once deleted), seq
+/// and rev.
+type PrefetchedDoc = (Option<String>, i64, i64);
+
+/// The most documents a handle reads at once.
+const PREFETCH_DOCS: i64 = 32;
 
 impl PgSpace {
     pub(super) fn new(id: &str, counters: SpaceCounters, conn: Pooled) -> PgSpace {
@@ -48,7 +72,47 @@ impl PgSpace {
             quarantined: None,
             tenure: None,
             memo: HookMemo::default(),
+            docs: None,
         }
+    }
+
+    /// A document, from the handle's prefetch when it has one (see
+    /// [`Prefetch`]).
+    fn read_prefetched(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
+        if self.docs.is_none() {
+            let rows = self
+                .conn
+                .db()
+                .query(
+                    "SELECT id, value, seq, rev FROM docs WHERE space = $1 ORDER BY id LIMIT $2",
+                    &[&self.id, &(PREFETCH_DOCS + 1)],
+                )
+                .doing("reading the space's documents")?;
+            self.docs = Some(Box::new(if rows.len() as i64 > PREFETCH_DOCS {
+                Prefetch::Many
+            } else {
+                Prefetch::Few(
+                    rows.iter()
+                        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
+                        .collect(),
+                )
+            }));
+        }
+        let Some(Prefetch::Few(docs)) = self.docs.as_deref() else {
+            return read_doc(&mut self.conn.db(), &self.id, doc);
+        };
+        let Some((Some(text), seq, rev)) = docs.get(doc) else {
+            return Ok(None);
+        };
+        let value = serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            reason: format!("document {doc:?} holds invalid JSON: {e}"),
+        })?;
+        Ok(Some(DocRead {
+            value,
+            seq: *seq as u64,
+            rev: *rev as u64,
+        }))
     }
 
     pub fn id(&self) -> &str {
@@ -319,12 +383,13 @@ impl PgSpace {
                 .query_one(
                     &format!(
                         "UPDATE spaces SET next_wake_ms = {EARLIEST_DUE} WHERE id = $1 \
-                         RETURNING wake_at_ms"
+                         RETURNING wake_at_ms, {}",
+                        notice_if_earlier("$2")
                     ),
-                    &[&id],
+                    &[&id, &wake_before],
                 )
                 .doing("moving the space's next wake")?;
-            earlier = notify_if_earlier(&mut db, &id, wake_before, row.get(0), &counters)?;
+            earlier = earlier_wake(wake_before, row.get(0), &counters);
         }
         txn.commit().doing("committing a plane write")?;
         self.tell_earlier(earlier);
@@ -337,6 +402,8 @@ impl PgSpace {
         extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
     ) -> StoreResult<CommitOutcome> {
         self.live()?;
+        // Whatever it writes, the documents read before are not the truth.
+        self.docs = None;
         let id = self.id.clone();
         let holder = self.holder();
         let ttl = self.ttl_ms();
@@ -408,13 +475,19 @@ impl PgSpace {
                     "UPDATE spaces SET head_seq = $2, undelivered = EXISTS (SELECT 1 FROM \
                      streams WHERE space = $1 AND head_seq > watermark_seq), \
                      next_wake_ms = CASE WHEN $3 THEN {EARLIEST_DUE} ELSE next_wake_ms END \
-                     WHERE id = $1 RETURNING undelivered, wake_at_ms"
+                     WHERE id = $1 RETURNING undelivered, wake_at_ms, {}",
+                    notice_if_earlier("$4")
                 ),
-                &[&id, &(seq.unwrap_or(head) as i64), &schedule_touched],
+                &[
+                    &id,
+                    &(seq.unwrap_or(head) as i64),
+                    &schedule_touched,
+                    &wake_before,
+                ],
             )
             .doing("updating the space's row")?;
         let undelivered: bool = row.get(0);
-        let earlier = notify_if_earlier(&mut db, &id, wake_before, row.get(1), &counters)?;
+        let earlier = earlier_wake(wake_before, row.get(1), &counters);
         let released = match &req.lease {
             Some(held) if req.release_lease_if_idle && !undelivered => {
                 lease::release(&mut db, &id, held)? == 1
@@ -439,30 +512,31 @@ impl PgSpace {
     }
 }
 
-/// A space that needs a host sooner than before tells the fleet's
-/// listeners (delivered when the transaction commits; a hint only: every
-/// waker still finds due spaces by claiming).
-fn notify_if_earlier(
-    tx: &mut Db<'_, postgres::Transaction<'_>>,
-    id: &str,
-    before: Option<i64>,
-    after: Option<i64>,
-    counters: &SpaceCounters,
-) -> StoreResult<Option<u64>> {
+/// A `RETURNING` expression of an update of the space's row: a space that
+/// now needs a host sooner than `before` (the parameter named, its
+/// `wake_at_ms` when the transaction locked the row) tells the fleet's
+/// listeners, delivered when the transaction commits — in the update's own
+/// statement, no round trip of its own. A hint only: every waker still
+/// finds due spaces by claiming. The condition is [`earlier_wake`]'s.
+fn notice_if_earlier(before: &str) -> String {
+    format!(
+        "CASE WHEN wake_at_ms IS NOT NULL AND ({before}::bigint IS NULL OR wake_at_ms < {before}) \
+         THEN pg_notify('spacewake_wake', GREATEST(wake_at_ms, 0)::text || ' ' || id) END IS NULL"
+    )
+}
+
+/// When the space now needs a host, if sooner than `before` (what
+/// [`notice_if_earlier`] told the fleet), counted.
+fn earlier_wake(before: Option<i64>, after: Option<i64>, counters: &SpaceCounters) -> Option<u64> {
     let earlier = match (before, after) {
         (_, None) => None,
         (None, Some(a)) => Some(a),
         (Some(b), Some(a)) => (a < b).then_some(a),
     };
-    if let Some(at) = earlier {
-        tx.execute(
-            "SELECT pg_notify('spacewake_wake', $1)",
-            &[&format!("{} {id}", at.max(0))],
-        )
-        .doing("telling the fleet of an earlier wake")?;
+    if earlier.is_some() {
         counters.inc(Counter::PgWakeNotices);
     }
-    Ok(earlier.map(|a| a.max(0) as u64))
+    earlier.map(|a| a.max(0) as u64)
 }
 
 fn apply_op(
@@ -505,23 +579,23 @@ fn advance_watermark(
     stream: &str,
     to_seq: u64,
 ) -> StoreResult<()> {
+    // One statement: the move, made only where it is allowed (forward,
+    // never past the head), and the stream as it was, for the check that
+    // explains a refusal (which aborts the transaction, moved or not).
     let row = tx
         .query_opt(
-            "SELECT head_seq, watermark_seq FROM streams WHERE space = $1 AND stream = $2",
-            &[&id, &stream],
+            "WITH moved AS (UPDATE streams SET watermark_seq = $3 \
+               WHERE space = $1 AND stream = $2 AND head_seq >= $3 AND watermark_seq <= $3 \
+               RETURNING 1) \
+             SELECT head_seq, watermark_seq FROM streams WHERE space = $1 AND stream = $2",
+            &[&id, &stream, &(to_seq as i64)],
         )
-        .doing("reading a stream")?;
+        .doing("moving a watermark")?;
     check_watermark(
         stream,
         row.map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64)),
         to_seq,
-    )?;
-    tx.execute(
-        "UPDATE streams SET watermark_seq = $3 WHERE space = $1 AND stream = $2",
-        &[&id, &stream, &(to_seq as i64)],
     )
-    .doing("moving a watermark")?;
-    Ok(())
 }
 
 fn read_doc<C: GenericClient>(
@@ -674,7 +748,7 @@ impl SpaceStore for PgSpace {
 
     fn read(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
         self.live()?;
-        let r = read_doc(&mut self.conn.db(), &self.id, doc);
+        let r = self.read_prefetched(doc);
         self.guard(r)
     }
 
@@ -790,6 +864,8 @@ impl SpaceStore for PgSpace {
     }
 
     fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
+        // Another host may have written since: read the documents afresh.
+        self.docs = None;
         self.live()?;
         let id = self.id.clone();
         let holder = self.holder();
