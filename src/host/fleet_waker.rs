@@ -73,9 +73,14 @@ pub(crate) fn pass(
     let cap = inner.cfg.schedule.max_scheduled.max(1);
     let free = cap.saturating_sub(inner.scheduled_in_flight().len());
     let excluding = not_to_claim(inner, deferred);
+    // No slot free, or every free slot taken: more may be due, and a
+    // firing that ends pokes the waker, so when the next one is due is not
+    // asked (one statement a pass, about a pass a wake in a herd).
+    let mut slots_filled = free == 0;
     if free > 0 {
         match pg.claim_due(now, free, &excluding) {
             Ok(claims) => {
+                slots_filled = claims.len() >= free;
                 for c in claims {
                     act_on_claim(inner, &host, pg, &c, now, deferred);
                 }
@@ -97,6 +102,11 @@ pub(crate) fn pass(
             }
         }
         Err(e) => tracing::error!(error = %e, "the waker cannot read its own due spaces"),
+    }
+    if slots_filled {
+        // Due now, as far as this pass knows: looked at again within the
+        // re-check delay at the latest.
+        return next_look(now, Some(now), deferred.values().copied().min());
     }
     // Again: the claims above may have deferred more.
     let excluding = not_to_claim(inner, deferred);
@@ -181,10 +191,13 @@ pub(crate) fn listen(pg: PgStore, inner: std::sync::Weak<HostInner>) {
                 // A broken connection ends the inner loop; the outer one
                 // listens again.
                 while let Ok(notice) = notices.next(std::time::Duration::from_millis(500)) {
-                    match running() {
-                        Some(h) if notice.is_some() => h.poke_waker(),
-                        Some(_) => {}
-                        None => return,
+                    match (running(), notice) {
+                        // Events of a space active here (this host's own
+                        // firing, mostly) are its server's to run.
+                        (Some(h), Some((space, 0))) if h.is_active(&space) => {}
+                        (Some(h), Some(_)) => h.poke_waker(),
+                        (Some(_), None) => {}
+                        (None, _) => return,
                     }
                 }
             }

@@ -326,10 +326,17 @@ impl Host {
         *slot = Some(tx.clone());
         drop(slot);
         let poke = tx.clone();
+        let host = Arc::downgrade(&self.inner);
         self.inner
             .store
-            .set_wake_listener(Arc::new(move |_space: &str, _at: u64| {
-                let _ = poke.send(());
+            .set_wake_listener(Arc::new(move |space: &str, at: u64| {
+                // Undelivered events (a wake "at 0") of a space active here
+                // are its server's to run before it may park: nothing for
+                // the waker (a firing's own event told it so at every wake).
+                let own_events = at == 0 && host.upgrade().is_some_and(|h| h.is_active(space));
+                if !own_events {
+                    let _ = poke.send(());
+                }
             }));
         let poke = tx;
         self.inner.clock.on_jump(Box::new(move || {
@@ -653,6 +660,14 @@ fn unpack<A: Ask>(reply: Reply) -> Result<A::Reply, HostError> {
 
 impl HostInner {
     /// The spaces active on this host now, in no order.
+    /// Whether `space` has a space server on this host.
+    pub(crate) fn is_active(&self, space: &str) -> bool {
+        self.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(space)
+    }
+
     pub(crate) fn active_ids(&self) -> Vec<String> {
         self.active
             .lock()
