@@ -600,10 +600,13 @@ async fn relay_requests_are_checked_and_operator_actions_are_relayed() {
     .unwrap();
     let answer = ws.next().await.unwrap().unwrap().into_text().unwrap();
     assert!(answer.contains("badSignature"), "{answer}");
-    // The same challenge again, even freshly signed: refused.
+    // The same challenge again, even freshly signed: refused; and so is
+    // anything that is not a challenge as hosts issue them.
     let e = upgrade(&b_key, now(), &nonce).await.unwrap_err();
     assert_eq!(status(e), 401);
-    assert_eq!(f.a.host_counter("relay", "refused"), refused_before + 3);
+    let e = upgrade(&b_key, now(), "n1").await.unwrap_err();
+    assert_eq!(status(e), 401);
+    assert_eq!(f.a.host_counter("relay", "refused"), refused_before + 4);
     // With the client's own signature over it, a fresh challenge opens.
     let nonce = spacewake::protocol::new_nonce();
     let (mut ws, _) = upgrade(&b_key, now(), &nonce).await.unwrap();

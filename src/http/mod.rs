@@ -264,8 +264,8 @@ async fn ws(
         Err(refused) => return refused,
         Ok(Some(r)) => {
             let relay = s.relay.as_ref().expect("a relayed request was checked");
-            if !relay.take_nonce(&r.extra) {
-                return relay_refused(crate::relay::Refusal::Replayed);
+            if let Err(refused) = relay.take_nonce(&r.extra) {
+                return relay_refused(refused);
             }
             crate::session::Mode::Relayed { nonce: r.extra }
         }

@@ -83,6 +83,8 @@ pub enum Refusal {
     Signature(String),
     #[error("this session's challenge was already used")]
     Replayed,
+    #[error("{EXTRA} is not a session challenge (43 characters of base64url)")]
+    NotAChallenge,
     #[error("the registry could not be read: {0}")]
     Registry(String),
 }
@@ -376,20 +378,28 @@ impl Relay {
         })
     }
 
-    /// Takes a relayed session's challenge nonce: `false` when it was
-    /// taken before (a replay of a captured relay request).
-    pub fn take_nonce(&self, nonce: &str) -> bool {
+    /// Takes a relayed session's challenge nonce, refusing one taken
+    /// before (a replay of a captured relay request) and anything that is
+    /// not a challenge as hosts issue them (so none is ever short enough
+    /// to repeat).
+    pub fn take_nonce(&self, nonce: &str) -> Result<(), Refusal> {
+        let refused = |r: Refusal| {
+            self.counters.add_host(Counter::RelayRefused, 1);
+            Err(r)
+        };
+        if nonce.len() != 43 {
+            return refused(Refusal::NotAChallenge);
+        }
         let now = self.clock.now_ms();
         let mut seen = self.nonces.lock().unwrap();
         // Past twice the window a relay request carrying it is stale anyway.
         seen.retain(|_, at| now.saturating_sub(*at) <= 2 * WINDOW_MS);
         if seen.contains_key(nonce) {
             drop(seen);
-            self.counters.add_host(Counter::RelayRefused, 1);
-            return false;
+            return refused(Refusal::Replayed);
         }
         seen.insert(nonce.to_string(), now);
-        true
+        Ok(())
     }
 }
 
