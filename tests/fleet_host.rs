@@ -607,7 +607,10 @@ async fn relay_requests_are_checked_and_operator_actions_are_relayed() {
     let e = upgrade(&b_key, now(), "n1").await.unwrap_err();
     assert_eq!(status(e), 401);
     assert_eq!(f.a.host_counter("relay", "refused"), refused_before + 4);
-    // With the client's own signature over it, a fresh challenge opens.
+    // With the client's own signature over it, a fresh challenge opens —
+    // also after more than a TTL in which B did nothing (and holds no
+    // lease): its heartbeat keeps it a live host of the registry.
+    tokio::time::sleep(std::time::Duration::from_millis(3_500)).await;
     let nonce = spacewake::protocol::new_nonce();
     let (mut ws, _) = upgrade(&b_key, now(), &nonce).await.unwrap();
     let open = json!({"type": "open", "space": "home", "did": f.me.did(),

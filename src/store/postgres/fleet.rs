@@ -254,7 +254,8 @@ pub struct RegisteredHost {
     pub advertise: String,
     /// Its public key, as a `did:key`.
     pub did: String,
-    /// Its heartbeat is younger than this store's lease TTL.
+    /// Its heartbeat is younger than this store's lease TTL, or it holds a
+    /// lease live (as in the fleet view).
     pub alive: bool,
 }
 
@@ -313,6 +314,8 @@ impl PgStore {
             .query_opt(
                 "SELECT advertise, did, \
                    last_seen > clock_timestamp() - $2 * interval '1 millisecond' \
+                   OR EXISTS (SELECT 1 FROM execution_lease l \
+                     WHERE l.holder = $1 AND l.expires_at > clock_timestamp()) \
                  FROM hosts WHERE holder = $1 AND advertise IS NOT NULL AND did IS NOT NULL",
                 &[&holder, &(self.inner.lease_ttl_ms as f64)],
             )
