@@ -103,10 +103,6 @@ pub(crate) fn pass(
         }
         Err(e) => tracing::error!(error = %e, "the waker cannot read its own due spaces"),
     }
-    // The heartbeat is this host's liveness in the registry, by which other
-    // hosts relay to it and accept its relays: due again after a renewal
-    // interval, however idle the fleet.
-    let heartbeat_due = last_heartbeat.map(|t| t + inner.store.config().lease_renew_ms);
     if slots_filled {
         // Due now, as far as this pass knows: looked at again within the
         // re-check delay at the latest.
@@ -119,6 +115,10 @@ pub(crate) fn pass(
         Some(now + RECHECK_MS)
     });
     let look = next_look(now, claimable, deferred.values().copied().min());
+    // The heartbeat is this host's liveness in the registry, by which other
+    // hosts relay to it and accept its relays: due again after a renewal
+    // interval, however idle the fleet.
+    let heartbeat_due = last_heartbeat.map(|t| t + inner.store.config().lease_renew_ms);
     [look, heartbeat_due].into_iter().flatten().min()
 }
 

@@ -373,6 +373,11 @@ impl Host {
         &self.inner.counters
     }
 
+    /// Whether `space` has a space server on this host now.
+    pub fn is_active(&self, space: &str) -> bool {
+        self.inner.is_active(space)
+    }
+
     pub fn active_spaces(&self) -> Vec<String> {
         let mut v = self.inner.active_ids();
         v.sort();

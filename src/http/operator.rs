@@ -122,7 +122,7 @@ impl Signed {
     /// On a fleet, for an action this host did not get relayed: another
     /// host holding `space` live, whose action it is.
     fn held_elsewhere(&self, s: &HttpState, space: &str) -> Option<crate::host::HostError> {
-        if self.relayed || s.host.active_spaces().iter().any(|a| a == space) {
+        if self.relayed || s.host.is_active(space) {
             return None;
         }
         s.relay.as_ref()?.holder_elsewhere(space)

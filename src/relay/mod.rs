@@ -292,12 +292,6 @@ impl Relay {
         for (name, value) in self.sign(holder, method.as_str(), path_and_query, extra, &body) {
             req = req.header(name, value);
         }
-        if let Some(ct) = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("content-type"))
-        {
-            req = req.header("content-type", ct.1);
-        }
         let answer = req
             .body(body)
             .send()

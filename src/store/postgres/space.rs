@@ -101,18 +101,10 @@ impl PgSpace {
         let Some(Prefetch::Few(docs)) = self.docs.as_deref() else {
             return read_doc(&mut self.conn.db(), &self.id, doc);
         };
-        let Some((Some(text), seq, rev)) = docs.get(doc) else {
-            return Ok(None);
-        };
-        let value = serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
-            path: self.path.clone(),
-            reason: format!("document {doc:?} holds invalid JSON: {e}"),
-        })?;
-        Ok(Some(DocRead {
-            value,
-            seq: *seq as u64,
-            rev: *rev as u64,
-        }))
+        match docs.get(doc) {
+            Some((Some(text), seq, rev)) => doc_read(&self.id, doc, text, *seq, *rev).map(Some),
+            _ => Ok(None),
+        }
     }
 
     pub fn id(&self) -> &str {
@@ -613,15 +605,21 @@ fn read_doc<C: GenericClient>(
     let Some(text) = row.get::<_, Option<String>>(0) else {
         return Ok(None);
     };
-    let value = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+    doc_read(id, doc, &text, row.get(1), row.get(2)).map(Some)
+}
+
+/// A document's row as read: its value parsed (invalid JSON is corruption,
+/// and sets the space aside), its seq and rev.
+fn doc_read(id: &str, doc: &str, text: &str, seq: i64, rev: i64) -> StoreResult<DocRead> {
+    let value = serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
         path: format!("postgres: space {id}").into(),
         reason: format!("document {doc:?} holds invalid JSON: {e}"),
     })?;
-    Ok(Some(DocRead {
+    Ok(DocRead {
         value,
-        seq: row.get::<_, i64>(1) as u64,
-        rev: row.get::<_, i64>(2) as u64,
-    }))
+        seq: seq as u64,
+        rev: rev as u64,
+    })
 }
 
 fn event_from_row(r: &Row) -> EventRecord {
