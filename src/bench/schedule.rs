@@ -582,9 +582,12 @@ fn wakes(
             ..HostConfig::default()
         };
         c.schedule.max_scheduled = cap;
-        if !reuse {
-            c.runtime.engine_images = 0;
-        }
+        // As `serve` does by default: an image for every thread kept.
+        c.runtime.engine_images = if reuse {
+            crate::host::threads_kept(cap)
+        } else {
+            0
+        };
         // Nobody reads the ticks: unread back-off would double the interval
         // after three rounds and leave nothing due in the later ones.
         c.schedule.backoff = crate::schedule::backoff::BackoffPolicy::disabled();

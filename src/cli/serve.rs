@@ -169,8 +169,10 @@ pub struct ServeArgs {
     pub max_scheduled: usize,
     /// Engine images kept for reuse across tenures, at most (one per
     /// space-server thread, about 1 MiB each; 0: a new engine per tenure).
-    #[arg(long, env = "SPACEWAKE_ENGINE_IMAGES", default_value_t = crate::sandbox::DEFAULT_ENGINE_IMAGES)]
-    pub engine_images: usize,
+    /// Default: one per idle thread the host keeps, the larger of 16 and
+    /// twice --max-scheduled.
+    #[arg(long, env = "SPACEWAKE_ENGINE_IMAGES")]
+    pub engine_images: Option<usize>,
     /// Milliseconds before a parked space's wake is due that the host
     /// activates it, so the wake fires on time (0: activate at the due time).
     #[arg(long, env = "SPACEWAKE_SCHEDULE_LEAD_MS", default_value_t = 100,
@@ -364,7 +366,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         runtime: crate::runtime::RuntimeConfig {
             ledger_window_ms: args.ledger_window_hours.max(1) * 3_600_000,
-            engine_images: args.engine_images,
+            engine_images: args
+                .engine_images
+                .unwrap_or_else(|| crate::host::threads_kept(args.max_scheduled)),
             public_origin: args
                 .public_origin
                 .first()

@@ -79,6 +79,15 @@ pub const BOOT_ARMS: &[BootArm] = &[BootArm::UndeliveredEvents, BootArm::DueSche
 /// idle threads (their stacks and allocator caches) for long.
 pub const POOL_KEEP: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How many idle space-server threads a host keeps at a scheduled cap:
+/// enough for a herd at the cap plus the sessions' spaces coming and going.
+/// Also the engine images a host keeps by default (`serve
+/// --engine-images`): a thread beyond the images builds a new engine for
+/// every tenure, which tripled the CPU of a wake at cap 32.
+pub fn threads_kept(max_scheduled: usize) -> usize {
+    (2 * max_scheduled).max(crate::sandbox::DEFAULT_ENGINE_IMAGES)
+}
+
 /// Scheduled-wake knobs.
 #[derive(Debug, Clone)]
 pub struct ScheduleConfig {
@@ -217,6 +226,9 @@ pub(crate) struct HostInner {
 impl Drop for HostInner {
     fn drop(&mut self) {
         self.keeper.stop();
+        // Idle server threads would otherwise keep their engine images
+        // (counted process-wide) for up to POOL_KEEP after the host is gone.
+        self.pool.release_idle();
     }
 }
 
@@ -275,7 +287,7 @@ impl Host {
         let stack = cfg.runtime.sandbox.max_stack_bytes + 4 * 1024 * 1024;
         // Enough idle threads for a herd at the scheduled cap plus the
         // sessions' spaces coming and going; each costs its touched stack.
-        let max_idle = (2 * cfg.schedule.max_scheduled).max(16);
+        let max_idle = threads_kept(cfg.schedule.max_scheduled);
         let pool = pool::Pool::new(stack, max_idle, POOL_KEEP, counters.clone());
         let keeper = keeper::Keeper::start(
             store.clone(),

@@ -24,9 +24,15 @@ use std::time::Duration;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// What an idle thread is handed: a job, or leave now.
+enum Msg {
+    Run(Job),
+    Quit,
+}
+
 struct Idle {
     id: u64,
-    tx: Sender<Job>,
+    tx: Sender<Msg>,
 }
 
 pub(crate) struct Pool {
@@ -69,17 +75,18 @@ impl Pool {
         loop {
             let taken = self.lock().pop();
             let Some(worker) = taken else { break };
-            match worker.tx.send(job) {
+            match worker.tx.send(Msg::Run(job)) {
                 Ok(()) => {
                     self.counters.add_host(Counter::ServerThreadsReused, 1);
                     return Ok(());
                 }
                 // Its thread died (a panicking job): try the next one.
-                Err(mpsc::SendError(j)) => job = j,
+                Err(mpsc::SendError(Msg::Run(j))) => job = j,
+                Err(mpsc::SendError(Msg::Quit)) => unreachable!("a job was sent"),
             }
         }
         let (tx, rx) = mpsc::channel();
-        tx.send(job).expect("the receiver is alive");
+        tx.send(Msg::Run(job)).expect("the receiver is alive");
         let pool = self.clone();
         let id = self
             .next_id
@@ -98,14 +105,24 @@ impl Pool {
         self.lock().len()
     }
 
+    /// Ends every idle thread now rather than after `keep`: what a thread
+    /// keeps between tenures (its engine image, which counts against the
+    /// process's budget of them, and its stack) goes with it. For a host
+    /// that is going away; threads still running a job are not touched.
+    pub fn release_idle(&self) {
+        for worker in self.lock().drain(..) {
+            let _ = worker.tx.send(Msg::Quit);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn work(&self, id: u64, tx: Sender<Job>, rx: Receiver<Job>) {
+    fn work(&self, id: u64, tx: Sender<Msg>, rx: Receiver<Msg>) {
         // The first job was sent before the thread started.
         let mut next = rx.try_recv().ok();
-        while let Some(job) = next.take() {
+        while let Some(Msg::Run(job)) = next.take() {
             job();
             set_thread_name("space-server");
             {
@@ -209,6 +226,49 @@ mod tests {
         wait_for("two threads kept", || pool.idle_threads() == 2);
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(pool.idle_threads(), 2, "the other three exited");
+    }
+
+    #[test]
+    fn released_idle_threads_exit_at_once_and_drop_what_they_kept() {
+        // What a thread keeps between jobs (as a sandbox keeps its engine
+        // image): dropped only when the thread exits.
+        struct Kept(Arc<AtomicUsize>);
+        impl Drop for Kept {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        thread_local! {
+            static KEPT: std::cell::RefCell<Option<Kept>> = const { std::cell::RefCell::new(None) };
+        }
+        let pool = Pool::new(256 * 1024, 4, Duration::from_secs(600), Counters::new());
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        for i in 0..3 {
+            let (dropped, release_rx) = (dropped.clone(), release_rx.clone());
+            pool.run(format!("job{i}"), move || {
+                KEPT.with(|k| *k.borrow_mut() = Some(Kept(dropped)));
+                let _ = release_rx.lock().unwrap().recv();
+            })
+            .unwrap();
+        }
+        for _ in 0..3 {
+            release_tx.send(()).unwrap();
+        }
+        wait_for("three idle threads", || pool.idle_threads() == 3);
+        assert_eq!(dropped.load(Ordering::SeqCst), 0, "kept while idle");
+        pool.release_idle();
+        assert_eq!(pool.idle_threads(), 0);
+        // Long before the ten-minute keep.
+        wait_for("what they kept dropped", || {
+            dropped.load(Ordering::SeqCst) == 3
+        });
+        // The pool still works after.
+        let (tx, rx) = mpsc::channel();
+        pool.run("after".into(), move || tx.send(7).unwrap())
+            .unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), 7);
     }
 
     #[test]
