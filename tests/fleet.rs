@@ -494,3 +494,129 @@ fn the_development_postgres_command_starts_reuses_and_stops_a_cluster() {
     run(&["--stop"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What a tenure's start reads one by one (documents, action states, event
+/// failures, size, undelivered events, schedule) is taken ahead in one
+/// statement: each read then answers as a read of the database would, with
+/// no round trip, once; a write through the handle forgets what was taken.
+#[test]
+fn a_tenure_start_reads_what_it_needs_in_one_statement() {
+    use spacewake::store::postgres::statements_sent;
+    use spacewake::store::{
+        Author, CommitClass, CommitRequest, DocOp, NewEvent, ScheduleRow, SpaceStore,
+    };
+    let Some(url) = common::pg::database("tenure_reads") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::default());
+    let store = PgStore::open(&url, "host-a/1", 30_000, clock.clone(), Counters::new()).unwrap();
+    store.create("s", "did:key:owner").unwrap();
+    let mut s = store.open("s").unwrap();
+    let mut req = CommitRequest::new(CommitClass::System, Author::server());
+    for i in 0..3 {
+        req = req.op(DocOp::Set {
+            id: format!("d{i}"),
+            value: serde_json::json!({ "n": i, "text": "it's \"quoted\"" }),
+        });
+    }
+    s.commit(req).unwrap();
+    // Events e0..e3 at seqs 2..5.
+    for i in 0..4 {
+        s.append_event(
+            Author::server(),
+            NewEvent {
+                event_id: format!("e{i}"),
+                stream: "inbox".into(),
+                payload: serde_json::json!({ "i": i }),
+                fired_by: "server".into(),
+            },
+        )
+        .unwrap();
+    }
+    s.plane(|p| {
+        p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 9_000))?;
+        p.set_action_state("node-1", "hash-1", 1)?;
+        p.note_event_failure("e0", "inbox", 2, "it failed", 5)?;
+        Ok(())
+    })
+    .unwrap();
+
+    // What each read gives on a handle that took nothing ahead.
+    let mut plain = store.open("s").unwrap();
+    let want = (
+        plain.action_states().unwrap(),
+        plain.event_failures().unwrap(),
+        plain.bytes_used().unwrap(),
+        plain.undelivered_events(3).unwrap(),
+        plain.schedule(None).unwrap(),
+        plain.read("d1").unwrap().unwrap(),
+    );
+    assert_eq!(want.0, vec![("node-1".to_string(), "hash-1".to_string())]);
+    assert_eq!(want.1.len(), 1);
+    assert_eq!(want.3.len(), 3);
+    assert_eq!(want.4.len(), 1);
+
+    let mut t = store.open("s").unwrap();
+    let before = statements_sent();
+    t.prefetch_tenure(3).unwrap();
+    assert_eq!(statements_sent() - before, 1, "one statement");
+    let got = (
+        t.action_states().unwrap(),
+        t.event_failures().unwrap(),
+        t.bytes_used().unwrap(),
+        t.undelivered_events(3).unwrap(),
+        t.schedule(None).unwrap(),
+        t.read("d1").unwrap().unwrap(),
+    );
+    assert_eq!(statements_sent() - before, 1, "every read answered ahead");
+    assert_eq!(got.0, want.0);
+    assert_eq!(got.1.len(), 1);
+    assert_eq!(
+        (&got.1[0].event_id, got.1[0].attempts, &got.1[0].last_error),
+        (
+            &want.1[0].event_id,
+            want.1[0].attempts,
+            &want.1[0].last_error
+        )
+    );
+    assert_eq!(got.2, want.2);
+    assert_eq!(got.3, want.3);
+    assert_eq!(got.4, want.4);
+    assert_eq!(
+        (got.5.value, got.5.seq, got.5.rev),
+        (want.5.value, want.5.seq, want.5.rev)
+    );
+
+    // Each part answers once: the next read goes to the database.
+    let before = statements_sent();
+    assert_eq!(t.bytes_used().unwrap(), want.2);
+    assert_eq!(statements_sent() - before, 1);
+    // Taken ahead with a smaller limit than asked for later, and more
+    // events than it: read again.
+    t.prefetch_tenure(2).unwrap();
+    let before = statements_sent();
+    assert_eq!(t.undelivered_events(4).unwrap().len(), 4);
+    assert_eq!(statements_sent() - before, 1);
+
+    // A write through the handle forgets what was taken ahead.
+    t.prefetch_tenure(3).unwrap();
+    let mut req = CommitRequest::new(CommitClass::System, Author::server());
+    req = req.op(DocOp::Set {
+        id: "d1".into(),
+        value: serde_json::json!("new"),
+    });
+    req.watermarks.push(("inbox".into(), 2));
+    t.commit(req).unwrap();
+    assert_eq!(
+        t.read("d1").unwrap().unwrap().value,
+        serde_json::json!("new")
+    );
+    assert_eq!(t.undelivered_events(10).unwrap().len(), 3, "e0 delivered");
+    // The commit's own update of the space's row answers whether events
+    // are left, once; then the database does.
+    let before = statements_sent();
+    assert!(t.has_undelivered().unwrap());
+    assert_eq!(statements_sent() - before, 0);
+    assert!(t.has_undelivered().unwrap());
+    assert_eq!(statements_sent() - before, 1);
+}

@@ -568,6 +568,7 @@ impl SpaceRuntime {
         };
         let started_ms = clock.now_ms();
         let counters = space.counters().clone();
+        space.prefetch_tenure(cfg.wave_event_limit)?;
         let action_hash = space.action_states()?.into_iter().collect();
         let event_failures = space
             .event_failures()?

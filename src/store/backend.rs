@@ -366,6 +366,16 @@ impl Space {
         }
     }
 
+    /// Takes ahead, where reads are round trips (a fleet's database), what
+    /// a tenure's start reads one by one; `events`: the most undelivered
+    /// events its first wave reads. Nothing to do on a space file.
+    pub fn prefetch_tenure(&mut self, events: usize) -> StoreResult<()> {
+        match self {
+            Space::Files(_) => Ok(()),
+            Space::Postgres(s) => s.prefetch_tenure(events),
+        }
+    }
+
     /// Whether [`Space::bytes_used`] is a scan rather than a header read.
     pub fn measuring_is_a_scan(&self) -> bool {
         matches!(self, Space::Postgres(_))

@@ -77,6 +77,50 @@ impl Columns for postgres::Row {
     }
 }
 
+/// A row read as a JSON array (on a fleet database, `json_build_array` of
+/// the same columns in the same order): several kinds of row come back in
+/// one statement that way (`PgSpace::prefetch_tenure`).
+pub(crate) struct JsonCols<'a>(pub &'a [Value]);
+
+impl JsonCols<'_> {
+    fn at(&self, i: usize) -> &Value {
+        self.0.get(i).unwrap_or(&Value::Null)
+    }
+}
+
+impl Columns for JsonCols<'_> {
+    type Error = String;
+    fn text(&self, i: usize) -> Result<String, String> {
+        self.opt_text(i)?
+            .ok_or_else(|| format!("column {i} is null, not text"))
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, String> {
+        match self.at(i) {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s.clone())),
+            v => Err(format!("column {i} is {v}, not text")),
+        }
+    }
+    fn int(&self, i: usize) -> Result<i64, String> {
+        self.opt_int(i)?
+            .ok_or_else(|| format!("column {i} is null, not an integer"))
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, String> {
+        match self.at(i) {
+            Value::Null => Ok(None),
+            v => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| format!("column {i} is {v}, not an integer")),
+        }
+    }
+    fn flag(&self, i: usize) -> Result<bool, String> {
+        self.at(i)
+            .as_bool()
+            .ok_or_else(|| format!("column {i} is not a boolean"))
+    }
+}
+
 /// The columns [`schedule_row`] reads, in its order.
 pub(crate) const SCHEDULE_COLUMNS: &str = "piece, entry, interval_minutes, callback_stream, \
      declared_at_ms, nominal_period, next_due_ms, status, wake_ms, fired_count, missed_count, \

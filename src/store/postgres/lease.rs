@@ -74,24 +74,74 @@ impl Holds {
     }
 }
 
-/// Takes the lease inside `tx`, whose caller holds the space's row lock;
+/// What [`lock`] saw of the lease, after the space's row lock was granted.
+#[derive(Debug, Clone)]
+pub(super) enum LeaseSeen {
+    /// Not asked for.
+    NotRead,
+    /// Whether the lease asked about (holder, epoch) is live.
+    Live(bool),
+    /// The lease row as it is (for a caller about to take the lease):
+    /// holder, unexpired, given back; `None`: the space never had one.
+    Row(Option<(String, bool, bool)>),
+}
+
+/// What a writing transaction asks of the lease as it locks the space.
+pub(super) enum LeaseAsk<'a> {
+    Nothing,
+    /// Is `holder`'s lease at this epoch live?
+    IsLive(&'a str, u64),
+    /// The row as it is, for `take`.
+    ForTaking,
+}
+
+/// A writing transaction's first statement: locks the space's row for the
+/// rest of `tx` and reads its head seq and `wake_at_ms`, then the lease as
+/// `ask` says — read after the lock is granted, in one round trip
+/// (`spacewake_lock`, migration 16). `None`: no such space.
+pub(super) fn lock(
+    tx: &mut Db<'_, postgres::Transaction<'_>>,
+    id: &str,
+    holder: &str,
+    ask: LeaseAsk<'_>,
+) -> StoreResult<Option<(u64, Option<i64>, LeaseSeen)>> {
+    let (who, epoch): (Option<&str>, Option<i64>) = match ask {
+        LeaseAsk::Nothing => (None, None),
+        LeaseAsk::IsLive(h, e) => (Some(h), Some(e as i64)),
+        LeaseAsk::ForTaking => (Some(holder), None),
+    };
+    let row = tx
+        .query_opt(
+            "SELECT head_seq, wake_at_ms, lease_live, lease_holder, lease_released \
+             FROM spacewake_lock($1, $2, $3)",
+            &[&id, &who, &epoch],
+        )
+        .doing("locking the space")?;
+    Ok(row.map(|r| {
+        let seen = match (who, epoch) {
+            (None, _) => LeaseSeen::NotRead,
+            (Some(_), Some(_)) => LeaseSeen::Live(r.get::<_, Option<bool>>(2) == Some(true)),
+            (Some(_), None) => LeaseSeen::Row(
+                r.get::<_, Option<String>>(3)
+                    .map(|h| (h, r.get::<_, bool>(2), r.get::<_, bool>(4))),
+            ),
+        };
+        (r.get::<_, i64>(0) as u64, r.get(1), seen)
+    }))
+}
+
+/// Takes the lease inside `tx`, whose caller holds the space's row lock
+/// and read the lease row after taking it (`current`, from [`lock`]);
 /// `None` while another holder's lease is live.
 pub(super) fn take(
     tx: &mut Db<'_, postgres::Transaction<'_>>,
     id: &str,
     holder: &str,
     ttl_ms: f64,
+    current: Option<(String, bool, bool)>,
     counters: &SpaceCounters,
 ) -> StoreResult<Option<Lease>> {
-    let current = tx
-        .query_opt(
-            "SELECT holder, expires_at > clock_timestamp(), \
-             expires_at = to_timestamp(0) FROM execution_lease WHERE space = $1",
-            &[&id],
-        )
-        .doing("reading the lease")?;
-    if let Some(r) = &current {
-        let (h, live, released): (String, bool, bool) = (r.get(0), r.get(1), r.get(2));
+    if let Some((h, live, released)) = current {
         if h != holder && live {
             counters.inc(Counter::LeaseRefused);
             return Ok(None);
@@ -115,24 +165,6 @@ pub(super) fn take(
         )
         .doing("taking the lease")?;
     Ok(Some(from_row(holder.to_string(), &row)))
-}
-
-/// Whether the lease row shows `holder` at `epoch`, unexpired by the
-/// database's clock.
-pub(super) fn is_live(
-    tx: &mut Db<'_, postgres::Transaction<'_>>,
-    id: &str,
-    holder: &str,
-    epoch: u64,
-) -> StoreResult<bool> {
-    Ok(tx
-        .query_opt(
-            "SELECT 1 FROM execution_lease WHERE space = $1 AND holder = $2 \
-             AND epoch = $3 AND expires_at > clock_timestamp()",
-            &[&id, &holder, &(epoch as i64)],
-        )
-        .doing("checking the lease")?
-        .is_some())
 }
 
 /// Extends a live lease by the TTL; `None` when it expired or was taken.

@@ -23,6 +23,7 @@ mod fleet;
 mod lease;
 mod plane;
 mod pool;
+mod prefetch;
 mod space;
 
 pub use fleet::{Claim, FleetHost, RegisteredHost, WakeNotices};
@@ -119,6 +120,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         15,
         "0015_host_registry",
         include_str!("../../../schema/postgres/0015_host_registry.sql"),
+    ),
+    (
+        16,
+        "0016_lock_function",
+        include_str!("../../../schema/postgres/0016_lock_function.sql"),
     ),
 ];
 

@@ -4,6 +4,7 @@
 use super::lease;
 use super::plane::{self as rows, PgPlane, EARLIEST_DUE};
 use super::pool::{Db, Pooled};
+use super::prefetch::{self, Prefetch, TenureReads};
 use crate::metrics::{Counter, SpaceCounters};
 use crate::store::commit::{self, CommitRows};
 use crate::store::contract::SpaceStore;
@@ -19,6 +20,9 @@ use crate::store::records::{
 };
 use postgres::{GenericClient, Row};
 use serde_json::Value;
+
+/// How long what [`PgSpace::prefetch_tenure`] read answers reads.
+const START_READS_KEPT_MS: u64 = 1_000;
 
 /// One space of the shared database, holding a pooled connection.
 pub struct PgSpace {
@@ -36,31 +40,32 @@ pub struct PgSpace {
     tenure: Option<u64>,
     /// What the index hooks remember on this handle.
     memo: HookMemo,
+    /// Reads answered without a round trip. (Boxed: the handle's size is
+    /// counted.)
+    ahead: Box<Ahead>,
+}
+
+/// What a handle read ahead or learned from its own writes (see
+/// `prefetch.rs`), so that reads a tenure makes in a row cost no round
+/// trip each.
+#[derive(Default)]
+struct Ahead {
     /// The space's documents as read at once by the first read since this
     /// handle's last commit, while they are few (see [`Prefetch`]); `None`
-    /// until that read. (Boxed: the handle's size is counted.)
-    docs: Option<Box<Prefetch>>,
+    /// until that read.
+    docs: Option<Prefetch>,
+    /// What a tenure's start reads, taken ahead by
+    /// [`PgSpace::prefetch_tenure`], and when (monotonic ms); each part
+    /// answers one read within [`START_READS_KEPT_MS`], and any write
+    /// through the handle forgets them.
+    start: Option<(TenureReads, u64)>,
+    /// Whether events were left undelivered, as this handle's last commit
+    /// read in its own update of the space's row, and when (monotonic ms):
+    /// answers the next [`PgSpace::has_undelivered`] within
+    /// [`START_READS_KEPT_MS`] (the question a turn asks right after its
+    /// wave).
+    undelivered: Option<(bool, u64)>,
 }
-
-/// Documents read in one statement. A tenure reads most of a small
-/// space's documents one after another at its start (five for a scheduled
-/// wake of one piece); on the database each is a round trip, so the first
-/// read takes them all, up to [`PREFETCH_DOCS`]. A commit through the
-/// handle forgets them (the only writer while it holds the lease); the
-/// runtime above keeps its own copies for the tenure anyway.
-enum Prefetch {
-    /// Every document of the space: id → (value text, seq, rev).
-    Few(std::collections::HashMap<String, PrefetchedDoc>),
-    /// More than [`PREFETCH_DOCS`]: each is read on its own.
-    Many,
-}
-
-/// A prefetched document's row: its value's text (none once deleted), seq
-/// and rev.
-type PrefetchedDoc = (Option<String>, i64, i64);
-
-/// The most documents a handle reads at once.
-const PREFETCH_DOCS: i64 = 32;
 
 impl PgSpace {
     pub(super) fn new(id: &str, counters: SpaceCounters, conn: Pooled) -> PgSpace {
@@ -72,38 +77,49 @@ impl PgSpace {
             quarantined: None,
             tenure: None,
             memo: HookMemo::default(),
-            docs: None,
+            ahead: Box::default(),
         }
     }
 
     /// A document, from the handle's prefetch when it has one (see
     /// [`Prefetch`]).
     fn read_prefetched(&mut self, doc: &str) -> StoreResult<Option<DocRead>> {
-        if self.docs.is_none() {
-            let rows = self
-                .conn
-                .db()
-                .query(
-                    "SELECT id, value, seq, rev FROM docs WHERE space = $1 ORDER BY id LIMIT $2",
-                    &[&self.id, &(PREFETCH_DOCS + 1)],
-                )
-                .doing("reading the space's documents")?;
-            self.docs = Some(Box::new(if rows.len() as i64 > PREFETCH_DOCS {
-                Prefetch::Many
-            } else {
-                Prefetch::Few(
-                    rows.iter()
-                        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3))))
-                        .collect(),
-                )
-            }));
+        if self.ahead.docs.is_none() {
+            self.ahead.docs = Some(Prefetch::read(&mut self.conn.db(), &self.id)?);
         }
-        let Some(Prefetch::Few(docs)) = self.docs.as_deref() else {
+        let Some(Prefetch::Few(docs)) = &self.ahead.docs else {
             return read_doc(&mut self.conn.db(), &self.id, doc);
         };
         match docs.get(doc) {
             Some((Some(text), seq, rev)) => doc_read(&self.id, doc, text, *seq, *rev).map(Some),
             _ => Ok(None),
+        }
+    }
+
+    /// Reads at once what a tenure's start reads one by one (the documents
+    /// and [`TenureReads`], see `prefetch.rs`): one statement instead of
+    /// six. `events`: the most undelivered events its first wave reads.
+    pub fn prefetch_tenure(&mut self, events: usize) -> StoreResult<()> {
+        self.live()?;
+        let r = prefetch::read_tenure(&mut self.conn.db(), &self.id, events);
+        let (docs, start) = self.guard(r)?;
+        self.ahead.docs = Some(docs);
+        self.ahead.start = Some((start, self.monotonic_ms()));
+        Ok(())
+    }
+
+    /// A part of what [`PgSpace::prefetch_tenure`] read, once, while it is
+    /// fresh (a tenure's start reads it within milliseconds; a read much
+    /// later, say an operator's, goes to the database).
+    fn taken<T>(&mut self, part: impl FnOnce(&mut TenureReads) -> Option<T>) -> Option<T> {
+        let now = self.monotonic_ms();
+        match self.ahead.start.as_mut() {
+            Some((reads, at)) if now.saturating_sub(*at) <= START_READS_KEPT_MS => part(reads),
+            Some(_) => {
+                self.ahead.start = None;
+                None
+            }
+            None => None,
         }
     }
 
@@ -139,6 +155,12 @@ impl PgSpace {
     }
 
     pub fn has_undelivered(&mut self) -> StoreResult<bool> {
+        let now = self.monotonic_ms();
+        if let Some((undelivered, at)) = self.ahead.undelivered.take() {
+            if now.saturating_sub(at) <= START_READS_KEPT_MS {
+                return Ok(undelivered);
+            }
+        }
         Ok(self.reconcile_projection()?.undelivered)
     }
 
@@ -285,20 +307,16 @@ impl PgSpace {
         self.conn.pool.clock.monotonic_ms()
     }
 
-    /// Locks the space's row for the rest of `tx`; its newest seq and when
-    /// it needs a host (`wake_at_ms`).
+    /// Locks the space's row for the rest of `tx` (see [`lease::lock`]):
+    /// its newest seq, when it needs a host (`wake_at_ms`), and what `ask`
+    /// wanted to know of the lease.
     fn lock_space(
         tx: &mut Db<'_, postgres::Transaction<'_>>,
         id: &str,
-    ) -> StoreResult<(u64, Option<i64>)> {
-        let row = tx
-            .query_opt(
-                "SELECT head_seq, wake_at_ms FROM spaces WHERE id = $1 FOR UPDATE",
-                &[&id],
-            )
-            .doing("locking the space")?
-            .ok_or_else(|| StoreError::UnknownSpace(id.to_string()))?;
-        Ok((row.get::<_, i64>(0) as u64, row.get(1)))
+        holder: &str,
+        ask: lease::LeaseAsk<'_>,
+    ) -> StoreResult<(u64, Option<i64>, lease::LeaseSeen)> {
+        lease::lock(tx, id, holder, ask)?.ok_or_else(|| StoreError::UnknownSpace(id.to_string()))
     }
 
     /// Like [`SpaceStore::commit`], with `extra` running inside the same
@@ -340,6 +358,8 @@ impl PgSpace {
         f: impl FnOnce(&mut PlaneTx<'_>) -> StoreResult<T>,
     ) -> StoreResult<T> {
         self.live()?;
+        // The schedule, failures and action states taken ahead may change.
+        self.ahead.start = None;
         let id = self.id.clone();
         let holder = self.holder();
         let held = match (self.tenure, self.held().map(|h| h.0)) {
@@ -354,9 +374,13 @@ impl PgSpace {
         super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("beginning a plane write")?;
         let mut db = Db { c: &mut txn, cache };
-        let (_, wake_before) = Self::lock_space(&mut db, &id)?;
+        let ask = match held {
+            Some(epoch) => lease::LeaseAsk::IsLive(&holder, epoch),
+            None => lease::LeaseAsk::Nothing,
+        };
+        let (_, wake_before, seen) = Self::lock_space(&mut db, &id, &holder, ask)?;
         if let Some(epoch) = held {
-            if !lease::is_live(&mut db, &id, &holder, epoch)? {
+            if !matches!(seen, lease::LeaseSeen::Live(true)) {
                 counters.inc(Counter::PlaneWritesRefused);
                 return Err(StoreError::NotLeaseHolder(format!(
                     "the lease of {holder} at epoch {epoch} is no longer held"
@@ -395,7 +419,7 @@ impl PgSpace {
     ) -> StoreResult<CommitOutcome> {
         self.live()?;
         // Whatever it writes, the documents read before are not the truth.
-        self.docs = None;
+        *self.ahead = Ahead::default();
         let id = self.id.clone();
         let holder = self.holder();
         let ttl = self.ttl_ms();
@@ -433,7 +457,13 @@ impl PgSpace {
         super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("beginning a commit")?;
         let mut db = Db { c: &mut txn, cache };
-        let (head, wake_before) = Self::lock_space(&mut db, &id)?;
+        // The lease question the commit will ask, answered with the lock.
+        let ask = match (&req.class, &req.lease) {
+            (CommitClass::Derived, Some(l)) => lease::LeaseAsk::IsLive(&l.holder, l.tenure),
+            _ if req.take_lease => lease::LeaseAsk::ForTaking,
+            _ => lease::LeaseAsk::Nothing,
+        };
+        let (head, wake_before, seen) = Self::lock_space(&mut db, &id, &holder, ask)?;
         let mut rows = PgCommit {
             plane: PgPlane {
                 db: &mut db,
@@ -443,6 +473,7 @@ impl PgSpace {
             ttl,
             counters: &counters,
             head,
+            seen,
         };
         let written = commit::write(
             &mut rows,
@@ -487,6 +518,7 @@ impl PgSpace {
             _ => false,
         };
         txn.commit().doing("committing")?;
+        self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
         self.tell_earlier(earlier);
         if let Some(t) = &written.taken {
             self.conn.pool.held.set(&id, t.tenure, sent_ms);
@@ -645,6 +677,11 @@ impl PgSpace {
     }
 
     pub fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        if piece.is_none() {
+            if let Some(rows) = self.taken(|t| t.schedule.take()) {
+                return Ok(rows);
+            }
+        }
         self.read_rows(|db, id| rows::list_schedule(db, id, piece))
     }
 
@@ -670,10 +707,16 @@ impl PgSpace {
     }
 
     pub fn action_states(&mut self) -> StoreResult<Vec<(String, String)>> {
+        if let Some(v) = self.taken(|t| t.action_states.take()) {
+            return Ok(v);
+        }
         self.read_rows(rows::action_states)
     }
 
     pub fn event_failures(&mut self) -> StoreResult<Vec<EventFailure>> {
+        if let Some(v) = self.taken(|t| t.event_failures.take()) {
+            return Ok(v);
+        }
         self.read_rows(rows::event_failures)
     }
 
@@ -692,6 +735,9 @@ impl PgSpace {
     /// *Storage quota*). `octet_length` reads a stored value's size without
     /// decompressing it.
     pub fn bytes_used(&mut self) -> StoreResult<u64> {
+        if let Some(v) = self.taken(|t| t.bytes_used.take()) {
+            return Ok(v);
+        }
         self.read_rows(|db, id| {
             let r = db
                 .query_one(
@@ -829,6 +875,9 @@ impl SpaceStore for PgSpace {
     }
 
     fn undelivered_events(&mut self, limit: usize) -> StoreResult<Vec<EventRecord>> {
+        if let Some(v) = self.taken(|t| t.undelivered(limit)) {
+            return Ok(v);
+        }
         self.live()?;
         Ok(self
             .conn
@@ -863,7 +912,7 @@ impl SpaceStore for PgSpace {
 
     fn acquire_lease(&mut self) -> StoreResult<Option<Lease>> {
         // Another host may have written since: read the documents afresh.
-        self.docs = None;
+        *self.ahead = Ahead::default();
         self.live()?;
         let id = self.id.clone();
         let holder = self.holder();
@@ -873,8 +922,12 @@ impl SpaceStore for PgSpace {
         super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("taking the lease")?;
         let mut db = Db { c: &mut txn, cache };
-        Self::lock_space(&mut db, &id)?;
-        let taken = lease::take(&mut db, &id, &holder, ttl, &self.counters)?;
+        let (_, _, seen) = Self::lock_space(&mut db, &id, &holder, lease::LeaseAsk::ForTaking)?;
+        let current = match seen {
+            lease::LeaseSeen::Row(row) => row,
+            _ => unreachable!("asked for the row"),
+        };
+        let taken = lease::take(&mut db, &id, &holder, ttl, current, &self.counters)?;
         if let Some(l) = &taken {
             txn.commit().doing("taking the lease")?;
             self.counters.inc(Counter::LeaseAcquired);
@@ -923,14 +976,14 @@ struct PgCommit<'a, 'd, 't> {
     counters: &'a SpaceCounters,
     /// The space's head seq, read under the lock.
     head: u64,
+    /// What the lock's statement read of the lease (see `commit_inner`).
+    seen: lease::LeaseSeen,
 }
 
 impl CommitRows for PgCommit<'_, '_, '_> {
     fn check_derived_lease(&mut self, lease: Option<&Lease>) -> StoreResult<()> {
-        let ok = match lease {
-            None => false,
-            Some(l) => lease::is_live(self.plane.db, self.plane.space, &l.holder, l.tenure)?,
-        };
+        // commit_inner asked about exactly this lease with the lock.
+        let ok = lease.is_some() && matches!(self.seen, lease::LeaseSeen::Live(true));
         if ok {
             return Ok(());
         }
@@ -944,11 +997,26 @@ impl CommitRows for PgCommit<'_, '_, '_> {
     }
 
     fn take_lease(&mut self) -> StoreResult<Option<Lease>> {
+        let current = match std::mem::replace(&mut self.seen, lease::LeaseSeen::NotRead) {
+            lease::LeaseSeen::Row(row) => row,
+            // A derived commit that also takes the lease (none does today).
+            _ => lease::lock(
+                self.plane.db,
+                self.plane.space,
+                self.holder,
+                lease::LeaseAsk::ForTaking,
+            )?
+            .and_then(|(_, _, seen)| match seen {
+                lease::LeaseSeen::Row(row) => row,
+                _ => None,
+            }),
+        };
         lease::take(
             self.plane.db,
             self.plane.space,
             self.holder,
             self.ttl,
+            current,
             self.counters,
         )
     }

@@ -1,0 +1,198 @@
+//! Reads a space handle takes ahead, in one statement, because on the
+//! database each read is a round trip and a tenure's start asks for many
+//! small ones in a row: its documents (at most [`PREFETCH_DOCS`]), and at
+//! the start of a tenure its action states, event failures, size,
+//! undelivered events and schedule ([`TenureReads`]).
+//!
+//! A read taken ahead is what the database held a moment earlier, as any
+//! read outside a transaction is. Each part of [`TenureReads`] answers one
+//! read only, and any write through the handle forgets them all (the
+//! handle's tenure is the only writer while it holds the lease).
+
+use super::pool::Db;
+use crate::store::dead_letters::EventFailure;
+use crate::store::error::{PgContext, StoreError, StoreResult};
+use crate::store::plane::ScheduleRow;
+use crate::store::records::EventRecord;
+use crate::store::rows::{self, Columns, JsonCols, SCHEDULE_COLUMNS};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The space's documents as read at once (see the module's doc).
+pub(super) enum Prefetch {
+    /// Every document of the space: id → (value text, seq, rev).
+    Few(HashMap<String, PrefetchedDoc>),
+    /// More than [`PREFETCH_DOCS`]: each is read on its own.
+    Many,
+}
+
+/// A prefetched document's row: its value's text (none once deleted), seq
+/// and rev.
+pub(super) type PrefetchedDoc = (Option<String>, i64, i64);
+
+/// The most documents a handle reads at once.
+pub(super) const PREFETCH_DOCS: i64 = 32;
+
+impl Prefetch {
+    fn from_rows(rows: impl ExactSizeIterator<Item = (String, PrefetchedDoc)>) -> Prefetch {
+        if rows.len() as i64 > PREFETCH_DOCS {
+            Prefetch::Many
+        } else {
+            Prefetch::Few(rows.collect())
+        }
+    }
+
+    /// The documents alone, in one statement.
+    pub(super) fn read(db: &mut Db<'_, postgres::Client>, space: &str) -> StoreResult<Prefetch> {
+        let rows = db
+            .query(
+                "SELECT id, value, seq, rev FROM docs WHERE space = $1 ORDER BY id LIMIT $2",
+                &[&space, &(PREFETCH_DOCS + 1)],
+            )
+            .doing("reading the space's documents")?;
+        Ok(Prefetch::from_rows(
+            rows.iter()
+                .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3)))),
+        ))
+    }
+}
+
+/// What a tenure reads as it starts, each answering one read (see the
+/// module's doc). The runtime's start reads the action states and event
+/// failures, the host measures the space for its quota, the first wave
+/// reads the undelivered events and the server the schedule.
+#[derive(Debug, Default)]
+pub(super) struct TenureReads {
+    pub action_states: Option<Vec<(String, String)>>,
+    pub event_failures: Option<Vec<EventFailure>>,
+    pub bytes_used: Option<u64>,
+    /// The oldest undelivered events, at most the limit asked for; `true`
+    /// when that was all of them.
+    pub undelivered: Option<(Vec<EventRecord>, bool)>,
+    /// Every entry, by piece and entry.
+    pub schedule: Option<Vec<ScheduleRow>>,
+}
+
+impl TenureReads {
+    /// The undelivered events for a read of at most `limit`, when what was
+    /// taken ahead answers it.
+    pub(super) fn undelivered(&mut self, limit: usize) -> Option<Vec<EventRecord>> {
+        let (mut events, all) = self.undelivered.take()?;
+        if !all && limit > events.len() {
+            return None;
+        }
+        events.truncate(limit);
+        Some(events)
+    }
+}
+
+/// Everything a tenure's start reads, in one statement: the parts as JSON
+/// arrays of rows, mapped by the rows module's mappers.
+pub(super) fn read_tenure(
+    db: &mut Db<'_, postgres::Client>,
+    space: &str,
+    events: usize,
+) -> StoreResult<(Prefetch, TenureReads)> {
+    let sql = format!(
+        "SELECT \
+           (SELECT json_agg(json_build_array(node, inputs_hash)) \
+              FROM action_state WHERE space = $1)::text, \
+           (SELECT json_agg(json_build_array(event_id, attempts, last_error)) \
+              FROM event_failures WHERE space = $1)::text, \
+           (SELECT json_agg(json_build_array(id, value, seq, rev) ORDER BY id) FROM \
+              (SELECT id, value, seq, rev FROM docs WHERE space = $1 ORDER BY id LIMIT $2) d)::text, \
+           ((SELECT COALESCE(SUM(octet_length(value)), 0) FROM docs WHERE space = $1) \
+             + (SELECT COALESCE(SUM(octet_length(payload)), 0) FROM events WHERE space = $1) \
+             + (SELECT COALESCE(SUM(octet_length(value)), 0) FROM commit_ops WHERE space = $1))::bigint, \
+           (SELECT json_agg(json_build_array(event_id, stream, seq, payload, fired_by, fired_at_ms) \
+                            ORDER BY seq, event_id) FROM \
+              (SELECT e.event_id, e.stream, e.seq, e.payload, e.fired_by, e.fired_at_ms \
+                 FROM events e JOIN streams s ON s.space = e.space AND s.stream = e.stream \
+                WHERE e.space = $1 AND e.seq > s.watermark_seq \
+                ORDER BY e.seq, e.event_id LIMIT $3) u)::text, \
+           (SELECT json_agg(json_build_array({SCHEDULE_COLUMNS}) ORDER BY piece, entry) \
+              FROM schedule_index WHERE space = $1)::text"
+    );
+    let row = db
+        .query_one(&sql, &[&space, &(PREFETCH_DOCS + 1), &(events as i64 + 1)])
+        .doing("reading what a tenure starts with")?;
+    let bad = |reason: String| StoreError::Corrupt {
+        path: format!("postgres: space {space}").into(),
+        reason: format!("reading what a tenure starts with: {reason}"),
+    };
+    let arrays = |i: usize| -> StoreResult<Vec<Value>> {
+        match row.get::<_, Option<String>>(i) {
+            None => Ok(Vec::new()),
+            Some(text) => match serde_json::from_str(&text) {
+                Ok(Value::Array(rows)) => Ok(rows),
+                Ok(_) => Err(bad("not an array of rows".into())),
+                Err(e) => Err(bad(e.to_string())),
+            },
+        }
+    };
+    let each = |i: usize| -> StoreResult<Vec<Vec<Value>>> {
+        arrays(i)?
+            .into_iter()
+            .map(|r| match r {
+                Value::Array(cols) => Ok(cols),
+                _ => Err(bad("a row is not an array".into())),
+            })
+            .collect()
+    };
+    let action_states = each(0)?
+        .iter()
+        .map(|r| {
+            let c = JsonCols(r);
+            Ok((c.text(0).map_err(bad)?, c.text(1).map_err(bad)?))
+        })
+        .collect::<StoreResult<_>>()?;
+    let event_failures = each(1)?
+        .iter()
+        .map(|r| rows::event_failure(&JsonCols(r)).map_err(bad))
+        .collect::<StoreResult<_>>()?;
+    let docs = each(2)?
+        .iter()
+        .map(|r| {
+            let c = JsonCols(r);
+            Ok((
+                c.text(0).map_err(bad)?,
+                (
+                    c.opt_text(1).map_err(bad)?,
+                    c.int(2).map_err(bad)?,
+                    c.int(3).map_err(bad)?,
+                ),
+            ))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    let undelivered: Vec<EventRecord> = each(4)?
+        .iter()
+        .map(|r| {
+            let c = JsonCols(r);
+            Ok(EventRecord {
+                event_id: c.text(0).map_err(bad)?,
+                stream: c.text(1).map_err(bad)?,
+                seq: c.uint(2).map_err(bad)?,
+                payload: serde_json::from_str(&c.text(3).map_err(bad)?).unwrap_or(Value::Null),
+                fired_by: c.text(4).map_err(bad)?,
+                fired_at_ms: c.uint(5).map_err(bad)?,
+            })
+        })
+        .collect::<StoreResult<_>>()?;
+    let all = undelivered.len() <= events;
+    let mut undelivered = undelivered;
+    undelivered.truncate(events);
+    let schedule = each(5)?
+        .iter()
+        .map(|r| rows::schedule_row(&JsonCols(r)).map_err(bad))
+        .collect::<StoreResult<_>>()?;
+    Ok((
+        Prefetch::from_rows(docs.into_iter()),
+        TenureReads {
+            action_states: Some(action_states),
+            event_failures: Some(event_failures),
+            bytes_used: Some(row.get::<_, i64>(3).max(0) as u64),
+            undelivered: Some((undelivered, all)),
+            schedule: Some(schedule),
+        },
+    ))
+}
