@@ -78,7 +78,7 @@ export type PongMessage = {
   id: RequestId;
 };
 
-/** Server-pushed: a tracked value changed in commit seq. Sent in strictly increasing seq order per session. */
+/** Server-pushed: a tracked value changed in commit seq (the newest seq among the documents the value was read from). Per tracked target, seqs strictly increase; across targets there is no order. */
 export type UpdateMessage = {
   type: "update";
   seq: Seq;
