@@ -384,6 +384,10 @@ export class Session {
   /** Makes `conn` the session's connection: re-tracks every target, then
    * sends whatever waits, in the order it was asked. */
   private attach(conn: Connection): void {
+    if (this.state_ === "closed") {
+      conn.close(); // close() ran while this connection was being opened
+      return;
+    }
     this.conn = conn;
     this.opened_ = conn.opened;
     conn.listen(
@@ -500,10 +504,19 @@ export class Session {
   private notify(state: SessionState, detail: StateDetail): void {
     try {
       this.connectOptions.onStateChange?.(state, detail);
-    } catch {
-      // An app's callback that throws must not break the session.
+    } catch (e) {
+      reportLater(e);
     }
   }
+}
+
+/** Reports an app callback's exception as an uncaught error, after the
+ * session has finished its own bookkeeping: thrown in place, it would
+ * leave the session half-updated (and in Node, escape from the socket). */
+function reportLater(error: unknown): void {
+  setTimeout(() => {
+    throw error;
+  }, 0);
 }
 
 /** 128 random bits, unpadded base64url: an event id no other client picks. */

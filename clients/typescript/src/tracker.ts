@@ -71,7 +71,14 @@ export class Tracker implements AsyncIterable<Update> {
     this.lastSeq = update.seq;
     this.lastValue = update.value;
     if (this.onUpdate) {
-      this.onUpdate(update);
+      try {
+        this.onUpdate(update);
+      } catch (e) {
+        // Not thrown here: the other trackers of this update still get it.
+        setTimeout(() => {
+          throw e;
+        }, 0);
+      }
     } else if (this.waiter) {
       this.waiter.resolve({ value: update, done: false });
       this.waiter = null;

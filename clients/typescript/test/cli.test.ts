@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { ForbiddenError, Identity, OperatorClient } from "@spacewake/client";
-import { loadKeyFile, saveKeyFile } from "@spacewake/client/node";
+import { loadKeyFile, readProgram, saveKeyFile } from "@spacewake/client/node";
 import { cli, COUNTER, open, REPO_DIR, Server, tempDir } from "./helpers.js";
 
 let server: Server;
@@ -88,5 +88,32 @@ test("a key the CLI made: the client loads it as the same did; a grant by the cl
   assert.equal(asFriend.access, "read");
   await assert.rejects(asFriend.send(piece, "increment"), ForbiddenError);
   asFriend.close();
+  s.close();
+});
+
+test("readProgram sends what the CLI's deploy sends: relative imports and dataFile attachments", async () => {
+  const key = join(dir, "programs.key");
+  const me = await Identity.generate();
+  await saveKeyFile(me, key);
+  const s = await open(server, me, "programs", { create: true });
+  // Without `$`-reserved outputs, which name the piece.
+  const data = (v: unknown) => JSON.stringify(v, (k, x) => (k.startsWith("$") ? undefined : x));
+  for (const [file, expected] of [
+    ["data-file.tsx", ["data-file.tsx", "data/cities.json", "data/words.txt"]],
+    ["composed.tsx", ["composed.tsx", "counter-child.tsx"]],
+    ["nested-app.tsx", null],
+  ] as const) {
+    const path = join(REPO_DIR, "fixtures/patterns", file);
+    const program = await readProgram(path);
+    assert.equal(program.entry, file);
+    if (expected) assert.deepEqual(Object.keys(program.files).sort(), [...expected].sort());
+    const mine = await s.deploy(program);
+    const theirs = cli(["deploy", path, "--server", server.addr, "--space", "programs", "--key", key]);
+    assert.equal(theirs.status, 0, theirs.stderr);
+    const a = (await s.read(mine)).value;
+    const b = (await s.read(theirs.stdout.trim())).value;
+    assert.equal(data(a), data(b), file);
+    assert.ok(data(a).length > 10, `${file}: ${data(a)}`);
+  }
   s.close();
 });
