@@ -56,8 +56,9 @@ describe("open", () => {
     assert.ok(err instanceof UnknownSpaceError, String(err));
     assert.equal(err.code, "unknownSpace");
     assert.equal(err.retryable, false);
-    const stats = await server.stats();
-    assert.equal(stats.servingLoop.spaces?.nosuchspace, undefined, "no space was made");
+    const operator = new OperatorClient({ server: server.http, identity: await loadKeyFile(`${server.data}/host.key`) });
+    const lookup = await operator.call("GET", "/api/operator/spaces/nosuchspace").catch((e: unknown) => e);
+    assert.ok(lookup instanceof UnknownSpaceError && lookup.status === 404, `no space was made: ${lookup}`);
     // A second identity may not open the owner's space.
     const stranger = await Identity.generate();
     const refused = await open(server, stranger, "home").catch((e: unknown) => e);
