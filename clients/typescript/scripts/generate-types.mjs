@@ -6,8 +6,8 @@
 // Written here rather than taken from npm: the schemas use a small subset
 // of JSON Schema (object, array, enum, const, oneOf/anyOf, $ref into
 // $defs), and the general generators bring dozens of dependencies and
-// emit names and layouts we would then have to pin. Thirty lines of
-// mapping per construct keep the output readable and stable.
+// emit names and layouts we would then have to pin. A page of mapping
+// keeps the output readable, and stable across versions of nothing.
 //
 // Besides types, each module exports what a client needs at run time:
 // the `type` names of its root union (`CLIENT_MESSAGE_TYPES`), and every
