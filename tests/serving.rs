@@ -782,3 +782,34 @@ fn data_files_travel_with_a_deployed_program_and_survive_a_restart() {
         serde_json::json!("Lagos")
     );
 }
+
+/// A host listening on port 0 gives patterns the origin it actually
+/// listens at (`getPatternEnvironment().apiUrl`), not port 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patterns_are_given_the_port_actually_bound() {
+    use spacewake::protocol::messages::Deploy;
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let me = Identity::generate();
+    let (mut c, _) = connect(&server, &me, "origin").await;
+    let source = "import { getPatternEnvironment, pattern } from \"commonfabric\";\n\
+                  export default pattern(() => ({ origin: getPatternEnvironment().apiUrl.href }));\n";
+    let id = c.fresh_id();
+    let piece = match c
+        .request(ClientMessage::Deploy(Deploy {
+            id,
+            entry: "origin.tsx".into(),
+            files: [("origin.tsx".to_string(), source.to_string())].into(),
+            export: None,
+            argument: None,
+        }))
+        .await
+        .unwrap()
+    {
+        ServerMessage::Deployed(d) => d.piece,
+        other => panic!("deploy: {other:?}"),
+    };
+    track(&mut c, &piece, "origin", None).await;
+    let (_, origin) = next_value(&mut c).await;
+    assert_eq!(origin, json!(format!("http://{}/", server.addr)));
+}

@@ -339,6 +339,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         std::iter::once(host_key.did()).chain(args.operator.iter().cloned()),
     );
     let space_creators = space_creators(&args.space_creators, &host_key.did(), &args.operator)?;
+    // Bound before the host is made: with port 0, the origin patterns are
+    // given (`getPatternEnvironment().apiUrl`, by default this address) is
+    // the port actually bound, not port 0.
+    let std_listener = std::net::TcpListener::bind(args.listen)
+        .with_context(|| format!("listening on {}", args.listen))?;
+    std_listener.set_nonblocking(true)?;
+    let local = std_listener.local_addr()?;
     let host_cfg = crate::host::HostConfig {
         idle_park_ms: args.idle_park_ms,
         flush_deadline_ms: args.flush_deadline_ms,
@@ -373,7 +380,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .public_origin
                 .first()
                 .map(|o| o.trim_end_matches('/').to_string())
-                .unwrap_or_else(|| format!("http://{}", args.listen))
+                .unwrap_or_else(|| format!("http://{local}"))
                 .into(),
             ..Default::default()
         },
@@ -403,10 +410,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // directory for whoever may read it, and printed below.
         let (console_auth, console_token, token_path) =
             crate::console::auth::ConsoleAuth::create(&args.data)?;
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("listening on {}", args.listen))?;
-        let local = listener.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(std_listener)
+            .with_context(|| format!("listening on {local}"))?;
         let hosts = crate::console::guard::HostRule::new(local, &args.public_origin)
             .map_err(|e| anyhow::anyhow!("--public-origin: {e}"))?;
         let console = crate::http::console::ConsoleState::new(console_auth)
