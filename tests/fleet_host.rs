@@ -640,6 +640,73 @@ async fn relay_requests_are_checked_and_operator_actions_are_relayed() {
         relayed_before + 1,
         "{body}"
     );
+
+    // The same from B's console, signed in with B's token: done on A too,
+    // and the console goes back to the space's page.
+    let form = |addr: &str, path: &str, cookie: Option<&str>, body: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let cookie = cookie.map_or(String::new(), |c| format!("Cookie: {c}\r\n"));
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n{cookie}\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        raw
+    };
+    let token = std::fs::read_to_string(f.dir_b.path().join("console.token")).unwrap();
+    let signed_in = form(
+        &b.addr,
+        "/console/sign-in",
+        None,
+        &format!("token={}", token.trim()),
+    );
+    let cookie = signed_in
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("no session cookie: {signed_in}"))
+        .to_string();
+    let (relayed_before, served_before) = (
+        b.host_counter("relay", "requests"),
+        f.a.host_counter("relay", "served"),
+    );
+    let answer = form(
+        &b.addr,
+        "/console/spaces/home/budget",
+        Some(&cookie),
+        "budget=7000",
+    );
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    assert!(answer.contains("/console/spaces/home"), "{answer}");
+    assert_eq!(b.host_counter("relay", "requests"), relayed_before + 1);
+    assert_eq!(f.a.host_counter("relay", "served"), served_before + 1);
+    let a_key = Identity::load(&f._dir_a.path().join("host.key")).unwrap();
+    let (code, ledger) = common::server::operator_call(
+        &f.a,
+        &a_key,
+        now(),
+        "GET",
+        "/api/operator/spaces/home/ledger",
+        None,
+    );
+    assert_eq!(code, 200, "{ledger}");
+    assert!(ledger.to_string().contains("7000"), "{ledger}");
+    // A refusal from the holder is the console's refusal, with its message.
+    let answer = form(
+        &b.addr,
+        "/console/spaces/home/entries/no-such-piece/0/pause",
+        Some(&cookie),
+        "",
+    );
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert_eq!(b.host_counter("relay", "requests"), relayed_before + 2);
 }
 
 /// Two hosts' worth of setup on a fresh database: host A serving space

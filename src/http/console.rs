@@ -32,6 +32,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use maud::Markup;
 use serde::Deserialize;
+use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -644,6 +645,49 @@ fn not_done(s: &HttpState, headers: &HeaderMap, e: NotDone) -> Response {
     refuse(s, headers, status, &why)
 }
 
+/// On a fleet, a console action on a space another host holds live is
+/// done there, as the operator API's own action relays: sent to the
+/// holder's operator API, this host vouching for the console's operator
+/// (its own key, which the console's token stands for). `None`: act here.
+/// The holder's answer becomes the console's (back to the space's page, or
+/// the refusal's message).
+async fn relayed_action(
+    s: &HttpState,
+    headers: &HeaderMap,
+    space: &str,
+    method: axum::http::Method,
+    path: String,
+    body: Option<Value>,
+) -> Option<Response> {
+    let relay = s.relay.as_ref()?;
+    if s.host.is_active(space) {
+        return None;
+    }
+    let held = relay.holder_elsewhere(space)?;
+    let did = relay.did();
+    let forward = super::Forward {
+        method: &method,
+        path_and_query: &path,
+        headers: &[("content-type", "application/json")],
+        extra: &did,
+        body: body.map_or_else(axum::body::Bytes::new, |b| b.to_string().into()),
+        relayed: false,
+    };
+    let answer = super::relay_or_refuse(s, held, forward).await;
+    let status = answer.status();
+    if status.is_success() {
+        return Some(Redirect::to(&format!("/console/spaces/{space}")).into_response());
+    }
+    let bytes = axum::body::to_bytes(answer.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("the host holding {space} answered {status}"));
+    Some(refuse(s, headers, status, &message))
+}
+
 #[derive(Deserialize)]
 struct EntryActionPath {
     space: String,
@@ -673,6 +717,18 @@ async fn entry_action(
     };
     acted(&s, "console", action.as_str(), &p.space);
     s.host.counters().add_host(Counter::ConsoleActions, 1);
+    let path = format!(
+        "/api/operator/spaces/{}/schedules/{}/{}/{}",
+        p.space,
+        p.piece,
+        p.entry,
+        action.as_str()
+    );
+    if let Some(r) =
+        relayed_action(&s, &headers, &p.space, axum::http::Method::POST, path, None).await
+    {
+        return r;
+    }
     let now = s.host.store().clock().now_ms();
     let (piece, entry) = (p.piece.clone(), p.entry);
     match operate_on(&s, &p.space, move |sp| {
@@ -716,6 +772,19 @@ async fn delete_piece(
     }
     acted(&s, "console", "delete", &p.space);
     s.host.counters().add_host(Counter::ConsoleActions, 1);
+    let path = format!("/api/operator/spaces/{}/pieces/{}", p.space, p.piece);
+    if let Some(r) = relayed_action(
+        &s,
+        &headers,
+        &p.space,
+        axum::http::Method::DELETE,
+        path,
+        None,
+    )
+    .await
+    {
+        return r;
+    }
     if let Err(e) = crate::operator::healthy(s.host.store(), &p.space) {
         return not_done(&s, &headers, NotDone::Op(e));
     }
@@ -752,6 +821,20 @@ async fn set_budget(
     };
     acted(&s, "console", "budget", &space);
     s.host.counters().add_host(Counter::ConsoleActions, 1);
+    let path = format!("/api/operator/spaces/{space}/ledger/budget");
+    let body = serde_json::json!({ "budgetMs": setting.to_json() });
+    if let Some(r) = relayed_action(
+        &s,
+        &headers,
+        &space,
+        axum::http::Method::PUT,
+        path,
+        Some(body),
+    )
+    .await
+    {
+        return r;
+    }
     let host_default = Some(host_budget(&s.host));
     match operate_on(&s, &space, move |sp| {
         to_json(op::set_budget(sp, setting, host_default)?)
@@ -795,6 +878,19 @@ async fn set_effects(
     };
     acted(&s, "console", "effects", &space);
     s.host.counters().add_host(Counter::ConsoleActions, 1);
+    let path = format!("/api/operator/spaces/{space}/effects");
+    if let Some(r) = relayed_action(
+        &s,
+        &headers,
+        &space,
+        axum::http::Method::PUT,
+        path,
+        Some(setting.to_json()),
+    )
+    .await
+    {
+        return r;
+    }
     let f = effects_setter(&s.host, &space, setting);
     match operate_on(&s, &space, f).await {
         Ok(_) => Redirect::to(&format!("/console/spaces/{space}")).into_response(),

@@ -131,6 +131,11 @@ impl Relay {
         })
     }
 
+    /// This host's did (its key's, as the registry publishes it).
+    pub fn did(&self) -> String {
+        self.key.did()
+    }
+
     /// This host's registered name (its lease-holder name).
     pub fn me(&self) -> &str {
         self.store.holder()
