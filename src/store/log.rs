@@ -166,18 +166,27 @@ pub(super) fn advance_watermark(
     stream: &str,
     to_seq: u64,
 ) -> StoreResult<()> {
+    // One statement when the move is allowed (forward, never past the
+    // head): every statement a wake runs is compiled afresh on its new
+    // connection. The stream is read only to explain a refusal.
+    let moved = tx
+        .prepare_cached(
+            "UPDATE streams SET watermark_seq = ?2 \
+             WHERE stream = ?1 AND head_seq >= ?2 AND watermark_seq <= ?2",
+        )
+        .at(path)?
+        .execute(params![stream, to_seq as i64])
+        .at(path)?;
+    if moved == 1 {
+        return Ok(());
+    }
     let row: Option<(i64, i64)> = tx
         .prepare_cached("SELECT head_seq, watermark_seq FROM streams WHERE stream = ?1")
         .at(path)?
         .query_row([stream], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .at(path)?;
-    check_watermark(stream, row.map(|(h, w)| (h as u64, w as u64)), to_seq)?;
-    tx.prepare_cached("UPDATE streams SET watermark_seq = ?2 WHERE stream = ?1")
-        .at(path)?
-        .execute(params![stream, to_seq as i64])
-        .at(path)?;
-    Ok(())
+    check_watermark(stream, row.map(|(h, w)| (h as u64, w as u64)), to_seq)
 }
 
 /// The oldest `limit` undelivered events, in (seq, eventId) order: per

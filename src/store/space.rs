@@ -60,6 +60,8 @@ pub struct FileSpace {
     quarantined: Option<String>,
     /// What the index hooks remember on this handle.
     memo: HookMemo,
+    /// The file's page size, once read (it does not change).
+    page_size: Option<u64>,
 }
 
 impl std::fmt::Debug for FileSpace {
@@ -115,6 +117,7 @@ impl FileSpace {
             later_pending: false,
             quarantined: None,
             memo: HookMemo::default(),
+            page_size: None,
         };
         // Start from the truth in the file; correcting the directory here is
         // safe because no commit of ours is in flight. Usually the directory
@@ -656,10 +659,20 @@ impl FileSpace {
     /// free pages retention left for reuse. Two header reads, O(1): the
     /// storage quota's measure (`spec/storage.md`, *Storage quota*).
     pub fn bytes_used(&mut self) -> StoreResult<u64> {
-        self.scalar(
-            "SELECT (p.page_count - f.freelist_count) * s.page_size \
-             FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s",
-        )
+        // Plain pragmas, the page size read once: every statement a wake
+        // runs is compiled afresh on its new connection, and one query
+        // over the three pragma functions compiled four.
+        let page_size = match self.page_size {
+            Some(s) => s,
+            None => {
+                let s = self.scalar("PRAGMA page_size")?;
+                self.page_size = Some(s);
+                s
+            }
+        };
+        let pages = self.scalar("PRAGMA page_count")?;
+        let free = self.scalar("PRAGMA freelist_count")?;
+        Ok(pages.saturating_sub(free) * page_size)
     }
 
     /// A query returning one non-negative integer.
