@@ -262,15 +262,7 @@ pub(super) fn read_doc(conn: &Connection, path: &Path, id: &str) -> StoreResult<
 }
 
 pub(super) fn event_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRecord> {
-    let payload: String = r.get(3)?;
-    Ok(EventRecord {
-        event_id: r.get(0)?,
-        stream: r.get(1)?,
-        seq: r.get::<_, i64>(2)? as u64,
-        payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
-        fired_by: r.get(4)?,
-        fired_at_ms: r.get::<_, i64>(5)? as u64,
-    })
+    super::rows::event_record(r)
 }
 
 pub(super) fn commits_since(

@@ -7,6 +7,7 @@ use super::dead_letters::{DeadLetter, EventFailure};
 use super::plane::{
     ActionCost, Bucket, FireRecord, FireRun, LedgerDelta, LedgerRow, ScheduleRow, ScheduleStatus,
 };
+use super::records::EventRecord;
 use serde_json::Value;
 
 /// One row a backend read, by column position.
@@ -207,6 +208,19 @@ pub(crate) fn fire_record<C: Columns>(r: &C) -> Result<FireRecord, C::Error> {
             logs: FireRun::logs_from(r.opt_text(12)?),
             commit_seq: r.opt_uint(13)?,
         },
+    })
+}
+
+/// A stored event, from `event_id, stream, seq, payload, fired_by,
+/// fired_at_ms` (a payload that is not JSON reads as null).
+pub(crate) fn event_record<C: Columns>(r: &C) -> Result<EventRecord, C::Error> {
+    Ok(EventRecord {
+        event_id: r.text(0)?,
+        stream: r.text(1)?,
+        seq: r.uint(2)?,
+        payload: serde_json::from_str(&r.text(3)?).unwrap_or(Value::Null),
+        fired_by: r.text(4)?,
+        fired_at_ms: r.uint(5)?,
     })
 }
 

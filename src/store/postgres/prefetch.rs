@@ -164,22 +164,11 @@ pub(super) fn read_tenure(
             ))
         })
         .collect::<StoreResult<Vec<_>>>()?;
-    let undelivered: Vec<EventRecord> = each(4)?
+    let mut undelivered: Vec<EventRecord> = each(4)?
         .iter()
-        .map(|r| {
-            let c = JsonCols(r);
-            Ok(EventRecord {
-                event_id: c.text(0).map_err(bad)?,
-                stream: c.text(1).map_err(bad)?,
-                seq: c.uint(2).map_err(bad)?,
-                payload: serde_json::from_str(&c.text(3).map_err(bad)?).unwrap_or(Value::Null),
-                fired_by: c.text(4).map_err(bad)?,
-                fired_at_ms: c.uint(5).map_err(bad)?,
-            })
-        })
+        .map(|r| rows::event_record(&JsonCols(r)).map_err(bad))
         .collect::<StoreResult<_>>()?;
     let all = undelivered.len() <= events;
-    let mut undelivered = undelivered;
     undelivered.truncate(events);
     let schedule = each(5)?
         .iter()

@@ -19,7 +19,6 @@ use crate::store::records::{
     EventRecord, Lease, LoggedOp, NewEvent, StreamState,
 };
 use postgres::{GenericClient, Row};
-use serde_json::Value;
 
 /// How long what [`PgSpace::prefetch_tenure`] read answers reads.
 const START_READS_KEPT_MS: u64 = 1_000;
@@ -655,14 +654,7 @@ fn doc_read(id: &str, doc: &str, text: &str, seq: i64, rev: i64) -> StoreResult<
 }
 
 fn event_from_row(r: &Row) -> EventRecord {
-    EventRecord {
-        event_id: r.get(0),
-        stream: r.get(1),
-        seq: r.get::<_, i64>(2) as u64,
-        payload: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(Value::Null),
-        fired_by: r.get(4),
-        fired_at_ms: r.get::<_, i64>(5) as u64,
-    }
+    crate::store::rows::event_record(r).expect("an event row as selected")
 }
 
 /// The plane's rows of this space, read outside any transaction.
