@@ -10,8 +10,8 @@ use spacewake::clock::ManualClock;
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::postgres::{PgStore, PG_MIGRATIONS};
 use spacewake::store::{
-    Author, Bucket, CommitClass, CommitRequest, CommitView, DocOp, EventRecord, IndexHook, Lease,
-    LedgerDelta, NewEvent, PathSeg, PendingWake, PlaneTx, ScheduleRow, ScheduleStatus,
+    Author, Bucket, CommitClass, CommitRequest, CommitView, DocOp, EventRecord, FireRun, IndexHook,
+    Lease, LedgerDelta, NewEvent, PathSeg, PendingWake, PlaneTx, ScheduleRow, ScheduleStatus,
     SpaceBackend, SpaceStore, Store, StoreConfig, StoreError,
 };
 use std::sync::Arc;
@@ -733,6 +733,28 @@ fn plane_rows<B: SpaceBackend>(f: Fleet<B>) {
     let fires = s.fires("p", 0, 2).unwrap();
     let ids: Vec<&str> = fires.iter().map(|f| f.event_id.as_str()).collect();
     assert_eq!(ids, ["w2", "w3"]);
+
+    // Settling: the fire on record takes its outcome and run; one no longer
+    // on record (pruned) gets a row of its own at its settling time.
+    let run = |at: u64| FireRun {
+        settled_ms: Some(at),
+        cpu_us: Some(7),
+        error: Some("late".into()),
+        ..FireRun::default()
+    };
+    s.plane(|p| p.settle_fire("p", 0, "w3", 3, "ok", &run(3_500), 2))
+        .unwrap();
+    let w3 = s.fires("p", 0, 2).unwrap().pop().unwrap();
+    assert_eq!((w3.event_id.as_str(), w3.outcome.as_str()), ("w3", "ok"));
+    assert_eq!((w3.fired_ms, w3.run), (3_000, run(3_500)));
+    s.plane(|p| p.settle_fire("p", 0, "w0", 0, "failed", &run(9_000), 2))
+        .unwrap();
+    let fires = s.fires("p", 0, 2).unwrap();
+    let got: Vec<(&str, u64, &str)> = fires
+        .iter()
+        .map(|f| (f.event_id.as_str(), f.fired_ms, f.outcome.as_str()))
+        .collect();
+    assert_eq!(got, [("w3", 3_000, "ok"), ("w0", 9_000, "failed")]);
 
     // Policies.
     assert!(!s.plane(|p| p.has_policies()).unwrap());

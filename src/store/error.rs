@@ -147,9 +147,29 @@ pub(crate) trait PgContext<T> {
 
 impl<T> PgContext<T> for Result<T, postgres::Error> {
     fn doing(self, context: &str) -> StoreResult<T> {
-        self.map_err(|source| StoreError::Postgres {
-            context: context.to_string(),
-            source,
+        self.map_err(|source| {
+            refused_watermark(&source).unwrap_or_else(|| StoreError::Postgres {
+                context: context.to_string(),
+                source,
+            })
         })
     }
+}
+
+/// A watermark move that `spacewake_write` refused (SQLSTATE `SW001`,
+/// migration 17), as the same error the check gives on SQLite: the
+/// message carries the stream, the target and the stream's head and
+/// watermark.
+fn refused_watermark(e: &postgres::Error) -> Option<StoreError> {
+    let db = e.as_db_error().filter(|d| d.code().code() == "SW001")?;
+    let (stream, to, head, wm): (String, u64, Option<u64>, Option<u64>) =
+        serde_json::from_str(db.message()).ok()?;
+    let seen = head.zip(wm);
+    Some(
+        super::log::check_watermark(&stream, seen, to)
+            .err()
+            .unwrap_or_else(|| {
+                StoreError::InvalidCommit(format!("watermark of stream {stream:?}: refused"))
+            }),
+    )
 }

@@ -485,14 +485,11 @@ pub(crate) trait PlaneRows {
     fn record_fire(&mut self, fire: &FireRecord, prune_to: Option<usize>) -> StoreResult<()>;
     /// Sets the outcome and run of the fire that wrote `event_id` while it
     /// is still in flight (`fired`/`retried`); false when there is none.
-    fn settle_fire(
-        &mut self,
-        piece: &str,
-        entry: u32,
-        event_id: &str,
-        outcome: &str,
-        run: &FireRun,
-    ) -> StoreResult<bool>;
+    /// Settles the fire that wrote `settled.event_id` (its outcome and
+    /// run, as `settled` has them); when that fire is no longer on record,
+    /// writes `settled` as a row of its own, keeping the entry's newest
+    /// `keep` rows.
+    fn settle_fire(&mut self, settled: &FireRecord, keep: usize) -> StoreResult<()>;
     fn add_action_cost(&mut self, cost: &ActionCost) -> StoreResult<()>;
     fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()>;
     fn policy(&mut self, key: &str) -> StoreResult<Option<String>>;
@@ -639,14 +636,8 @@ impl<'a> PlaneTx<'a> {
         run: &FireRun,
         keep: usize,
     ) -> StoreResult<()> {
-        if self
-            .rows
-            .settle_fire(piece, entry, event_id, outcome, run)?
-        {
-            return Ok(());
-        }
         let at = run.settled_ms.unwrap_or_default();
-        let fire = FireRecord {
+        let settled = FireRecord {
             piece: piece.to_string(),
             entry,
             fired_ms: at,
@@ -657,7 +648,7 @@ impl<'a> PlaneTx<'a> {
             outcome: outcome.to_string(),
             run: run.clone(),
         };
-        self.rows.record_fire(&fire, Some(keep))
+        self.rows.settle_fire(&settled, keep)
     }
 
     /// Adds one action's metered cost to its per-window attribution row.

@@ -4,8 +4,7 @@
 use super::dead_letters::{DeadLetter, EventFailure};
 use super::error::{SqlContext, StoreResult};
 use super::plane::{
-    ActionCost, Bucket, DeclaredRow, FireRecord, FireRun, LedgerDelta, LedgerRow, PlaneRows,
-    ScheduleRow,
+    ActionCost, Bucket, DeclaredRow, FireRecord, LedgerDelta, LedgerRow, PlaneRows, ScheduleRow,
 };
 use super::records::EventRecord;
 use super::rows::{self, SCHEDULE_COLUMNS};
@@ -304,14 +303,9 @@ impl PlaneRows for SqlitePlane<'_> {
         Ok(())
     }
 
-    fn settle_fire(
-        &mut self,
-        piece: &str,
-        entry: u32,
-        event_id: &str,
-        outcome: &str,
-        run: &FireRun,
-    ) -> StoreResult<bool> {
+    fn settle_fire(&mut self, settled: &FireRecord, keep: usize) -> StoreResult<()> {
+        let (piece, entry, event_id) = (&settled.piece, settled.entry, &settled.event_id);
+        let (outcome, run) = (&settled.outcome, &settled.run);
         let n = self
             .tx
             .prepare_cached(
@@ -334,7 +328,10 @@ impl PlaneRows for SqlitePlane<'_> {
                 run.commit_seq.map(|v| v as i64),
             ])
             .at(self.path)?;
-        Ok(n > 0)
+        if n == 0 {
+            self.record_fire(settled, Some(keep))?;
+        }
+        Ok(())
     }
 
     fn add_action_cost(&mut self, c: &ActionCost) -> StoreResult<()> {

@@ -121,8 +121,11 @@ impl PgStore {
         let rows = c
             .db()
             .query(
+                // statement_timestamp(), not the volatile clock_timestamp():
+                // only a stable bound can be an index condition, and a
+                // candidate is checked under its lock anyway.
                 "SELECT s.id FROM spaces s JOIN execution_lease l ON l.space = s.id \
-                 WHERE l.holder = $1 AND l.expires_at > clock_timestamp() \
+                 WHERE l.holder = $1 AND l.expires_at > statement_timestamp() \
                  AND s.next_wake_ms <= $2 AND s.quarantined IS NULL ORDER BY s.next_wake_ms",
                 &[&self.inner.holder, &(now_ms as i64)],
             )

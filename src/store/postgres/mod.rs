@@ -126,6 +126,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0016_lock_function",
         include_str!("../../../schema/postgres/0016_lock_function.sql"),
     ),
+    (
+        17,
+        "0017_write_function",
+        include_str!("../../../schema/postgres/0017_write_function.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

@@ -6,18 +6,12 @@ use super::pool::Db;
 use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreResult};
 use crate::store::plane::{
-    ActionCost, Bucket, DeclaredRow, FireRecord, FireRun, LedgerDelta, LedgerRow, PlaneRows,
-    ScheduleRow,
+    ActionCost, Bucket, DeclaredRow, FireRecord, LedgerDelta, LedgerRow, PlaneRows, ScheduleRow,
 };
 use crate::store::records::EventRecord;
 use crate::store::rows::{self, SCHEDULE_COLUMNS};
 use postgres::GenericClient;
-use serde_json::Value;
-
-/// When a space next needs a host for its schedule: the least of its
-/// rows' wakes, as `schedule/` wrote them (the SQL the commit's write of
-/// the `spaces` row embeds).
-pub(super) const EARLIEST_DUE: &str = "(SELECT MIN(wake_ms) FROM schedule_index WHERE space = $1)";
+use serde_json::{json, Value};
 
 pub(super) fn list_schedule<C: GenericClient>(
     db: &mut Db<'_, C>,
@@ -211,44 +205,32 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
     }
 
     fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
-        let updates = SCHEDULE_COLUMNS
-            .split(", ")
-            .filter(|c| !matches!(*c, "piece" | "entry"))
-            .map(|c| format!("{c} = excluded.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "INSERT INTO schedule_index (space, {SCHEDULE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, \
-             $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
-             ON CONFLICT (space, piece, entry) DO UPDATE SET {updates}"
+        self.db.defer(
+            self.space,
+            "schedule",
+            &["schedule_index"],
+            json!({
+                "piece": row.piece,
+                "entry": row.entry,
+                "interval_minutes": row.interval_minutes,
+                "callback_stream": row.callback_stream,
+                "declared_at_ms": row.declared_at_ms,
+                "nominal_period": row.nominal_period,
+                "next_due_ms": row.next_due_ms,
+                "status": row.status.as_str(),
+                "wake_ms": row.wake_ms,
+                "fired_count": row.fired_count,
+                "missed_count": row.missed_count,
+                "skipped_count": row.skipped_count,
+                "last_fired_ms": row.last_fired_ms,
+                "backoff_factor": row.backoff_factor,
+                "unread_fires": row.unread_fires,
+                "output_docs": row.output_docs,
+                "output_read": row.output_read,
+                "pending": row.pending_json(),
+                "cadence": row.cadence,
+            }),
         );
-        self.db
-            .execute(
-                &sql,
-                &[
-                    &self.space,
-                    &row.piece,
-                    &(row.entry as i32),
-                    &(row.interval_minutes as i32),
-                    &row.callback_stream,
-                    &(row.declared_at_ms as i64),
-                    &(row.nominal_period as i64),
-                    &(row.next_due_ms as i64),
-                    &row.status.as_str(),
-                    &row.wake_ms.map(|v| v as i64),
-                    &(row.fired_count as i64),
-                    &(row.missed_count as i64),
-                    &(row.skipped_count as i64),
-                    &row.last_fired_ms.map(|v| v as i64),
-                    &(row.backoff_factor as i32),
-                    &(row.unread_fires as i32),
-                    &row.output_docs,
-                    &row.output_read,
-                    &row.pending_json(),
-                    &row.cadence,
-                ],
-            )
-            .doing("writing a schedule entry")?;
         Ok(())
     }
 
@@ -271,134 +253,70 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
         window_start_ms: u64,
         d: &LedgerDelta,
     ) -> StoreResult<()> {
-        let numbers: Vec<i64> = d.values().iter().map(|v| *v as i64).collect();
-        let window = window_start_ms as i64;
-        let bucket_text = bucket.as_str();
-        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
-            vec![&self.space, &bucket_text, &window];
-        params.extend(
-            numbers
-                .iter()
-                .map(|n| n as &(dyn postgres::types::ToSql + Sync)),
+        let mut row: serde_json::Map<String, Value> = LedgerDelta::COLUMNS
+            .iter()
+            .zip(d.values())
+            .map(|(c, v)| (c.to_string(), json!(v)))
+            .collect();
+        row.insert("bucket".into(), json!(bucket.as_str()));
+        row.insert("window_start_ms".into(), json!(window_start_ms));
+        self.db.defer(
+            self.space,
+            "ledger",
+            &["compute_ledger"],
+            Value::Object(row),
         );
-        self.db
-            .execute(&LedgerDelta::upsert_sql(true), &params)
-            .doing("adding to the ledger")?;
         Ok(())
     }
 
     fn record_fire(&mut self, f: &FireRecord, prune_to: Option<usize>) -> StoreResult<()> {
-        self.db
-            .execute(
-                "INSERT INTO schedule_fires (space, piece, entry, fired_ms, event_id, period, \
-                 due_ms, missed_periods, outcome, settled_ms, duration_us, cpu_us, error, logs, \
-                 commit_seq) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-                 ON CONFLICT (space, piece, entry, fired_ms, event_id, outcome) DO UPDATE SET \
-                 period = excluded.period, due_ms = excluded.due_ms, \
-                 missed_periods = excluded.missed_periods, settled_ms = excluded.settled_ms, \
-                 duration_us = excluded.duration_us, cpu_us = excluded.cpu_us, \
-                 error = excluded.error, logs = excluded.logs, commit_seq = excluded.commit_seq",
-                &[
-                    &self.space,
-                    &f.piece,
-                    &(f.entry as i32),
-                    &(f.fired_ms as i64),
-                    &f.event_id,
-                    &(f.period as i64),
-                    &(f.due_ms as i64),
-                    &(f.missed_periods as i64),
-                    &f.outcome,
-                    &f.run.settled_ms.map(|v| v as i64),
-                    &f.run.duration_us.map(|v| v as i64),
-                    &f.run.cpu_us.map(|v| v as i64),
-                    &f.run.error,
-                    &f.run.logs_json(),
-                    &f.run.commit_seq.map(|v| v as i64),
-                ],
-            )
-            .doing("recording a fire")?;
-        let Some(keep) = prune_to else {
-            return Ok(());
-        };
-        self.db
-            .execute(
-                "DELETE FROM schedule_fires WHERE space = $1 AND piece = $2 AND entry = $3 \
-                 AND fired_ms < (SELECT MIN(fired_ms) FROM (SELECT fired_ms FROM schedule_fires \
-                 WHERE space = $1 AND piece = $2 AND entry = $3 \
-                 ORDER BY fired_ms DESC LIMIT $4) newest)",
-                &[&self.space, &f.piece, &(f.entry as i32), &(keep as i64)],
-            )
-            .doing("pruning fires")?;
+        self.db.defer(
+            self.space,
+            "fire",
+            &["schedule_fires"],
+            fire_row(f, prune_to),
+        );
         Ok(())
     }
 
-    fn settle_fire(
-        &mut self,
-        piece: &str,
-        entry: u32,
-        event_id: &str,
-        outcome: &str,
-        run: &FireRun,
-    ) -> StoreResult<bool> {
-        let n = self
-            .db
-            .execute(
-                "UPDATE schedule_fires SET outcome = $5, settled_ms = $6, duration_us = $7, \
-                 cpu_us = $8, error = $9, logs = $10, commit_seq = $11 \
-                 WHERE space = $1 AND piece = $2 AND entry = $3 AND event_id = $4 \
-                 AND outcome IN ('fired', 'retried')",
-                &[
-                    &self.space,
-                    &piece,
-                    &(entry as i32),
-                    &event_id,
-                    &outcome,
-                    &run.settled_ms.map(|v| v as i64),
-                    &run.duration_us.map(|v| v as i64),
-                    &run.cpu_us.map(|v| v as i64),
-                    &run.error,
-                    &run.logs_json(),
-                    &run.commit_seq.map(|v| v as i64),
-                ],
-            )
-            .doing("settling a fire")?;
-        Ok(n > 0)
+    fn settle_fire(&mut self, settled: &FireRecord, keep: usize) -> StoreResult<()> {
+        // The fire's row settled, or `settled` written in its place,
+        // decided in the database with the transaction's other writes.
+        self.db.defer(
+            self.space,
+            "settle",
+            &["schedule_fires"],
+            fire_row(settled, Some(keep)),
+        );
+        Ok(())
     }
 
     fn add_action_cost(&mut self, c: &ActionCost) -> StoreResult<()> {
-        self.db
-            .execute(
-                "INSERT INTO action_costs AS a (space, window_start_ms, piece, action, kind, \
-                 pattern, cpu_us, wall_us, runs) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-                 ON CONFLICT (space, window_start_ms, piece, action) DO UPDATE SET \
-                 cpu_us = a.cpu_us + excluded.cpu_us, wall_us = a.wall_us + excluded.wall_us, \
-                 runs = a.runs + excluded.runs",
-                &[
-                    &self.space,
-                    &(c.window_start_ms as i64),
-                    &c.piece,
-                    &c.action,
-                    &c.kind,
-                    &c.pattern,
-                    &(c.cpu_us as i64),
-                    &(c.wall_us as i64),
-                    &(c.runs as i64),
-                ],
-            )
-            .doing("adding an action's cost")?;
+        self.db.defer(
+            self.space,
+            "cost",
+            &["action_costs"],
+            json!({
+                "window_start_ms": c.window_start_ms,
+                "piece": c.piece,
+                "action": c.action,
+                "kind": c.kind,
+                "pattern": c.pattern,
+                "cpu_us": c.cpu_us,
+                "wall_us": c.wall_us,
+                "runs": c.runs,
+            }),
+        );
         Ok(())
     }
 
     fn set_action_state(&mut self, node: &str, inputs_hash: &str, seq: u64) -> StoreResult<()> {
-        self.db
-            .execute(
-                "INSERT INTO action_state (space, node, inputs_hash, seq) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (space, node) DO UPDATE SET \
-                 inputs_hash = excluded.inputs_hash, seq = excluded.seq",
-                &[&self.space, &node, &inputs_hash, &(seq as i64)],
-            )
-            .doing("recording action state")?;
+        self.db.defer(
+            self.space,
+            "action_state",
+            &["action_state"],
+            json!({ "node": node, "inputs_hash": inputs_hash, "seq": seq }),
+        );
         Ok(())
     }
 
@@ -507,4 +425,25 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
             .doing("writing a dead letter")?;
         Ok(())
     }
+}
+
+/// A fire's row as `spacewake_write` takes it, pruned to `keep` when given.
+fn fire_row(f: &FireRecord, keep: Option<usize>) -> Value {
+    json!({
+        "piece": f.piece,
+        "entry": f.entry,
+        "fired_ms": f.fired_ms,
+        "event_id": f.event_id,
+        "period": f.period,
+        "due_ms": f.due_ms,
+        "missed_periods": f.missed_periods,
+        "outcome": f.outcome,
+        "settled_ms": f.run.settled_ms,
+        "duration_us": f.run.duration_us,
+        "cpu_us": f.run.cpu_us,
+        "error": f.run.error,
+        "logs": f.run.logs_json(),
+        "commit_seq": f.run.commit_seq,
+        "keep": keep,
+    })
 }

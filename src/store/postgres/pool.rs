@@ -49,11 +49,46 @@ pub(super) struct Pooled {
 /// the server more CPU than running it, and a round trip more).
 pub(super) type Cache = HashMap<String, Statement>;
 
-/// A client or transaction with its connection's statement cache.
+/// A client or transaction with its connection's statement cache, and the
+/// writes it has gathered to send at once.
 pub(super) struct Db<'a, C> {
     pub(super) c: &'a mut C,
     pub(super) cache: &'a mut Cache,
+    writes: Writes,
 }
+
+/// Writes gathered in a transaction (see [`Db::defer`]): sent in one call
+/// of `spacewake_write` (migration 17) before any statement that names a
+/// table they touch, and with the transaction's last statement
+/// ([`Db::send_writes`]). Nothing the transaction reads back goes
+/// unwritten: a statement that mentions a gathered table waits for them.
+#[derive(Default)]
+struct Writes {
+    space: String,
+    list: Vec<serde_json::Value>,
+    tables: Vec<&'static str>,
+}
+
+impl Writes {
+    /// Whether `sql` names a table with gathered writes (as a whole word:
+    /// `docs` is not `output_docs`).
+    fn blocks(&self, sql: &str) -> bool {
+        self.tables.iter().any(|t| mentions(sql, t))
+    }
+}
+
+/// Whether `sql` holds `word` not as a part of a longer name.
+fn mentions(sql: &str, word: &str) -> bool {
+    let name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    sql.match_indices(word).any(|(i, _)| {
+        let before = sql[..i].chars().next_back();
+        let after = sql[i + word.len()..].chars().next();
+        !before.is_some_and(name) && !after.is_some_and(name)
+    })
+}
+
+/// The statement that sends gathered writes.
+const SEND_WRITES: &str = "SELECT spacewake_write($1, $2::text::jsonb)::text";
 
 /// Statements this process sent to PostgreSQL through the store (each is
 /// one round trip): for `bench fleet`'s account of what bounds a figure.
@@ -84,8 +119,61 @@ pub(super) fn sent(n: u64, what: &str) {
     }
 }
 
-impl<C: GenericClient> Db<'_, C> {
+impl<'a, C: GenericClient> Db<'a, C> {
+    pub(super) fn new(c: &'a mut C, cache: &'a mut Cache) -> Self {
+        Db {
+            c,
+            cache,
+            writes: Writes::default(),
+        }
+    }
+
+    /// Gathers a write of `space` (`kind` and its arguments, as
+    /// `spacewake_write` takes them), touching `tables`, to be sent later.
+    pub(super) fn defer(
+        &mut self,
+        space: &str,
+        kind: &str,
+        tables: &[&'static str],
+        args: serde_json::Value,
+    ) {
+        debug_assert!(self.writes.list.is_empty() || self.writes.space == space);
+        if self.writes.space != space {
+            self.writes.space = space.to_string();
+        }
+        self.writes
+            .list
+            .push(serde_json::json!({ "k": kind, "a": args }));
+        for t in tables {
+            if !self.writes.tables.contains(t) {
+                self.writes.tables.push(t);
+            }
+        }
+    }
+
+    /// Sends the gathered writes, if any, in one statement: what the last
+    /// of them returned (see migration 17), or an empty object.
+    pub(super) fn send_writes(&mut self) -> Result<serde_json::Value, postgres::Error> {
+        if self.writes.list.is_empty() {
+            return Ok(serde_json::Value::Object(Default::default()));
+        }
+        let w = std::mem::take(&mut self.writes);
+        let list = serde_json::Value::Array(w.list).to_string();
+        let s = self.st(SEND_WRITES)?;
+        let text: String = self.c.query_one(&s, &[&w.space, &list])?.get(0);
+        Ok(serde_json::from_str(&text).unwrap_or_default())
+    }
+
+    /// Sends gathered writes first when `sql` names a table they touch.
+    fn before(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        if self.writes.blocks(sql) {
+            self.send_writes()?;
+        }
+        Ok(())
+    }
+
     fn st(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        self.before(sql)?;
         sent(1, sql);
         if let Some(s) = self.cache.get(sql) {
             return Ok(s.clone());
@@ -166,7 +254,7 @@ impl Pooled {
     /// The connection with its statement cache.
     pub(super) fn db(&mut self) -> Db<'_, Client> {
         let (c, cache) = self.parts();
-        Db { c, cache }
+        Db::new(c, cache)
     }
 }
 

@@ -2,7 +2,7 @@
 //! lease, with self-fencing, reconnection and bad rows set aside.
 
 use super::lease;
-use super::plane::{self as rows, PgPlane, EARLIEST_DUE};
+use super::plane::{self as rows, PgPlane};
 use super::pool::{Db, Pooled};
 use super::prefetch::{self, Prefetch, TenureReads};
 use crate::metrics::{Counter, SpaceCounters};
@@ -10,7 +10,7 @@ use crate::store::commit::{self, CommitRows};
 use crate::store::contract::SpaceStore;
 use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreError, StoreResult};
-use crate::store::log::{check_watermark, resolve_op};
+use crate::store::log::resolve_op;
 use crate::store::plane::{
     ActionCost, CommitView, FireRecord, HookMemo, LedgerRow, PlaneRows, PlaneTx, ScheduleRow,
 };
@@ -372,7 +372,7 @@ impl PgSpace {
         let (client, cache) = self.conn.parts();
         super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("beginning a plane write")?;
-        let mut db = Db { c: &mut txn, cache };
+        let mut db = Db::new(&mut txn, cache);
         let ask = match held {
             Some(epoch) => lease::LeaseAsk::IsLive(&holder, epoch),
             None => lease::LeaseAsk::Nothing,
@@ -392,20 +392,19 @@ impl PgSpace {
         };
         let mut plane = PlaneTx::new(&mut plane_rows, &id, &mut self.memo);
         let out = f(&mut plane)?;
-        let mut earlier = None;
-        if plane.schedule_touched {
-            let row = db
-                .query_one(
-                    &format!(
-                        "UPDATE spaces SET next_wake_ms = {EARLIEST_DUE} WHERE id = $1 \
-                         RETURNING wake_at_ms, {}",
-                        notice_if_earlier("$2")
-                    ),
-                    &[&id, &wake_before],
-                )
-                .doing("moving the space's next wake")?;
-            earlier = earlier_wake(wake_before, row.get(0), &counters);
+        let touched = plane.schedule_touched;
+        if touched {
+            db.defer(
+                &id,
+                "next_wake",
+                &["spaces"],
+                serde_json::json!({ "before": wake_before }),
+            );
         }
+        let sent = db.send_writes().doing("writing the plane's rows")?;
+        let earlier = touched
+            .then(|| earlier_wake(wake_before, wake_at(&sent), &counters))
+            .flatten();
         txn.commit().doing("committing a plane write")?;
         self.tell_earlier(earlier);
         Ok(out)
@@ -455,7 +454,7 @@ impl PgSpace {
         // BEGIN and COMMIT are round trips of their own.
         super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("beginning a commit")?;
-        let mut db = Db { c: &mut txn, cache };
+        let mut db = Db::new(&mut txn, cache);
         // The lease question the commit will ask, answered with the lock.
         let ask = match (&req.class, &req.lease) {
             (CommitClass::Derived, Some(l)) => lease::LeaseAsk::IsLive(&l.holder, l.tenure),
@@ -490,32 +489,30 @@ impl PgSpace {
 
         // The new seq, the directory's undelivered flag and (when the
         // schedule changed) its next wake, in one write of the space's row,
-        // in the same transaction.
-        let row = db
-            .query_one(
-                &format!(
-                    "UPDATE spaces SET head_seq = $2, undelivered = EXISTS (SELECT 1 FROM \
-                     streams WHERE space = $1 AND head_seq > watermark_seq), \
-                     next_wake_ms = CASE WHEN $3 THEN {EARLIEST_DUE} ELSE next_wake_ms END \
-                     WHERE id = $1 RETURNING undelivered, wake_at_ms, {}",
-                    notice_if_earlier("$4")
-                ),
-                &[
-                    &id,
-                    &(seq.unwrap_or(head) as i64),
-                    &schedule_touched,
-                    &wake_before,
-                ],
-            )
-            .doing("updating the space's row")?;
-        let undelivered: bool = row.get(0);
-        let earlier = earlier_wake(wake_before, row.get(1), &counters);
-        let released = match &req.lease {
-            Some(held) if req.release_lease_if_idle && !undelivered => {
-                lease::release(&mut db, &id, held)? == 1
-            }
-            _ => false,
-        };
+        // and the lease given back when nothing is left undelivered: sent
+        // with the commit's other writes, in one statement.
+        db.defer(
+            &id,
+            "space_row",
+            &["spaces"],
+            serde_json::json!({
+                "head": seq.unwrap_or(head),
+                "touched": schedule_touched,
+                "before": wake_before,
+            }),
+        );
+        if let Some(held) = req.lease.as_ref().filter(|_| req.release_lease_if_idle) {
+            db.defer(
+                &id,
+                "release",
+                &["execution_lease"],
+                serde_json::json!({ "holder": held.holder, "epoch": held.tenure, "if_idle": true }),
+            );
+        }
+        let sent = db.send_writes().doing("writing the commit")?;
+        let undelivered = sent["undelivered"].as_bool().unwrap_or(true);
+        let earlier = earlier_wake(wake_before, wake_at(&sent), &counters);
+        let released = sent["released"].as_bool().unwrap_or(false);
         txn.commit().doing("committing")?;
         self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
         self.tell_earlier(earlier);
@@ -535,21 +532,16 @@ impl PgSpace {
     }
 }
 
-/// A `RETURNING` expression of an update of the space's row: a space that
-/// now needs a host sooner than `before` (the parameter named, its
-/// `wake_at_ms` when the transaction locked the row) tells the fleet's
-/// listeners, delivered when the transaction commits — in the update's own
-/// statement, no round trip of its own. A hint only: every waker still
-/// finds due spaces by claiming. The condition is [`earlier_wake`]'s.
-fn notice_if_earlier(before: &str) -> String {
-    format!(
-        "CASE WHEN wake_at_ms IS NOT NULL AND ({before}::bigint IS NULL OR wake_at_ms < {before}) \
-         THEN pg_notify('spacewake_wake', GREATEST(wake_at_ms, 0)::text || ' ' || id) END IS NULL"
-    )
+/// The space's `wake_at_ms` after an update of its row sent with the
+/// gathered writes (`spacewake_write`'s `space_row` and `next_wake`).
+fn wake_at(sent: &serde_json::Value) -> Option<i64> {
+    sent["wake_at_ms"].as_i64()
 }
 
 /// When the space now needs a host, if sooner than `before` (what
-/// [`notice_if_earlier`] told the fleet), counted.
+/// `spacewake_notice`, migration 17, told the fleet's listeners when the
+/// row was updated: a hint only, every waker still finds due spaces by
+/// claiming), counted.
 fn earlier_wake(before: Option<i64>, after: Option<i64>, counters: &SpaceCounters) -> Option<u64> {
     let earlier = match (before, after) {
         (_, None) => None,
@@ -571,54 +563,22 @@ fn apply_op(
 ) -> StoreResult<AppliedOp> {
     let (applied, text, path_text) =
         resolve_op(idx, op, |doc| Ok(read_doc(tx, id, doc)?.map(|d| d.value)))?;
-    let (doc_id, kind) = (&applied.doc_id, applied.op);
-    tx.execute(
-        "INSERT INTO commit_ops (space, seq, idx, doc_id, op, path, value) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[
-            &id,
-            &(seq as i64),
-            &(idx as i32),
-            &doc_id,
-            &kind,
-            &path_text,
-            &text,
-        ],
-    )
-    .doing("logging an operation")?;
-    tx.execute(
-        "INSERT INTO docs AS d (space, id, value, seq, rev) VALUES ($1, $2, $3, $4, 1) \
-         ON CONFLICT (space, id) DO UPDATE SET value = excluded.value, seq = excluded.seq, \
-         rev = d.rev + 1",
-        &[&id, &doc_id, &text, &(seq as i64)],
-    )
-    .doing("writing a document")?;
+    // Logged and written to its document with the commit's other writes
+    // (a later operation's read of the document sends them first).
+    tx.defer(
+        id,
+        "op",
+        &["commit_ops", "docs"],
+        serde_json::json!({
+            "seq": seq,
+            "idx": idx,
+            "doc_id": applied.doc_id,
+            "op": applied.op,
+            "path": path_text,
+            "value": text,
+        }),
+    );
     Ok(applied)
-}
-
-fn advance_watermark(
-    tx: &mut Db<'_, postgres::Transaction<'_>>,
-    id: &str,
-    stream: &str,
-    to_seq: u64,
-) -> StoreResult<()> {
-    // One statement: the move, made only where it is allowed (forward,
-    // never past the head), and the stream as it was, for the check that
-    // explains a refusal (which aborts the transaction, moved or not).
-    let row = tx
-        .query_opt(
-            "WITH moved AS (UPDATE streams SET watermark_seq = $3 \
-               WHERE space = $1 AND stream = $2 AND head_seq >= $3 AND watermark_seq <= $3 \
-               RETURNING 1) \
-             SELECT head_seq, watermark_seq FROM streams WHERE space = $1 AND stream = $2",
-            &[&id, &stream, &(to_seq as i64)],
-        )
-        .doing("moving a watermark")?;
-    check_watermark(
-        stream,
-        row.map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64)),
-        to_seq,
-    )
 }
 
 fn read_doc<C: GenericClient>(
@@ -913,7 +873,7 @@ impl SpaceStore for PgSpace {
         let (client, cache) = self.conn.parts();
         super::pool::sent(2, "BEGIN + COMMIT");
         let mut txn = client.transaction().doing("taking the lease")?;
-        let mut db = Db { c: &mut txn, cache };
+        let mut db = Db::new(&mut txn, cache);
         let (_, _, seen) = Self::lock_space(&mut db, &id, &holder, lease::LeaseAsk::ForTaking)?;
         let current = match seen {
             lease::LeaseSeen::Row(row) => row,
@@ -1036,25 +996,21 @@ impl CommitRows for PgCommit<'_, '_, '_> {
         now_ms: u64,
         events: usize,
     ) -> StoreResult<()> {
-        let epoch = req.lease.as_ref().map(|l| l.tenure as i64);
-        self.plane
-            .db
-            .execute(
-                "INSERT INTO commits (space, seq, class, principal, session, at_ms, op_count, \
-                 event_count, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                &[
-                    &self.plane.space,
-                    &(seq as i64),
-                    &req.class.as_str(),
-                    &req.author.principal,
-                    &req.author.session,
-                    &(now_ms as i64),
-                    &(req.ops.len() as i32),
-                    &(events as i32),
-                    &epoch,
-                ],
-            )
-            .doing("writing the commit")?;
+        self.plane.db.defer(
+            self.plane.space,
+            "commit",
+            &["commits"],
+            serde_json::json!({
+                "seq": seq,
+                "class": req.class.as_str(),
+                "principal": req.author.principal,
+                "session": req.author.session,
+                "at_ms": now_ms,
+                "op_count": req.ops.len(),
+                "event_count": events,
+                "epoch": req.lease.as_ref().map(|l| l.tenure),
+            }),
+        );
         Ok(())
     }
 
@@ -1063,33 +1019,34 @@ impl CommitRows for PgCommit<'_, '_, '_> {
     }
 
     fn append_event(&mut self, seq: u64, now_ms: u64, e: NewEvent) -> StoreResult<EventRecord> {
-        let (db, id) = (&mut *self.plane.db, self.plane.space);
-        db.execute(
-            "INSERT INTO events (space, event_id, stream, seq, payload, fired_by, \
-             fired_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &id,
-                &e.event_id,
-                &e.stream,
-                &(seq as i64),
-                &e.payload.to_string(),
-                &e.fired_by,
-                &(now_ms as i64),
-            ],
-        )
-        .doing("appending an event")?;
-        db.execute(
-            "INSERT INTO streams (space, stream, head_seq, watermark_seq) \
-             VALUES ($1, $2, $3, 0) ON CONFLICT (space, stream) \
-             DO UPDATE SET head_seq = excluded.head_seq",
-            &[&id, &e.stream, &(seq as i64)],
-        )
-        .doing("moving a stream's head")?;
+        // The event and its stream's head, with the commit's other writes.
+        self.plane.db.defer(
+            self.plane.space,
+            "event",
+            &["events", "streams"],
+            serde_json::json!({
+                "event_id": e.event_id,
+                "stream": e.stream,
+                "seq": seq,
+                "payload": e.payload.to_string(),
+                "fired_by": e.fired_by,
+                "fired_at_ms": now_ms,
+            }),
+        );
         Ok(e.appended(seq, now_ms))
     }
 
     fn advance_watermark(&mut self, stream: &str, to_seq: u64) -> StoreResult<()> {
-        advance_watermark(self.plane.db, self.plane.space, stream, to_seq)
+        // Moved only where allowed (forward, never past the head), with the
+        // commit's other writes; a refusal aborts the commit with the
+        // check's own error (`StoreError` from SQLSTATE SW001).
+        self.plane.db.defer(
+            self.plane.space,
+            "watermark",
+            &["streams"],
+            serde_json::json!({ "stream": stream, "to": to_seq }),
+        );
+        Ok(())
     }
 
     fn plane(&mut self) -> &mut dyn PlaneRows {
