@@ -613,11 +613,14 @@ fn a_tenure_start_reads_what_it_needs_in_one_statement() {
     );
 
     // Each part answers once: the next read goes to the database and sees
-    // the changes.
+    // the changes. The schedule answers every read until the handle writes,
+    // a piece's rows too.
     assert_eq!(t.action_states().unwrap().len(), 2);
     assert_eq!(t.event_failures().unwrap().len(), 2);
     assert!(t.bytes_used().unwrap() > want.2);
-    assert_eq!(t.schedule(None).unwrap().len(), 2);
+    assert_eq!(t.schedule(None).unwrap(), want.4);
+    assert_eq!(t.schedule(Some("p")).unwrap(), want.4);
+    assert!(t.schedule(Some("q")).unwrap().is_empty());
     assert_eq!(t.undelivered_events(10).unwrap().len(), 5);
     // Taken ahead with a smaller limit than asked for later, and more
     // events than it: read again.
@@ -633,6 +636,11 @@ fn a_tenure_start_reads_what_it_needs_in_one_statement() {
     });
     req.watermarks.push(("inbox".into(), 2));
     t.commit(req).unwrap();
+    assert_eq!(
+        t.schedule(None).unwrap().len(),
+        2,
+        "the schedule read again"
+    );
     assert_eq!(
         t.read("d1").unwrap().unwrap().value,
         serde_json::json!("new")

@@ -382,23 +382,35 @@ impl SpaceBackend for PgStore {
     fn open(&self, id: &str) -> StoreResult<PgSpace> {
         super::validate_space_id(id)?;
         let mut c = self.inner.take()?;
+        // The schedule comes with the check: a scheduled tenure's firing
+        // reads it first thing (and checks it again under the lock).
         let row = c
             .db()
-            .query_opt("SELECT quarantined FROM spaces WHERE id = $1", &[&id])
+            .query_opt(
+                &format!(
+                    "SELECT quarantined, {} FROM spaces WHERE id = $1",
+                    prefetch::schedule_ahead_sql()
+                ),
+                &[&id],
+            )
             .doing("opening a space")?;
-        match row {
-            None => return Err(StoreError::UnknownSpace(id.to_string())),
-            Some(r) => {
-                if let Some(reason) = r.get::<_, Option<String>>(0) {
-                    return Err(StoreError::Quarantined {
-                        space: id.to_string(),
-                        reason,
-                        path: "the PostgreSQL store (spaces.quarantined)".into(),
-                    });
-                }
-            }
+        let Some(r) = row else {
+            return Err(StoreError::UnknownSpace(id.to_string()));
+        };
+        if let Some(reason) = r.get::<_, Option<String>>(0) {
+            return Err(StoreError::Quarantined {
+                space: id.to_string(),
+                reason,
+                path: "the PostgreSQL store (spaces.quarantined)".into(),
+            });
         }
-        Ok(PgSpace::new(id, self.inner.counters.space(id), c))
+        let mut space = PgSpace::new(id, self.inner.counters.space(id), c);
+        // Rows that do not read are left to the handle's own read, which
+        // sets the space aside.
+        if let Ok(schedule) = prefetch::schedule_from_json(id, r.get(1)) {
+            space.schedule_ahead(schedule);
+        }
+        Ok(space)
     }
 
     fn add_hook(&self, hook: Arc<dyn IndexHook>) {

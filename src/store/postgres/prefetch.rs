@@ -6,8 +6,10 @@
 //!
 //! A read taken ahead is what the database held a moment earlier, as any
 //! read outside a transaction is. Each part of [`TenureReads`] answers one
-//! read only, and any write through the handle forgets them all (the
-//! handle's tenure is the only writer while it holds the lease).
+//! read only, but for the schedule, which answers every read (whole or one
+//! piece's rows) within the same second; any write through the handle
+//! forgets them all (the handle's tenure is the only writer while it holds
+//! the lease).
 
 use super::pool::Db;
 use crate::store::dead_letters::EventFailure;
@@ -71,6 +73,55 @@ pub(super) struct TenureReads {
     pub undelivered: Option<(Vec<EventRecord>, bool)>,
     /// Every entry, by piece and entry.
     pub schedule: Option<Vec<ScheduleRow>>,
+    /// The schedule answers one read only (read when the handle was
+    /// opened, before any lease: see [`SCHEDULE_AHEAD`]).
+    pub schedule_once: bool,
+}
+
+/// The space's schedule as one JSON text, `$1` the space: read beside
+/// another statement's row (`PgStore::open`'s, a tenure's start).
+pub(super) fn schedule_ahead_sql() -> String {
+    format!(
+        "(SELECT json_agg(json_build_array({SCHEDULE_COLUMNS}) ORDER BY piece, entry) \
+           FROM schedule_index WHERE space = $1)::text"
+    )
+}
+
+/// What [`schedule_ahead_sql`] read, as rows.
+pub(super) fn schedule_from_json(
+    space: &str,
+    text: Option<String>,
+) -> StoreResult<Vec<ScheduleRow>> {
+    let bad = |reason: String| StoreError::Corrupt {
+        path: format!("postgres: space {space}").into(),
+        reason: format!("reading the schedule ahead: {reason}"),
+    };
+    json_rows(text, &bad)?
+        .iter()
+        .map(|r| rows::schedule_row(&JsonCols(r)).map_err(&bad))
+        .collect()
+}
+
+/// A `json_agg` of `json_build_array` rows, as rows of values (`None`: no
+/// rows).
+fn json_rows(
+    text: Option<String>,
+    bad: &dyn Fn(String) -> StoreError,
+) -> StoreResult<Vec<Vec<Value>>> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    match serde_json::from_str(&text) {
+        Ok(Value::Array(rows)) => rows
+            .into_iter()
+            .map(|r| match r {
+                Value::Array(cols) => Ok(cols),
+                _ => Err(bad("a row is not an array".into())),
+            })
+            .collect(),
+        Ok(_) => Err(bad("not an array of rows".into())),
+        Err(e) => Err(bad(e.to_string())),
+    }
 }
 
 impl TenureReads {
@@ -110,8 +161,8 @@ pub(super) fn read_tenure(
                  FROM events e JOIN streams s ON s.space = e.space AND s.stream = e.stream \
                 WHERE e.space = $1 AND e.seq > s.watermark_seq \
                 ORDER BY e.seq, e.event_id LIMIT $3) u)::text, \
-           (SELECT json_agg(json_build_array({SCHEDULE_COLUMNS}) ORDER BY piece, entry) \
-              FROM schedule_index WHERE space = $1)::text"
+           {}",
+        schedule_ahead_sql()
     );
     let row = db
         .query_one(&sql, &[&space, &(PREFETCH_DOCS + 1), &(events as i64 + 1)])
@@ -120,25 +171,7 @@ pub(super) fn read_tenure(
         path: format!("postgres: space {space}").into(),
         reason: format!("reading what a tenure starts with: {reason}"),
     };
-    let arrays = |i: usize| -> StoreResult<Vec<Value>> {
-        match row.get::<_, Option<String>>(i) {
-            None => Ok(Vec::new()),
-            Some(text) => match serde_json::from_str(&text) {
-                Ok(Value::Array(rows)) => Ok(rows),
-                Ok(_) => Err(bad("not an array of rows".into())),
-                Err(e) => Err(bad(e.to_string())),
-            },
-        }
-    };
-    let each = |i: usize| -> StoreResult<Vec<Vec<Value>>> {
-        arrays(i)?
-            .into_iter()
-            .map(|r| match r {
-                Value::Array(cols) => Ok(cols),
-                _ => Err(bad("a row is not an array".into())),
-            })
-            .collect()
-    };
+    let each = |i: usize| json_rows(row.get::<_, Option<String>>(i), &bad);
     let action_states = each(0)?
         .iter()
         .map(|r| {
@@ -182,6 +215,7 @@ pub(super) fn read_tenure(
             bytes_used: Some(row.get::<_, i64>(3).max(0) as u64),
             undelivered: Some((undelivered, all)),
             schedule: Some(schedule),
+            schedule_once: false,
         },
     ))
 }

@@ -107,6 +107,17 @@ impl PgSpace {
         Ok(())
     }
 
+    /// The schedule as the handle's opening read it, answering the first
+    /// read of it within the same second (see `prefetch.rs`).
+    pub(super) fn schedule_ahead(&mut self, rows: Vec<ScheduleRow>) {
+        let reads = TenureReads {
+            schedule: Some(rows),
+            schedule_once: true,
+            ..TenureReads::default()
+        };
+        self.ahead.start = Some((reads, self.monotonic_ms()));
+    }
+
     /// A part of what [`PgSpace::prefetch_tenure`] read, once, while it is
     /// fresh (a tenure's start reads it within milliseconds; a read much
     /// later, say an operator's, goes to the database).
@@ -629,10 +640,23 @@ impl PgSpace {
     }
 
     pub fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
-        if piece.is_none() {
-            if let Some(rows) = self.taken(|t| t.schedule.take()) {
-                return Ok(rows);
-            }
+        // Unlike the other parts, the schedule read ahead answers every
+        // read until the handle writes (a tenure's start reads it whole,
+        // then the in-flight mark reads its piece's rows): no write but
+        // this handle's moves a leased space's schedule, and a write
+        // through the handle forgets it.
+        let ahead = self.taken(|t| {
+            let rows = match t.schedule_once {
+                true => t.schedule.take()?,
+                false => t.schedule.clone()?,
+            };
+            Some(match piece {
+                None => rows,
+                Some(p) => rows.into_iter().filter(|r| r.piece == p).collect(),
+            })
+        });
+        if let Some(rows) = ahead {
+            return Ok(rows);
         }
         self.read_rows(|db, id| rows::list_schedule(db, id, piece))
     }
