@@ -46,7 +46,10 @@ impl Host {
             return Ok(());
         };
         let after_lease = self.check_backoff(space, trigger)?;
-        if self.inner.directory_entry(space).is_none() {
+        // A scheduled activation's space was just read from the directory
+        // (or claimed from the fleet's): one that vanished since fails to
+        // open instead, a statement a wake cheaper.
+        if trigger != Trigger::Schedule && self.inner.directory_entry(space).is_none() {
             return Err(HostError::UnknownSpace(space.to_string()));
         }
         let mut active = self.inner.active.lock().unwrap_or_else(|p| p.into_inner());
