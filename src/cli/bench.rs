@@ -19,8 +19,9 @@ pub enum BenchCommand {
         /// Scale factor for quick runs (1.0 = the full benchmark).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
-        /// A PostgreSQL database to use (its spaces are added to); a
-        /// throwaway cluster when omitted.
+        /// An empty PostgreSQL database to use (the run adds its spaces;
+        /// the server's CPU and the system-clock phases, lateness and the
+        /// relay, need the throwaway cluster used when this is omitted).
         #[arg(long)]
         store: Option<String>,
     },
