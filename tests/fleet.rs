@@ -656,3 +656,69 @@ fn a_tenure_start_reads_what_it_needs_in_one_statement() {
     assert!(t.has_undelivered().unwrap(), "as its own commit left it");
     assert!(!t.has_undelivered().unwrap(), "as the database has it now");
 }
+
+/// A firing that takes the lease works under the lease its own process's
+/// claim took a moment ago (no second taking, no new epoch, the claim's
+/// expiry); a lease this process did not take last is taken anew, and
+/// another holder's live lease still refuses it.
+#[test]
+fn a_firing_works_under_the_lease_its_claim_took() {
+    use spacewake::store::{Author, CommitClass, CommitRequest, NewEvent, SpaceStore};
+    let Some(url) = common::pg::database("claim_adopted") else {
+        return;
+    };
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let me = PgStore::open(&url, "me/1", 60_000, sys(), Counters::new()).unwrap();
+    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    for id in ["s", "t"] {
+        me.create(id, "did:key:owner").unwrap();
+    }
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE spaces SET next_wake_ms = 1000")
+        .unwrap();
+    let firing = |n: u32| {
+        let mut req = CommitRequest::new(CommitClass::System, Author::server());
+        req.events.push(NewEvent {
+            event_id: format!("wake-{n}"),
+            stream: "tick".into(),
+            payload: serde_json::json!({}),
+            fired_by: "server".into(),
+        });
+        req.take_lease = true;
+        req
+    };
+    let epoch = |space: &str, c: &mut postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT epoch FROM execution_lease WHERE space = $1",
+            &[&space],
+        )
+        .unwrap()
+        .get(0)
+    };
+
+    let claims = me.claim_due(2_000, 8, &[]).unwrap();
+    let claim = claims.iter().find(|cl| cl.space == "s").unwrap();
+    let out = me.open("s").unwrap().commit(firing(1)).unwrap();
+    let lease = out.lease.expect("the firing holds the lease");
+    assert_eq!(lease, claim.lease, "the claim's lease, as it was");
+    assert_eq!(
+        epoch("s", &mut c),
+        claim.lease.tenure as i64,
+        "no new epoch"
+    );
+
+    // Given back, then taken by a firing with no claim before it: anew.
+    let mut s = me.open("s").unwrap();
+    s.release_lease(&lease).unwrap();
+    let again = s.commit(firing(2)).unwrap().lease.unwrap();
+    assert_eq!(again.tenure, lease.tenure + 1);
+
+    // Another holder's live claim refuses this host's firing.
+    let t_claim = claims.iter().find(|cl| cl.space == "t").unwrap();
+    me.release_claim(t_claim).unwrap();
+    let theirs = other.claim_due(2_000, 8, &[]).unwrap();
+    assert_eq!(theirs.len(), 1);
+    let e = me.open("t").unwrap().commit(firing(3)).unwrap_err();
+    assert!(e.to_string().contains("lease"), "{e}");
+    assert_eq!(epoch("t", &mut c), theirs[0].lease.tenure as i64);
+}

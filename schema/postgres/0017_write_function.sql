@@ -219,3 +219,37 @@ $$;
 -- by holder and expiry together, not every lease the holder ever took.
 DROP INDEX execution_lease_by_holder;
 CREATE INDEX execution_lease_by_holder ON execution_lease (holder, expires_at);
+
+-- spacewake_lock (migration 16) for a taking also returns the lease's
+-- epoch and expiry (ms, the database's clock): a host whose waker's claim
+-- took the lease a moment ago works under that epoch instead of taking
+-- the lease a second time (spec/fleet.md, "The claim protocol").
+DROP FUNCTION spacewake_lock(TEXT, TEXT, BIGINT);
+CREATE FUNCTION spacewake_lock(p_space TEXT, p_holder TEXT, p_epoch BIGINT)
+RETURNS TABLE (head_seq BIGINT, wake_at_ms BIGINT, lease_live BOOLEAN,
+               lease_holder TEXT, lease_released BOOLEAN, lease_epoch BIGINT,
+               lease_expires_ms BIGINT)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  SELECT s.head_seq, s.wake_at_ms INTO head_seq, wake_at_ms
+    FROM spaces s WHERE s.id = p_space FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF p_holder IS NULL THEN
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  IF p_epoch IS NOT NULL THEN
+    lease_live := EXISTS (SELECT 1 FROM execution_lease l
+      WHERE l.space = p_space AND l.holder = p_holder AND l.epoch = p_epoch
+        AND l.expires_at > clock_timestamp());
+  ELSE
+    SELECT l.holder, l.expires_at > clock_timestamp(), l.expires_at = to_timestamp(0),
+           l.epoch, (extract(epoch FROM l.expires_at) * 1000)::BIGINT
+      INTO lease_holder, lease_live, lease_released, lease_epoch, lease_expires_ms
+      FROM execution_lease l WHERE l.space = p_space;
+  END IF;
+  RETURN NEXT;
+END
+$$;

@@ -81,9 +81,21 @@ pub(super) enum LeaseSeen {
     NotRead,
     /// Whether the lease asked about (holder, epoch) is live.
     Live(bool),
-    /// The lease row as it is (for a caller about to take the lease):
-    /// holder, unexpired, given back; `None`: the space never had one.
-    Row(Option<(String, bool, bool)>),
+    /// The lease row as it is (for a caller about to take the lease);
+    /// `None`: the space never had one.
+    Row(Option<LeaseRow>),
+}
+
+/// A lease row as a taking reads it under the space's lock.
+#[derive(Debug, Clone)]
+pub(super) struct LeaseRow {
+    pub holder: String,
+    /// Unexpired on the database's clock.
+    pub live: bool,
+    /// Given back (it expires at the Unix epoch).
+    pub released: bool,
+    pub epoch: u64,
+    pub expires_ms: u64,
 }
 
 /// What a writing transaction asks of the lease as it locks the space.
@@ -112,8 +124,8 @@ pub(super) fn lock(
     };
     let row = tx
         .query_opt(
-            "SELECT head_seq, wake_at_ms, lease_live, lease_holder, lease_released \
-             FROM spacewake_lock($1, $2, $3)",
+            "SELECT head_seq, wake_at_ms, lease_live, lease_holder, lease_released, \
+             lease_epoch, lease_expires_ms FROM spacewake_lock($1, $2, $3)",
             &[&id, &who, &epoch],
         )
         .doing("locking the space")?;
@@ -121,10 +133,15 @@ pub(super) fn lock(
         let seen = match (who, epoch) {
             (None, _) => LeaseSeen::NotRead,
             (Some(_), Some(_)) => LeaseSeen::Live(r.get::<_, Option<bool>>(2) == Some(true)),
-            (Some(_), None) => LeaseSeen::Row(
-                r.get::<_, Option<String>>(3)
-                    .map(|h| (h, r.get::<_, bool>(2), r.get::<_, bool>(4))),
-            ),
+            (Some(_), None) => {
+                LeaseSeen::Row(r.get::<_, Option<String>>(3).map(|holder| LeaseRow {
+                    holder,
+                    live: r.get(2),
+                    released: r.get(4),
+                    epoch: r.get::<_, i64>(5) as u64,
+                    expires_ms: r.get::<_, i64>(6).max(0) as u64,
+                }))
+            }
         };
         (r.get::<_, i64>(0) as u64, r.get(1), seen)
     }))
@@ -132,21 +149,33 @@ pub(super) fn lock(
 
 /// Takes the lease inside `tx`, whose caller holds the space's row lock
 /// and read the lease row after taking it (`current`, from [`lock`]);
-/// `None` while another holder's lease is live.
+/// `None` while another holder's lease is live. With `adopt`, a live lease
+/// this process itself took last (its waker's claim, a moment ago: `held`
+/// records that epoch) is worked under as it is, without a statement or a
+/// new epoch.
 pub(super) fn take(
     tx: &mut Db<'_, postgres::Transaction<'_>>,
     id: &str,
     holder: &str,
     ttl_ms: f64,
-    current: Option<(String, bool, bool)>,
+    current: Option<LeaseRow>,
+    adopt: Option<&Holds>,
     counters: &SpaceCounters,
 ) -> StoreResult<Option<Lease>> {
-    if let Some((h, live, released)) = current {
-        if h != holder && live {
+    if let Some(r) = current {
+        let ours = r.holder == holder && r.live;
+        if ours && adopt.is_some_and(|held| held.get(id).is_some_and(|h| h.0 == r.epoch)) {
+            return Ok(Some(Lease {
+                holder: r.holder,
+                tenure: r.epoch,
+                expires_at_ms: r.expires_ms,
+            }));
+        }
+        if r.holder != holder && r.live {
             counters.inc(Counter::LeaseRefused);
             return Ok(None);
         }
-        if h != holder && !released {
+        if r.holder != holder && !r.released {
             counters.inc(Counter::LeaseTakenOver);
         }
     }

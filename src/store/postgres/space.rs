@@ -461,6 +461,7 @@ impl PgSpace {
         // Commit and event times are on the host's (injected) clock, as on
         // SQLite; only lease expiry is arbitrated by the database's.
         let now_ms = self.conn.pool.clock.now_ms() as i64;
+        let pool = self.conn.pool.clone();
         let (client, cache) = self.conn.parts();
         // BEGIN and COMMIT are round trips of their own.
         super::pool::sent(2, "BEGIN + COMMIT");
@@ -483,6 +484,7 @@ impl PgSpace {
             counters: &counters,
             head,
             seen,
+            held: &pool.held,
         };
         let written = commit::write(
             &mut rows,
@@ -528,7 +530,11 @@ impl PgSpace {
         self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
         self.tell_earlier(earlier);
         if let Some(t) = &written.taken {
-            self.conn.pool.held.set(&id, t.tenure, sent_ms);
+            // A claim's lease worked under keeps the claim's sending time:
+            // self-fencing counts from the request that set its expiry.
+            if self.held().map(|h| h.0) != Some(t.tenure) {
+                self.conn.pool.held.set(&id, t.tenure, sent_ms);
+            }
             self.tenure = Some(t.tenure);
         }
         if released {
@@ -903,7 +909,7 @@ impl SpaceStore for PgSpace {
             lease::LeaseSeen::Row(row) => row,
             _ => unreachable!("asked for the row"),
         };
-        let taken = lease::take(&mut db, &id, &holder, ttl, current, &self.counters)?;
+        let taken = lease::take(&mut db, &id, &holder, ttl, current, None, &self.counters)?;
         if let Some(l) = &taken {
             txn.commit().doing("taking the lease")?;
             self.counters.inc(Counter::LeaseAcquired);
@@ -954,6 +960,8 @@ struct PgCommit<'a, 'd, 't> {
     head: u64,
     /// What the lock's statement read of the lease (see `commit_inner`).
     seen: lease::LeaseSeen,
+    /// The leases this process holds (a claim's, to work under).
+    held: &'a lease::Holds,
 }
 
 impl CommitRows for PgCommit<'_, '_, '_> {
@@ -993,6 +1001,7 @@ impl CommitRows for PgCommit<'_, '_, '_> {
             self.holder,
             self.ttl,
             current,
+            Some(self.held),
             self.counters,
         )
     }
