@@ -721,4 +721,23 @@ fn a_firing_works_under_the_lease_its_claim_took() {
     let e = me.open("t").unwrap().commit(firing(3)).unwrap_err();
     assert!(e.to_string().contains("lease"), "{e}");
     assert_eq!(epoch("t", &mut c), theirs[0].lease.tenure as i64);
+
+    // A claim older than a quarter of the TTL on the host's clock is taken
+    // anew: a tenure starts with most of its lease ahead of it.
+    me.create("u", "did:key:owner").unwrap();
+    c.batch_execute("UPDATE spaces SET next_wake_ms = 1000 WHERE id = 'u'")
+        .unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let slow = PgStore::open(&url, "slow/1", 60_000, clock.clone(), Counters::new()).unwrap();
+    let claimed = slow.claim_due(2_000, 8, &[]).unwrap();
+    assert_eq!(claimed.len(), 1);
+    clock.advance_ms(20_000);
+    let taken = slow
+        .open("u")
+        .unwrap()
+        .commit(firing(4))
+        .unwrap()
+        .lease
+        .unwrap();
+    assert_eq!(taken.tenure, claimed[0].lease.tenure + 1);
 }

@@ -462,6 +462,11 @@ impl PgSpace {
         // SQLite; only lease expiry is arbitrated by the database's.
         let now_ms = self.conn.pool.clock.now_ms() as i64;
         let pool = self.conn.pool.clone();
+        // Only a claim taken within a quarter of the TTL is worked under
+        // (see `lease::take`): a tenure starts with most of its lease ahead.
+        let fresh_hold = self
+            .held()
+            .is_some_and(|(_, sent)| sent_ms.saturating_sub(sent) < pool.lease_ttl_ms / 4);
         let (client, cache) = self.conn.parts();
         // BEGIN and COMMIT are round trips of their own.
         super::pool::sent(2, "BEGIN + COMMIT");
@@ -484,7 +489,7 @@ impl PgSpace {
             counters: &counters,
             head,
             seen,
-            held: &pool.held,
+            adopt: fresh_hold.then_some(&pool.held),
         };
         let written = commit::write(
             &mut rows,
@@ -960,8 +965,9 @@ struct PgCommit<'a, 'd, 't> {
     head: u64,
     /// What the lock's statement read of the lease (see `commit_inner`).
     seen: lease::LeaseSeen,
-    /// The leases this process holds (a claim's, to work under).
-    held: &'a lease::Holds,
+    /// The leases this process holds, when the one it holds of this space
+    /// is fresh enough to work under (a claim's, a moment ago).
+    adopt: Option<&'a lease::Holds>,
 }
 
 impl CommitRows for PgCommit<'_, '_, '_> {
@@ -1001,7 +1007,7 @@ impl CommitRows for PgCommit<'_, '_, '_> {
             self.holder,
             self.ttl,
             current,
-            Some(self.held),
+            self.adopt,
             self.counters,
         )
     }
