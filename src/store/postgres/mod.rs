@@ -369,6 +369,17 @@ fn migrate(client: &mut Client) -> StoreResult<()> {
     tx.commit().doing("migrating")
 }
 
+/// What opening a space reads: whether it is set aside, and its schedule.
+fn open_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "SELECT quarantined, {} FROM spaces WHERE id = $1",
+            prefetch::schedule_ahead_sql()
+        )
+    })
+}
+
 impl SpaceBackend for PgStore {
     type Space = PgSpace;
 
@@ -386,13 +397,7 @@ impl SpaceBackend for PgStore {
         // reads it first thing (and checks it again under the lock).
         let row = c
             .db()
-            .query_opt(
-                &format!(
-                    "SELECT quarantined, {} FROM spaces WHERE id = $1",
-                    prefetch::schedule_ahead_sql()
-                ),
-                &[&id],
-            )
+            .query_opt(open_sql(), &[&id])
             .doing("opening a space")?;
         let Some(r) = row else {
             return Err(StoreError::UnknownSpace(id.to_string()));

@@ -74,17 +74,21 @@ pub(super) struct TenureReads {
     /// Every entry, by piece and entry.
     pub schedule: Option<Vec<ScheduleRow>>,
     /// The schedule answers one read only (read when the handle was
-    /// opened, before any lease: see [`SCHEDULE_AHEAD`]).
+    /// opened, before any lease: see [`schedule_ahead_sql`]).
     pub schedule_once: bool,
 }
 
 /// The space's schedule as one JSON text, `$1` the space: read beside
 /// another statement's row (`PgStore::open`'s, a tenure's start).
-pub(super) fn schedule_ahead_sql() -> String {
-    format!(
-        "(SELECT json_agg(json_build_array({SCHEDULE_COLUMNS}) ORDER BY piece, entry) \
-           FROM schedule_index WHERE space = $1)::text"
-    )
+pub(super) fn schedule_ahead_sql() -> &'static str {
+    // Built once: every open sends it.
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "(SELECT json_agg(json_build_array({SCHEDULE_COLUMNS}) ORDER BY piece, entry) \
+               FROM schedule_index WHERE space = $1)::text"
+        )
+    })
 }
 
 /// What [`schedule_ahead_sql`] read, as rows.
@@ -203,10 +207,7 @@ pub(super) fn read_tenure(
         .collect::<StoreResult<_>>()?;
     let all = undelivered.len() <= events;
     undelivered.truncate(events);
-    let schedule = each(5)?
-        .iter()
-        .map(|r| rows::schedule_row(&JsonCols(r)).map_err(bad))
-        .collect::<StoreResult<_>>()?;
+    let schedule = schedule_from_json(space, row.get(5))?;
     Ok((
         Prefetch::from_rows(docs.into_iter()),
         TenureReads {
