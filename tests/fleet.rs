@@ -741,3 +741,174 @@ fn a_firing_works_under_the_lease_its_claim_took() {
         .unwrap();
     assert_eq!(taken.tenure, claimed[0].lease.tenure + 1);
 }
+
+/// Under a lease, a handle's transactions rely on what it knows of its
+/// space (its head seq, its schedule's revision and rows: read when it was
+/// opened, then its own writes) instead of reading under the lock, and are
+/// one statement each. When the space moved meanwhile, such a transaction
+/// writes nothing and fails as stale (or, its lease gone, refused); the
+/// handle forgets what it knew and the next one reads again.
+#[test]
+fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
+    use spacewake::store::{
+        Author, CommitClass, CommitRequest, DocOp, ScheduleRow, SpaceStore, StoreError,
+    };
+    let Some(url) = common::pg::database("relies_on_known") else {
+        return;
+    };
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let counters = Counters::new();
+    let me = PgStore::open(&url, "me/1", 60_000, sys(), counters.clone()).unwrap();
+    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    me.create("s", "did:key:owner").unwrap();
+    me.open("s")
+        .unwrap()
+        .plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 9_000)))
+        .unwrap();
+    let host = |c: Counter| counters.host().get(c);
+    // The document as the database has it (a fresh handle: one that read
+    // before answers from what it read).
+    let d = || other.open("s").unwrap().read("d").unwrap().unwrap().value;
+
+    let mut t = me.open("s").unwrap();
+    let lease = t.acquire_lease().unwrap().unwrap();
+    let derived = |n: i64| {
+        let mut r = CommitRequest::new(CommitClass::Derived, Author::server());
+        r.lease = Some(lease.clone());
+        r.ops.push(DocOp::Set {
+            id: "d".into(),
+            value: serde_json::json!(n),
+        });
+        r
+    };
+    // A wave's commit, and a plane write that reads the schedule and
+    // writes it back: one statement each.
+    let before = (
+        host(Counter::PgStatements),
+        host(Counter::PgWholeTransactions),
+    );
+    t.commit(derived(1)).unwrap();
+    let written = t
+        .plane(|p| {
+            let mut row = p.schedule(Some("p"))?.remove(0);
+            row.fired_count += 1;
+            p.upsert_schedule(&row)?;
+            Ok(row)
+        })
+        .unwrap();
+    t.commit(derived(2)).unwrap();
+    assert_eq!(
+        (
+            host(Counter::PgStatements) - before.0,
+            host(Counter::PgWholeTransactions) - before.1
+        ),
+        (3, 3)
+    );
+    let mut plain = other.open("s").unwrap();
+    // What the handle knows now is what the database holds, to the field.
+    assert_eq!(plain.schedule(None).unwrap(), vec![written]);
+    assert_eq!(d(), serde_json::json!(2));
+
+    // The schedule moved under it (written by a host without the lease):
+    // the commit relying on it writes nothing.
+    plain
+        .plane(|p| {
+            let mut row = p.schedule(Some("p"))?.remove(0);
+            row.skipped_count += 1;
+            p.upsert_schedule(&row)
+        })
+        .unwrap();
+    let e = t.commit(derived(3)).unwrap_err();
+    assert!(matches!(e, StoreError::Stale(_)), "{e}");
+    assert!(e.to_string().contains("schedule"), "{e}");
+    assert_eq!(counters.space_value("s", Counter::PgStaleRefused), 1);
+    assert_eq!(d(), serde_json::json!(2));
+    // Then it reads under the lock again, and commits.
+    t.commit(derived(3)).unwrap();
+    assert_eq!(d(), serde_json::json!(3));
+
+    // Its head moved under a fresh handle: stale as well.
+    let mut u = me.open("s").unwrap();
+    let mut authored = CommitRequest::new(CommitClass::Authored, Author::server());
+    authored.ops.push(DocOp::Set {
+        id: "e".into(),
+        value: serde_json::json!("elsewhere"),
+    });
+    plain.commit(authored).unwrap();
+    let e = u.commit(derived(4)).unwrap_err();
+    assert!(e.to_string().contains("head seq"), "{e}");
+    assert_eq!(d(), serde_json::json!(3));
+
+    // The lease gone: refused as a derived commit without it is, under the
+    // checks of the one statement.
+    let mut v = me.open("s").unwrap();
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE execution_lease SET expires_at = now() - interval '1 second'")
+        .unwrap();
+    let refused = counters.space_value("s", Counter::DerivedRefused);
+    let e = v.commit(derived(5)).unwrap_err();
+    assert!(matches!(e, StoreError::NotLeaseHolder(_)), "{e}");
+    assert_eq!(
+        counters.space_value("s", Counter::DerivedRefused),
+        refused + 1
+    );
+    let e = v.plane(|p| p.set_action_state("n", "h", 1)).unwrap_err();
+    assert!(matches!(e, StoreError::NotLeaseHolder(_)), "{e}");
+    assert_eq!(d(), serde_json::json!(3));
+    assert!(other.open("s").unwrap().action_states().unwrap().is_empty());
+}
+
+/// A firing whose handle relied on a schedule that another host moved
+/// meanwhile is refused by the database's check, decides again on the rows
+/// as they are, and fires once.
+#[test]
+fn a_firing_on_a_schedule_moved_under_it_decides_again() {
+    use spacewake::schedule::fire::fire_due_taking_lease;
+    use spacewake::schedule::Jitter;
+    use spacewake::store::{ScheduleRow, Space};
+    let Some(url) = common::pg::database("firing_redecides") else {
+        return;
+    };
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let counters = Counters::new();
+    let me = PgStore::open(&url, "me/1", 60_000, sys(), counters.clone()).unwrap();
+    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    me.create("s", "did:key:owner").unwrap();
+    me.open("s")
+        .unwrap()
+        .plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 1_000)))
+        .unwrap();
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE spaces SET next_wake_ms = 1000")
+        .unwrap();
+    let claims = me.claim_due(2_000, 8, &[]).unwrap();
+    assert_eq!(claims.len(), 1);
+    let mut s = Space::Postgres(me.open("s").unwrap());
+    // After the handle read it, another host moves the entry's counts.
+    other
+        .open("s")
+        .unwrap()
+        .plane(|p| {
+            let mut row = p.schedule(Some("p"))?.remove(0);
+            row.skipped_count = 5;
+            p.upsert_schedule(&row)
+        })
+        .unwrap();
+    let report = fire_due_taking_lease(&mut s, 2_000, &Jitter::keyed([7; 32]), true)
+        .unwrap()
+        .expect("its claim's lease");
+    assert_eq!(report.fired.len(), 1);
+    assert_eq!(report.lease.unwrap().tenure, claims[0].lease.tenure);
+    assert_eq!(counters.space_value("s", Counter::PgStaleRefused), 1);
+    assert_eq!(
+        counters.space_value("s", Counter::ScheduleFiringsRedecided),
+        1
+    );
+    let row = other.open("s").unwrap().schedule(None).unwrap().remove(0);
+    assert_eq!((row.fired_count, row.skipped_count), (1, 5));
+    let events: i64 = c
+        .query_one("SELECT count(*) FROM events WHERE space = 's'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(events, 1);
+}

@@ -298,6 +298,15 @@ const STALE: &str = "the schedule changed since the firing read it";
 /// (another host of a fleet fired them meanwhile) before it gives up.
 const STALE_RETRIES: usize = 3;
 
+/// The firing's rows changed since it read them.
+fn stale(e: &StoreError) -> bool {
+    match e {
+        StoreError::Hook { reason, .. } => reason == STALE,
+        StoreError::Stale(_) => true,
+        _ => false,
+    }
+}
+
 fn fire_due_as(
     space: &mut Space,
     now_ms: u64,
@@ -308,7 +317,10 @@ fn fire_due_as(
     let mut tries = 0;
     loop {
         match fire_once(space, now_ms, jitter, mode, take_lease) {
-            Err(StoreError::Hook { reason, .. }) if reason == STALE && tries < STALE_RETRIES => {
+            // Rows changed since they were read: found so by the firing
+            // itself, or by the checks of a transaction that relied on
+            // what its handle knew (a fleet's, see `StoreError::Stale`).
+            Err(e) if stale(&e) && tries < STALE_RETRIES => {
                 space
                     .counters()
                     .inc(crate::metrics::Counter::ScheduleFiringsRedecided);

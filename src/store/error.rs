@@ -49,6 +49,12 @@ pub enum StoreError {
     #[error("derived commit refused: {0}")]
     NotLeaseHolder(String),
 
+    /// A transaction relied on what the handle had read of its space, and
+    /// the database found it had moved (see `spacewake_check`, PostgreSQL
+    /// migration 18): nothing was written; the caller may read again.
+    #[error("{0}; nothing was written")]
+    Stale(String),
+
     #[error("index hook {hook:?} failed: {reason}")]
     Hook { hook: String, reason: String },
 
@@ -148,11 +154,33 @@ pub(crate) trait PgContext<T> {
 impl<T> PgContext<T> for Result<T, postgres::Error> {
     fn doing(self, context: &str) -> StoreResult<T> {
         self.map_err(|source| {
-            refused_watermark(&source).unwrap_or_else(|| StoreError::Postgres {
-                context: context.to_string(),
-                source,
-            })
+            refused_watermark(&source)
+                .or_else(|| refused_check(&source))
+                .unwrap_or_else(|| StoreError::Postgres {
+                    context: context.to_string(),
+                    source,
+                })
         })
+    }
+}
+
+/// A transaction's checks that `spacewake_check` refused (migration 18):
+/// SW002 the space moved since the handle read it, SW003 the lease is not
+/// live, SW004 no such space (the message is the space); and a new event
+/// that was not.
+fn refused_check(e: &postgres::Error) -> Option<StoreError> {
+    let db = e.as_db_error()?;
+    let message = db.message().to_string();
+    match db.code().code() {
+        "SW002" => Some(StoreError::Stale(message)),
+        // A commit that took an event id to be new (a firing's, see
+        // `PgCommit::event_seq`) met it on record.
+        "23505" if db.constraint() == Some("events_pkey") => Some(StoreError::Stale(format!(
+            "an event id of the commit is on record already ({message})"
+        ))),
+        "SW003" => Some(StoreError::NotLeaseHolder(message)),
+        "SW004" => Some(StoreError::UnknownSpace(message)),
+        _ => None,
     }
 }
 

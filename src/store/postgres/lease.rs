@@ -112,7 +112,7 @@ pub(super) enum LeaseAsk<'a> {
 /// `ask` says — read after the lock is granted, in one round trip
 /// (`spacewake_lock`, migration 16). `None`: no such space.
 pub(super) fn lock(
-    tx: &mut Db<'_, postgres::Transaction<'_>>,
+    tx: &mut Db<'_, postgres::Client>,
     id: &str,
     holder: &str,
     ask: LeaseAsk<'_>,
@@ -154,7 +154,7 @@ pub(super) fn lock(
 /// records that epoch) is worked under as it is, without a statement or a
 /// new epoch.
 pub(super) fn take(
-    tx: &mut Db<'_, postgres::Transaction<'_>>,
+    tx: &mut Db<'_, postgres::Client>,
     id: &str,
     holder: &str,
     ttl_ms: f64,

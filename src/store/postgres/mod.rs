@@ -131,6 +131,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0017_write_function",
         include_str!("../../../schema/postgres/0017_write_function.sql"),
     ),
+    (
+        18,
+        "0018_transaction_function",
+        include_str!("../../../schema/postgres/0018_transaction_function.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
@@ -374,7 +379,7 @@ fn open_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {
         format!(
-            "SELECT quarantined, {} FROM spaces WHERE id = $1",
+            "SELECT quarantined, {}, head_seq, schedule_rev FROM spaces WHERE id = $1",
             prefetch::schedule_ahead_sql()
         )
     })
@@ -394,7 +399,8 @@ impl SpaceBackend for PgStore {
         super::validate_space_id(id)?;
         let mut c = self.inner.take()?;
         // The schedule comes with the check: a scheduled tenure's firing
-        // reads it first thing (and checks it again under the lock).
+        // reads it first thing, and its transactions rely on it with the
+        // head seq and the schedule's revision (checked as they lock).
         let row = c
             .db()
             .query_opt(open_sql(), &[&id])
@@ -413,6 +419,11 @@ impl SpaceBackend for PgStore {
         // Rows that do not read are left to the handle's own read, which
         // sets the space aside.
         if let Ok(schedule) = prefetch::schedule_from_json(id, r.get(1)) {
+            space.know(space::Known {
+                head: r.get::<_, i64>(2) as u64,
+                rev: r.get(3),
+                schedule: schedule.clone(),
+            });
             space.schedule_ahead(schedule);
         }
         Ok(space)

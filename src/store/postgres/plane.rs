@@ -158,13 +158,62 @@ pub(super) fn dead_letters<C: GenericClient>(
 }
 
 /// The plane rows of one space, inside a transaction that holds the
-/// space's row lock.
-pub(super) struct PgPlane<'a, 'd, 't> {
-    pub(super) db: &'a mut Db<'d, postgres::Transaction<'t>>,
+/// space's row lock (or checks, as it ends, that nothing it relied on
+/// moved: see [`Db::defer_begin`]).
+pub(super) struct PgPlane<'a, 'd> {
+    pub(super) db: &'a mut Db<'d, postgres::Client>,
     pub(super) space: &'a str,
+    /// The schedule as the handle knows it (its revision is among the
+    /// transaction's checks): answers the transaction's schedule reads,
+    /// with its own writes over it.
+    pub(super) known: Option<&'a [ScheduleRow]>,
+    /// The entries this transaction wrote, in order.
+    pub(super) upserts: Vec<ScheduleRow>,
+    /// This transaction removed entries or added new ones: what the handle
+    /// knew of the schedule no longer answers.
+    pub(super) reshaped: bool,
 }
 
-impl PlaneRows for PgPlane<'_, '_, '_> {
+impl<'a, 'd> PgPlane<'a, 'd> {
+    pub(super) fn new(db: &'a mut Db<'d, postgres::Client>, space: &'a str) -> Self {
+        PgPlane {
+            db,
+            space,
+            known: None,
+            upserts: Vec::new(),
+            reshaped: false,
+        }
+    }
+
+    /// The schedule as known with this transaction's writes over it, when
+    /// that answers (see [`PgPlane::known`]).
+    fn known_schedule(&self, piece: Option<&str>) -> Option<Vec<ScheduleRow>> {
+        let known = self.known.filter(|_| !self.reshaped)?;
+        Some(
+            known_with(known, &self.upserts)
+                .into_iter()
+                .filter(|r| piece.is_none_or(|p| r.piece == p))
+                .collect(),
+        )
+    }
+}
+
+/// `known` with `upserts` written over it, in place (each upsert is of an
+/// entry `known` holds: see [`PgPlane::reshaped`]).
+pub(super) fn known_with(known: &[ScheduleRow], upserts: &[ScheduleRow]) -> Vec<ScheduleRow> {
+    let mut rows = known.to_vec();
+    for u in upserts {
+        if let Some(r) = rows
+            .iter_mut()
+            .find(|r| r.piece == u.piece && r.entry == u.entry)
+        {
+            *r = u.clone();
+        }
+    }
+    rows
+}
+
+impl PlaneRows for PgPlane<'_, '_> {
     fn doc(&mut self, id: &str) -> StoreResult<Option<Value>> {
         let row = self
             .db
@@ -179,10 +228,25 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
     }
 
     fn schedule(&mut self, piece: Option<&str>) -> StoreResult<Vec<ScheduleRow>> {
+        if let Some(rows) = self.known_schedule(piece) {
+            return Ok(rows);
+        }
         list_schedule(self.db, self.space, piece)
     }
 
     fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
+        if let Some(rows) = self.known_schedule(piece) {
+            return Ok(rows
+                .into_iter()
+                .map(|r| DeclaredRow {
+                    piece: r.piece,
+                    entry: r.entry,
+                    interval_minutes: r.interval_minutes,
+                    callback_stream: r.callback_stream,
+                    cadence: r.cadence,
+                })
+                .collect());
+        }
         const COLS: &str = "SELECT piece, entry, interval_minutes, callback_stream, cadence \
                             FROM schedule_index WHERE space = $1";
         let rows = match piece {
@@ -205,6 +269,14 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
     }
 
     fn upsert_schedule(&mut self, row: &ScheduleRow) -> StoreResult<()> {
+        let known = self.known.unwrap_or_default();
+        if !known
+            .iter()
+            .any(|r| r.piece == row.piece && r.entry == row.entry)
+        {
+            self.reshaped = true;
+        }
+        self.upserts.push(row.clone());
         self.db.defer(
             self.space,
             "schedule",
@@ -235,6 +307,7 @@ impl PlaneRows for PgPlane<'_, '_, '_> {
     }
 
     fn delete_schedule(&mut self, piece: &str, entry: Option<u32>) -> StoreResult<usize> {
+        self.reshaped = true;
         let entry = entry.map(|e| e as i32);
         let n = self
             .db

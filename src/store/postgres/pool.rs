@@ -2,7 +2,7 @@
 //! its prepared statements, and the count of statements sent.
 
 use super::{PgShared, POOL_IDLE};
-use crate::metrics::Counter;
+use crate::metrics::{Counter, Counters};
 use crate::store::error::{PgContext, StoreResult};
 use postgres::types::ToSql;
 use postgres::{Client, GenericClient, NoTls, Row, Statement};
@@ -49,12 +49,35 @@ pub(super) struct Pooled {
 /// the server more CPU than running it, and a round trip more).
 pub(super) type Cache = HashMap<String, Statement>;
 
-/// A client or transaction with its connection's statement cache, and the
-/// writes it has gathered to send at once.
-pub(super) struct Db<'a, C> {
+/// A connection with its statement cache, the transaction it is in (if
+/// any) and the writes that transaction has gathered to send at once.
+pub(super) struct Db<'a, C: GenericClient> {
     pub(super) c: &'a mut C,
     pub(super) cache: &'a mut Cache,
+    /// The host's counters: statements sent, whole transactions.
+    counters: &'a Counters,
     writes: Writes,
+    tx: Tx,
+    /// What `spacewake_check` returned when a deferred transaction began.
+    checked: Option<serde_json::Value>,
+}
+
+/// Where a connection stands in a transaction.
+#[derive(Default)]
+enum Tx {
+    /// In none: each statement is its own.
+    #[default]
+    None,
+    /// Deferred (see [`Db::defer_begin`]): nothing sent yet. The first
+    /// statement sends `BEGIN` and the checks (`spacewake_check`); if none
+    /// comes, [`Db::commit`] sends the checks and the writes as one call
+    /// (`spacewake_tx`).
+    Deferred {
+        space: String,
+        check: serde_json::Value,
+    },
+    /// `BEGIN` was sent: rolled back when dropped uncommitted.
+    Open,
 }
 
 /// Writes gathered in a transaction (see [`Db::defer`]): sent in one call
@@ -87,8 +110,16 @@ fn mentions(sql: &str, word: &str) -> bool {
     })
 }
 
-/// The statement that sends gathered writes.
-const SEND_WRITES: &str = "SELECT spacewake_write($1, $2::text::jsonb)::text";
+/// The statement that sends gathered writes (`$3`: the space's wake as a
+/// deferred transaction's checks found it, for writes not carrying it).
+const SEND_WRITES: &str = "SELECT spacewake_write($1, $2::text::jsonb, $3)::text";
+
+/// A deferred transaction's checks, sent with its `BEGIN`.
+const CHECK: &str = "SELECT spacewake_check($1, $2::text::jsonb)::text";
+
+/// A deferred transaction that read nothing: its checks and its writes, in
+/// one statement (migration 18).
+const WHOLE_TX: &str = "SELECT spacewake_tx($1, $2::text::jsonb, $3::text::jsonb)::text";
 
 /// Statements this process sent to PostgreSQL through the store (each is
 /// one round trip): for `bench fleet`'s account of what bounds a figure.
@@ -120,12 +151,93 @@ pub(super) fn sent(n: u64, what: &str) {
 }
 
 impl<'a, C: GenericClient> Db<'a, C> {
-    pub(super) fn new(c: &'a mut C, cache: &'a mut Cache) -> Self {
+    pub(super) fn new(c: &'a mut C, cache: &'a mut Cache, counters: &'a Counters) -> Self {
         Db {
             c,
             cache,
+            counters,
             writes: Writes::default(),
+            tx: Tx::None,
+            checked: None,
         }
+    }
+
+    /// Begins a transaction now.
+    pub(super) fn begin(&mut self) -> Result<(), postgres::Error> {
+        debug_assert!(matches!(self.tx, Tx::None));
+        // BEGIN and COMMIT are round trips of their own.
+        sent(2, "BEGIN + COMMIT");
+        self.counters.add_host(Counter::PgStatements, 2);
+        self.c.batch_execute("BEGIN")?;
+        self.tx = Tx::Open;
+        Ok(())
+    }
+
+    /// Begins a transaction of `space` whose statements wait: `check` (see
+    /// `spacewake_check`, migration 18) says what its body relies on
+    /// without reading it. A body that reads sends `BEGIN` and the checks
+    /// first; one that only writes sends everything in one call at
+    /// [`Db::commit`]. Either way a failed check writes nothing.
+    pub(super) fn defer_begin(&mut self, space: &str, check: serde_json::Value) {
+        debug_assert!(matches!(self.tx, Tx::None));
+        self.tx = Tx::Deferred {
+            space: space.to_string(),
+            check,
+        };
+    }
+
+    /// Sends a deferred transaction's `BEGIN` and checks, before its first
+    /// statement.
+    fn start_deferred(&mut self) -> Result<(), postgres::Error> {
+        let Tx::Deferred { space, check } = std::mem::take(&mut self.tx) else {
+            return Ok(());
+        };
+        self.begin()?;
+        let s = self.st(CHECK)?;
+        let text: String = self.c.query_one(&s, &[&space, &check.to_string()])?.get(0);
+        self.checked = Some(serde_json::from_str(&text).unwrap_or_default());
+        Ok(())
+    }
+
+    /// Ends the transaction: its gathered writes sent and, if it began,
+    /// `COMMIT`. Returns what the writes returned, with what the checks
+    /// returned for a deferred transaction (see migration 18).
+    pub(super) fn commit(&mut self) -> Result<serde_json::Value, postgres::Error> {
+        let tx = match self.tx {
+            // Left open until COMMIT succeeds: dropped earlier, it rolls back.
+            Tx::Open => Tx::Open,
+            _ => std::mem::take(&mut self.tx),
+        };
+        let mut out = match tx {
+            Tx::Deferred { space, check } => {
+                if self.writes.list.is_empty() {
+                    // Nothing read, nothing to write: nothing to send.
+                    return Ok(serde_json::Value::Object(Default::default()));
+                }
+                let w = std::mem::take(&mut self.writes);
+                let list = serde_json::Value::Array(w.list).to_string();
+                let s = self.st(WHOLE_TX)?;
+                let text: String = self
+                    .c
+                    .query_one(&s, &[&space, &check.to_string(), &list])?
+                    .get(0);
+                self.counters.add_host(Counter::PgWholeTransactions, 1);
+                return Ok(serde_json::from_str(&text).unwrap_or_default());
+            }
+            Tx::Open => {
+                let out = self.send_writes()?;
+                self.c.batch_execute("COMMIT")?;
+                self.tx = Tx::None;
+                out
+            }
+            Tx::None => self.send_writes()?,
+        };
+        if let (Some(c), Some(o)) = (self.checked.take(), out.as_object_mut()) {
+            for (k, v) in c.as_object().into_iter().flatten() {
+                o.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        Ok(out)
     }
 
     /// Gathers a write of `space` (`kind` and its arguments, as
@@ -159,8 +271,9 @@ impl<'a, C: GenericClient> Db<'a, C> {
         }
         let w = std::mem::take(&mut self.writes);
         let list = serde_json::Value::Array(w.list).to_string();
+        let before = (self.checked.as_ref()).and_then(|c| c["before"].as_i64());
         let s = self.st(SEND_WRITES)?;
-        let text: String = self.c.query_one(&s, &[&w.space, &list])?.get(0);
+        let text: String = self.c.query_one(&s, &[&w.space, &list, &before])?.get(0);
         Ok(serde_json::from_str(&text).unwrap_or_default())
     }
 
@@ -173,8 +286,12 @@ impl<'a, C: GenericClient> Db<'a, C> {
     }
 
     fn st(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if matches!(self.tx, Tx::Deferred { .. }) && sql != WHOLE_TX {
+            self.start_deferred()?;
+        }
         self.before(sql)?;
         sent(1, sql);
+        self.counters.add_host(Counter::PgStatements, 1);
         if let Some(s) = self.cache.get(sql) {
             return Ok(s.clone());
         }
@@ -216,6 +333,16 @@ impl<'a, C: GenericClient> Db<'a, C> {
     }
 }
 
+impl<C: GenericClient> Drop for Db<'_, C> {
+    /// A transaction that began and did not commit is rolled back before
+    /// its connection is used again (a failed one must be, to be usable).
+    fn drop(&mut self) {
+        if matches!(self.tx, Tx::Open) {
+            let _ = self.c.batch_execute("ROLLBACK");
+        }
+    }
+}
+
 impl Pooled {
     /// Makes sure a working connection is held: one from the pool after a
     /// release, a fresh one in place of one that broke. True when a held
@@ -253,8 +380,18 @@ impl Pooled {
 
     /// The connection with its statement cache.
     pub(super) fn db(&mut self) -> Db<'_, Client> {
+        let (c, cache) = self
+            .client
+            .as_mut()
+            .map(|c| (&mut c.0, &mut c.1))
+            .expect("operations ensure a connection before they use it");
+        Db::new(c, cache, &self.pool.counters)
+    }
+
+    /// The connection with its statement cache, counting into `counters`.
+    pub(super) fn db_with<'a>(&'a mut self, counters: &'a Counters) -> Db<'a, Client> {
         let (c, cache) = self.parts();
-        Db::new(c, cache)
+        Db::new(c, cache, counters)
     }
 }
 

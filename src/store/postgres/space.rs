@@ -42,6 +42,23 @@ pub struct PgSpace {
     /// Reads answered without a round trip. (Boxed: the handle's size is
     /// counted.)
     ahead: Box<Ahead>,
+    /// What the handle knows of its space, for transactions to rely on.
+    known: Option<Box<Known>>,
+}
+
+/// What a handle knows of its space as of its opening read or its own last
+/// transaction: the head seq, the schedule's revision and its rows. A
+/// transaction that relies on it instead of reading sends it as checks
+/// (`spacewake_check`, migration 18): if the space moved meanwhile, the
+/// transaction writes nothing and fails with [`StoreError::Stale`], and the
+/// handle forgets it. While a host holds a space's lease nothing else
+/// writes it, so it holds through a tenure, and a wake's transactions are
+/// one statement each (`spec/fleet.md`, *A transaction in one statement*).
+#[derive(Debug, Clone)]
+pub(super) struct Known {
+    pub head: u64,
+    pub rev: i64,
+    pub schedule: Vec<ScheduleRow>,
 }
 
 /// What a handle read ahead or learned from its own writes (see
@@ -77,7 +94,13 @@ impl PgSpace {
             tenure: None,
             memo: HookMemo::default(),
             ahead: Box::default(),
+            known: None,
         }
+    }
+
+    /// What the opening read found (see [`Known`]).
+    pub(super) fn know(&mut self, known: Known) {
+        self.known = Some(Box::new(known));
     }
 
     /// A document, from the handle's prefetch when it has one (see
@@ -263,8 +286,12 @@ impl PgSpace {
     fn guard<T>(&mut self, r: StoreResult<T>) -> StoreResult<T> {
         if r.is_err() {
             // A failed transaction may have left hooks remembering rows it
-            // did not commit.
+            // did not commit, and what the handle knew may be what failed.
             self.memo.clear();
+            self.known = None;
+        }
+        if let Err(StoreError::Stale(_)) = &r {
+            self.counters.inc(Counter::PgStaleRefused);
         }
         match r {
             Err(e) if e.is_corruption() => {
@@ -321,7 +348,7 @@ impl PgSpace {
     /// its newest seq, when it needs a host (`wake_at_ms`), and what `ask`
     /// wanted to know of the lease.
     fn lock_space(
-        tx: &mut Db<'_, postgres::Transaction<'_>>,
+        tx: &mut Db<'_, postgres::Client>,
         id: &str,
         holder: &str,
         ask: lease::LeaseAsk<'_>,
@@ -380,43 +407,52 @@ impl PgSpace {
             }
         };
         let counters = self.counters.clone();
-        let (client, cache) = self.conn.parts();
-        super::pool::sent(2, "BEGIN + COMMIT");
-        let mut txn = client.transaction().doing("beginning a plane write")?;
-        let mut db = Db::new(&mut txn, cache);
-        let ask = match held {
-            Some(epoch) => lease::LeaseAsk::IsLive(&holder, epoch),
-            None => lease::LeaseAsk::Nothing,
-        };
-        let (_, wake_before, seen) = Self::lock_space(&mut db, &id, &holder, ask)?;
+        // What the body relies on, checked as the space is locked: the
+        // lease it works under and, under one, the schedule it knows.
+        let mut known = self.known.take();
+        let mut check = serde_json::json!({});
         if let Some(epoch) = held {
-            if !matches!(seen, lease::LeaseSeen::Live(true)) {
-                counters.inc(Counter::PlaneWritesRefused);
-                return Err(StoreError::NotLeaseHolder(format!(
-                    "the lease of {holder} at epoch {epoch} is no longer held"
-                )));
-            }
+            check["live"] = serde_json::json!([holder, epoch]);
         }
-        let mut plane_rows = PgPlane {
-            db: &mut db,
-            space: &id,
-        };
+        let relied = held.is_some() && known.is_some();
+        match (relied, &known) {
+            (true, Some(k)) => check["rev"] = k.rev.into(),
+            _ => self.known = known.take(),
+        }
+        let host = self.conn.pool.counters.clone();
+        let mut db = self.conn.db_with(&host);
+        db.defer_begin(&id, check);
+        let mut plane_rows = PgPlane::new(&mut db, &id);
+        plane_rows.known = known.as_ref().map(|k| &k.schedule[..]);
         let mut plane = PlaneTx::new(&mut plane_rows, &id, &mut self.memo);
-        let out = f(&mut plane)?;
+        let out = f(&mut plane);
         let touched = plane.schedule_touched;
-        if touched {
-            db.defer(
-                &id,
-                "next_wake",
-                &["spaces"],
-                serde_json::json!({ "before": wake_before }),
-            );
-        }
-        let sent = db.send_writes().doing("writing the plane's rows")?;
+        let (upserts, reshaped) = (plane_rows.upserts, plane_rows.reshaped);
+        let out = out.and_then(|out| {
+            if touched {
+                db.defer(&id, "next_wake", &["spaces"], serde_json::json!({}));
+            }
+            Ok((out, db.commit().doing("writing the plane's rows")?))
+        });
+        drop(db);
+        let (out, sent) = match out {
+            Ok(v) => v,
+            Err(e) => {
+                if held.is_some() && matches!(e, StoreError::NotLeaseHolder(_)) {
+                    counters.inc(Counter::PlaneWritesRefused);
+                }
+                return Err(e);
+            }
+        };
         let earlier = touched
-            .then(|| earlier_wake(wake_before, wake_at(&sent), &counters))
+            .then(|| earlier_wake(before(&sent), wake_at(&sent), &counters))
             .flatten();
-        txn.commit().doing("committing a plane write")?;
+        match known {
+            Some(k) => self.known = k.after(&sent, None, &upserts, reshaped),
+            // What the handle knows is not what it knew when the schedule moved.
+            None if touched => self.known = None,
+            None => {}
+        }
         self.tell_earlier(earlier);
         Ok(out)
     }
@@ -466,31 +502,72 @@ impl PgSpace {
         // (see `lease::take`): a tenure starts with most of its lease ahead.
         let fresh_hold = self
             .held()
-            .is_some_and(|(_, sent)| sent_ms.saturating_sub(sent) < pool.lease_ttl_ms / 4);
-        let (client, cache) = self.conn.parts();
-        // BEGIN and COMMIT are round trips of their own.
-        super::pool::sent(2, "BEGIN + COMMIT");
-        let mut txn = client.transaction().doing("beginning a commit")?;
-        let mut db = Db::new(&mut txn, cache);
-        // The lease question the commit will ask, answered with the lock.
-        let ask = match (&req.class, &req.lease) {
-            (CommitClass::Derived, Some(l)) => lease::LeaseAsk::IsLive(&l.holder, l.tenure),
-            _ if req.take_lease => lease::LeaseAsk::ForTaking,
-            _ => lease::LeaseAsk::Nothing,
+            .filter(|(_, sent)| sent_ms.saturating_sub(*sent) < pool.lease_ttl_ms / 4)
+            .map(|h| h.0);
+        let known = self.known.take();
+        // Relying on what the handle knows (checked as the transaction
+        // locks the space) instead of reading under the lock: any commit
+        // but a client's, whose event ids may be on record already (a
+        // retried webhook's) and are answered as duplicates, not refused.
+        // A taking relies on it only to work under its claim's lease.
+        let relies = known.as_ref().filter(|_| match req.class {
+            CommitClass::Authored => false,
+            _ if req.take_lease => fresh_hold.is_some(),
+            CommitClass::Derived => req.lease.is_some(),
+            // Not outside a tenure: a handle holding no lease is not the
+            // space's only writer.
+            CommitClass::System => self.tenure.is_some(),
+        });
+        let host = self.conn.pool.counters.clone();
+        let mut db = self.conn.db_with(&host);
+        let (head, wake_before, seen, adopted) = match relies {
+            Some(k) => {
+                let mut check = serde_json::json!({ "head": k.head, "rev": k.rev });
+                let mut seen = lease::LeaseSeen::NotRead;
+                if let (CommitClass::Derived, Some(l)) = (&req.class, &req.lease) {
+                    check["live"] = serde_json::json!([l.holder, l.tenure]);
+                    seen = lease::LeaseSeen::Live(true);
+                }
+                let adopted = fresh_hold.filter(|_| req.take_lease).map(|epoch| {
+                    check["adopt"] = serde_json::json!([holder, epoch]);
+                    Lease {
+                        holder: holder.clone(),
+                        tenure: epoch,
+                        // Its expiry comes back with the checks.
+                        expires_at_ms: 0,
+                    }
+                });
+                db.defer_begin(&id, check);
+                (k.head, None, seen, adopted)
+            }
+            None => {
+                db.begin().doing("beginning a commit")?;
+                // The lease question the commit will ask, answered with the lock.
+                let ask = match (&req.class, &req.lease) {
+                    (CommitClass::Derived, Some(l)) => lease::LeaseAsk::IsLive(&l.holder, l.tenure),
+                    _ if req.take_lease => lease::LeaseAsk::ForTaking,
+                    _ => lease::LeaseAsk::Nothing,
+                };
+                let (head, wake, seen) = Self::lock_space(&mut db, &id, &holder, ask)?;
+                (head, wake, seen, None)
+            }
         };
-        let (head, wake_before, seen) = Self::lock_space(&mut db, &id, &holder, ask)?;
+        let relied = relies.is_some();
         let mut rows = PgCommit {
-            plane: PgPlane {
-                db: &mut db,
-                space: &id,
-            },
+            plane: PgPlane::new(&mut db, &id),
             holder: &holder,
             ttl,
             counters: &counters,
             head,
             seen,
-            adopt: fresh_hold.then_some(&pool.held),
+            adopt: fresh_hold.and(Some(&pool.held)),
+            adopted,
+            // A firing's event ids are its occurrences': one on record
+            // already refuses the commit (the key), and the firing decides
+            // again.
+            events_new: relied && req.class == CommitClass::System,
         };
+        rows.plane.known = relies.map(|k| &k.schedule[..]);
         let written = commit::write(
             &mut rows,
             &mut req,
@@ -502,7 +579,9 @@ impl PgSpace {
                 memo: &mut self.memo,
             },
             extra,
-        )?;
+        );
+        let (upserts, reshaped) = (rows.plane.upserts, rows.plane.reshaped);
+        let mut written = written?;
         let (seq, schedule_touched) = (written.seq, written.schedule_touched);
 
         // The new seq, the directory's undelivered flag and (when the
@@ -516,6 +595,7 @@ impl PgSpace {
             serde_json::json!({
                 "head": seq.unwrap_or(head),
                 "touched": schedule_touched,
+                // Relying on the handle, the checks' lock sees it.
                 "before": wake_before,
             }),
         );
@@ -527,11 +607,30 @@ impl PgSpace {
                 serde_json::json!({ "holder": held.holder, "epoch": held.tenure, "if_idle": true }),
             );
         }
-        let sent = db.send_writes().doing("writing the commit")?;
+        let sent = match db.commit().doing("writing the commit") {
+            Ok(sent) => sent,
+            Err(e) => {
+                if relied && req.class == CommitClass::Derived {
+                    if let StoreError::NotLeaseHolder(_) = e {
+                        counters.inc(Counter::DerivedRefused);
+                    }
+                }
+                return Err(e);
+            }
+        };
+        drop(db);
         let undelivered = sent["undelivered"].as_bool().unwrap_or(true);
-        let earlier = earlier_wake(wake_before, wake_at(&sent), &counters);
+        let earlier = earlier_wake(wake_before.or(before(&sent)), wake_at(&sent), &counters);
         let released = sent["released"].as_bool().unwrap_or(false);
-        txn.commit().doing("committing")?;
+        if let Some(t) = written.taken.as_mut().filter(|t| t.expires_at_ms == 0) {
+            t.expires_at_ms = sent["lease_expires_ms"].as_u64().unwrap_or(0);
+        }
+        // Known afresh only where it was relied on and checked.
+        let new_head = Some(seq.unwrap_or(head));
+        self.known = match relied {
+            true => known.and_then(|k| k.after(&sent, new_head, &upserts, reshaped)),
+            false => None,
+        };
         self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
         self.tell_earlier(earlier);
         if let Some(t) = &written.taken {
@@ -552,6 +651,36 @@ impl PgSpace {
         }
         Ok(written.finish(&req, released, &counters))
     }
+}
+
+impl Known {
+    /// What the handle knows after a transaction that relied on it
+    /// committed (`sent`: what it returned, `head`: the head it left,
+    /// `upserts`: the entries it wrote); `None` when it reshaped the
+    /// schedule (see [`PgPlane::reshaped`]).
+    fn after(
+        mut self: Box<Self>,
+        sent: &serde_json::Value,
+        head: Option<u64>,
+        upserts: &[ScheduleRow],
+        reshaped: bool,
+    ) -> Option<Box<Known>> {
+        if reshaped {
+            return None;
+        }
+        self.head = head.unwrap_or(self.head);
+        self.rev = sent["schedule_rev"].as_i64().unwrap_or(self.rev);
+        if !upserts.is_empty() {
+            self.schedule = rows::known_with(&self.schedule, upserts);
+        }
+        Some(self)
+    }
+}
+
+/// The space's `wake_at_ms` as the transaction's checks locked it (a
+/// transaction relying on the handle: see [`Known`]).
+fn before(sent: &serde_json::Value) -> Option<i64> {
+    sent["before"].as_i64()
 }
 
 /// The space's `wake_at_ms` after an update of its row sent with the
@@ -577,7 +706,7 @@ fn earlier_wake(before: Option<i64>, after: Option<i64>, counters: &SpaceCounter
 }
 
 fn apply_op(
-    tx: &mut Db<'_, postgres::Transaction<'_>>,
+    tx: &mut Db<'_, postgres::Client>,
     id: &str,
     seq: u64,
     idx: usize,
@@ -905,10 +1034,9 @@ impl SpaceStore for PgSpace {
         let holder = self.holder();
         let ttl = self.ttl_ms();
         let sent_ms = self.monotonic_ms();
-        let (client, cache) = self.conn.parts();
-        super::pool::sent(2, "BEGIN + COMMIT");
-        let mut txn = client.transaction().doing("taking the lease")?;
-        let mut db = Db::new(&mut txn, cache);
+        let host = self.conn.pool.counters.clone();
+        let mut db = self.conn.db_with(&host);
+        db.begin().doing("taking the lease")?;
         let (_, _, seen) = Self::lock_space(&mut db, &id, &holder, lease::LeaseAsk::ForTaking)?;
         let current = match seen {
             lease::LeaseSeen::Row(row) => row,
@@ -916,7 +1044,8 @@ impl SpaceStore for PgSpace {
         };
         let taken = lease::take(&mut db, &id, &holder, ttl, current, None, &self.counters)?;
         if let Some(l) = &taken {
-            txn.commit().doing("taking the lease")?;
+            db.commit().doing("taking the lease")?;
+            drop(db);
             self.counters.inc(Counter::LeaseAcquired);
             self.conn.pool.held.set(&id, l.tenure, sent_ms);
             self.tenure = Some(l.tenure);
@@ -956,8 +1085,8 @@ impl SpaceStore for PgSpace {
 
 /// A fleet database's SQL for the middle of a commit (`store::commit`),
 /// inside its transaction, which holds the space row's lock.
-struct PgCommit<'a, 'd, 't> {
-    plane: PgPlane<'a, 'd, 't>,
+struct PgCommit<'a, 'd> {
+    plane: PgPlane<'a, 'd>,
     holder: &'a str,
     ttl: f64,
     counters: &'a SpaceCounters,
@@ -968,9 +1097,15 @@ struct PgCommit<'a, 'd, 't> {
     /// The leases this process holds, when the one it holds of this space
     /// is fresh enough to work under (a claim's, a moment ago).
     adopt: Option<&'a lease::Holds>,
+    /// That lease, worked under without reading it: its liveness is among
+    /// the transaction's checks (see [`Known`]).
+    adopted: Option<Lease>,
+    /// The commit's event ids are taken to be new without a read (see
+    /// `commit_inner`).
+    events_new: bool,
 }
 
-impl CommitRows for PgCommit<'_, '_, '_> {
+impl CommitRows for PgCommit<'_, '_> {
     fn check_derived_lease(&mut self, lease: Option<&Lease>) -> StoreResult<()> {
         // commit_inner asked about exactly this lease with the lock.
         let ok = lease.is_some() && matches!(self.seen, lease::LeaseSeen::Live(true));
@@ -987,6 +1122,9 @@ impl CommitRows for PgCommit<'_, '_, '_> {
     }
 
     fn take_lease(&mut self) -> StoreResult<Option<Lease>> {
+        if let Some(l) = self.adopted.take() {
+            return Ok(Some(l));
+        }
         let current = match std::mem::replace(&mut self.seen, lease::LeaseSeen::NotRead) {
             lease::LeaseSeen::Row(row) => row,
             // A derived commit that also takes the lease (none does today).
@@ -1013,6 +1151,9 @@ impl CommitRows for PgCommit<'_, '_, '_> {
     }
 
     fn event_seq(&mut self, event_id: &str) -> StoreResult<Option<u64>> {
+        if self.events_new {
+            return Ok(None);
+        }
         Ok(self
             .plane
             .db
