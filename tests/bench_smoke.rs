@@ -131,6 +131,7 @@ fn bench_fleet_prints_its_side_by_side_figures() {
             "with 2 host(s)",
             "with 3 host(s)",
             "wakes (end to end, the host):",
+            "against SQLite: rate",
             "parked spaces on PostgreSQL: p50",
             "relay: event-to-update at the holder p50",
         ],

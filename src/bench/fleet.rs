@@ -22,7 +22,7 @@
 //! read from `/proc`), against the wall time.
 
 use crate::clock::{ManualClock, SystemClock};
-use crate::metrics::Counters;
+use crate::metrics::{Counter, Counters};
 use crate::pg_cluster::PgCluster;
 use crate::store::postgres::PgStore;
 use crate::store::{
@@ -36,11 +36,42 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub fn run(scale: f64, store: Option<String>) -> anyhow::Result<ExitCode> {
+/// One figure of the bench, for `--only`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Figure {
+    /// Commits/s through the store, one and four threads.
+    Commits,
+    /// The store-level wake path, no engine.
+    StoreWakes,
+    /// Scheduled wakes end to end through the real host.
+    HostWakes,
+    /// Lateness of 1,000 parked spaces due within one second.
+    Lateness,
+    /// Event-to-update latency through a relaying host.
+    Relay,
+}
+
+/// What a run measures: its scale, the figures, and the host's scheduled
+/// cap (`ScheduleConfig::max_scheduled`) for the phases through the host.
+pub struct Options {
+    pub scale: f64,
+    pub store: Option<String>,
+    pub only: Vec<Figure>,
+    pub max_scheduled: usize,
+}
+
+pub fn run(o: Options) -> anyhow::Result<ExitCode> {
+    let Options {
+        scale,
+        store,
+        only,
+        max_scheduled: cap,
+    } = o;
     let n = |full: usize| ((full as f64 * scale) as usize).max(20);
     let work = std::env::temp_dir().join(format!("spacewake-bench-fleet-{}", std::process::id()));
     std::fs::create_dir_all(&work).context("a work directory")?;
-    let result = run_in(&work, n, store);
+    let want = |f: Figure| only.is_empty() || only.contains(&f);
+    let result = run_in(&work, n, store, want, cap);
     let _ = std::fs::remove_dir_all(&work);
     result
 }
@@ -49,6 +80,8 @@ fn run_in(
     work: &Path,
     n: impl Fn(usize) -> usize,
     store: Option<String>,
+    want: impl Fn(Figure) -> bool,
+    cap: usize,
 ) -> anyhow::Result<ExitCode> {
     let cluster;
     let (url, server) = match store {
@@ -62,11 +95,57 @@ fn run_in(
     println!("spacewake bench fleet; PostgreSQL at {url}");
     let cpu = || Cpu::now(server.as_deref());
 
-    // 1. Commits/s.
+    if want(Figure::Commits) {
+        commit_figures(&url, work, &n, &cpu)?;
+    }
+    if want(Figure::StoreWakes) {
+        store_wake_figures(&url, server.as_deref(), work, &n, &cpu)?;
+    }
+    if want(Figure::HostWakes) {
+        host_wake_figures(&url, server.is_some(), work, &n, &cpu, cap)?;
+    }
+
+    // 4. Wake lateness on PostgreSQL: 1,000 parked spaces, one entry each,
+    //    due within one second, on the system clock; one host.
+    //    The last two phases run on the system clock, where every space
+    //    the earlier phases left in a given database (`--store`) is long
+    //    overdue: they need a cluster of their own.
+    if !want(Figure::Lateness) && !want(Figure::Relay) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if server.is_none() {
+        println!(
+            "lateness and relay: skipped (they need a database of their own; run without --store)"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if want(Figure::Lateness) {
+        let ticker =
+            super::schedule::template(&work.join("late-template"), super::schedule::TICKER)?;
+        let late = n(1_000).min(1_000);
+        let url = fresh_database(&url, true, "lateness")?;
+        lateness(&work.join("late"), &url, &ticker, late, cap)?;
+    }
+
+    // 5. The relay's latency, side by side with the holder's own.
+    if want(Figure::Relay) {
+        let url = fresh_database(&url, true, "relay")?;
+        relay_latency(work, &url, n(400).min(400))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// 1. Commits/s.
+fn commit_figures(
+    url: &str,
+    work: &Path,
+    n: &impl Fn(usize) -> usize,
+    cpu: &impl Fn() -> Cpu,
+) -> anyhow::Result<()> {
     let per = n(5_000);
     // What one round trip costs on this machine, alone.
     let trips = n(2_000);
-    let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+    let mut c = postgres::Client::connect(url, postgres::NoTls)?;
     let one = c.prepare("SELECT 1")?;
     let before = cpu();
     let began = Instant::now();
@@ -84,10 +163,10 @@ fn run_in(
     drop(c);
     for threads in [1usize, 4] {
         let sqlite = sqlite_store(&work.join(format!("commits-{threads}")))?;
-        let pg = pg_store(&url, "bench/commits")?;
-        let (s_rate, _) = commits(&sqlite, &format!("sq{threads}"), threads, per, &cpu)?;
+        let pg = pg_store(url, "bench/commits")?;
+        let (s_rate, _) = commits(&sqlite, &format!("sq{threads}"), threads, per, cpu)?;
         let sent = crate::store::postgres::statements_sent();
-        let (p_rate, p_cpu) = commits(&pg, &format!("pg{threads}"), threads, per, &cpu)?;
+        let (p_rate, p_cpu) = commits(&pg, &format!("pg{threads}"), threads, per, cpu)?;
         let ops = (per * threads) as f64;
         println!(
             "commits: {threads} thread(s), SQLite {s_rate:.0}/s, PostgreSQL {p_rate:.0}/s (ratio {:.2}x; PostgreSQL per commit: {:.1} round trips, wall {:.3} ms, client CPU {:.3} ms, server CPU {:.3} ms)",
@@ -99,24 +178,34 @@ fn run_in(
         );
     }
 
-    // 2. The store-level wake path.
+    Ok(())
+}
+
+/// 2. The store-level wake path.
+fn store_wake_figures(
+    url: &str,
+    server: Option<&Path>,
+    work: &Path,
+    n: &impl Fn(usize) -> usize,
+    cpu: &impl Fn() -> Cpu,
+) -> anyhow::Result<()> {
     let herd = n(10_000);
     let sq = sqlite_wakes(&work.join("wakes"), herd)?;
     println!("wakes (store level, no engine): {herd} due spaces, SQLite {sq:.0}/s (one thread: open exclusively, firing commit taking the lease, wave commit giving it back)");
     for hosts in [1usize, 2, 3] {
         let db = format!("wakes{hosts}");
-        let url = match &server {
+        let url = match server {
             Some(_) => {
-                let base = url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b);
+                let base = url.rsplit_once('/').map_or(url, |(b, _)| b);
                 let mut c =
                     postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls)?;
                 c.batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))?;
                 c.batch_execute(&format!("CREATE DATABASE {db}"))?;
                 format!("{base}/{db}")
             }
-            None => url.clone(),
+            None => url.to_string(),
         };
-        let (rate, used, trips) = pg_wakes(&url, herd, hosts, &cpu)?;
+        let (rate, used, trips) = pg_wakes(&url, herd, hosts, cpu)?;
         println!(
             "wakes (store level, no engine): {herd} due spaces, PostgreSQL {rate:.0}/s with {hosts} host(s) (ratio to SQLite {:.2}x; per wake: {trips:.1} round trips, wall {:.3} ms per host, client CPU {:.3} ms, server CPU {:.3} ms)",
             sq / rate,
@@ -126,55 +215,54 @@ fn run_in(
         );
     }
 
-    // 3. Scheduled wakes end to end: the real host (waker, engine, index
-    //    hook, write-first firing, wave) with every space due at once,
-    //    SQLite beside PostgreSQL with one, two and three hosts in this
-    //    process (each its own store, pool and waker on claims).
+    Ok(())
+}
+
+/// 3. Scheduled wakes end to end: the real host (waker, engine, index
+///    hook, write-first firing, wave) with every space due at once,
+///    SQLite beside PostgreSQL with one, two and three hosts in this
+///    process (each its own store, pool and waker on claims).
+fn host_wake_figures(
+    url: &str,
+    own_cluster: bool,
+    work: &Path,
+    n: &impl Fn(usize) -> usize,
+    cpu: &impl Fn() -> Cpu,
+    cap: usize,
+) -> anyhow::Result<()> {
     let ticker = super::schedule::template(&work.join("template"), super::schedule::TICKER)?;
     let herd = n(10_000);
-    let sq = host_wakes(&work.join("host-wakes"), None, &ticker, herd, 1, &cpu)?;
+    let sq = host_wakes(&work.join("host-wakes"), None, &ticker, herd, 1, cpu, cap)?;
     println!(
-        "wakes (end to end, the host): {herd} parked spaces due at once, SQLite {:.0}/s, {:.2} ms CPU per wake (one host, max_scheduled 8)",
+        "wakes (end to end, the host): {herd} parked spaces due at once, SQLite {:.0}/s, {:.2} ms CPU per wake (one host, max_scheduled {cap})",
         sq.0,
         sq.1 .0 * 1e3 / herd as f64
     );
     for hosts in [1usize, 2, 3] {
-        let url = fresh_database(&url, server.is_some(), &format!("host_wakes{hosts}"))?;
+        let url = fresh_database(url, own_cluster, &format!("host_wakes{hosts}"))?;
         let (rate, used, trips) = host_wakes(
             &work.join("pg-wakes"),
             Some(&url),
             &ticker,
             herd,
             hosts,
-            &cpu,
+            cpu,
+            cap,
         )?;
+        let (client, server) = (used.0 * 1e3 / herd as f64, used.1 * 1e3 / herd as f64);
+        // Item 6's two ratios as its targets word them (rate >= 0.6x and
+        // CPU <= 2x SQLite's, one host); the server's CPU is known only on
+        // the bench's own cluster.
+        let cpu_ratio = match own_cluster {
+            true => format!("{:.2}x", (client + server) / (sq.1 .0 * 1e3 / herd as f64)),
+            false => "unknown".into(),
+        };
         println!(
-            "wakes (end to end, the host): {herd} parked spaces due at once, PostgreSQL {rate:.0}/s with {hosts} host(s) (ratio to SQLite {:.2}x; per wake: {trips:.1} round trips, client CPU {:.2} ms, server CPU {:.2} ms)",
-            sq.0 / rate,
-            used.0 * 1e3 / herd as f64,
-            used.1 * 1e3 / herd as f64,
+            "wakes (end to end, the host): {herd} parked spaces due at once, PostgreSQL {rate:.0}/s with {hosts} host(s) (against SQLite: rate {:.2}x, CPU {cpu_ratio}; per wake: {trips:.1} round trips, client CPU {client:.2} ms, server CPU {server:.2} ms)",
+            rate / sq.0,
         );
     }
-
-    // 4. Wake lateness on PostgreSQL: 1,000 parked spaces, one entry each,
-    //    due within one second, on the system clock; one host.
-    //    The last two phases run on the system clock, where every space
-    //    the earlier phases left in a given database (`--store`) is long
-    //    overdue: they need a cluster of their own.
-    if server.is_none() {
-        println!(
-            "lateness and relay: skipped (they need a database of their own; run without --store)"
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    let late = n(1_000).min(1_000);
-    let url = fresh_database(&url, true, "lateness")?;
-    lateness(&work.join("late"), &url, &ticker, late)?;
-
-    // 5. The relay's latency, side by side with the holder's own.
-    let url = fresh_database(&url, true, "relay")?;
-    relay_latency(work, &url, n(400).min(400))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// A `serve` process of this binary on the fleet's database `url`, killed
@@ -330,6 +418,7 @@ fn host_wakes(
     herd: usize,
     hosts: usize,
     cpu: &dyn Fn() -> Cpu,
+    cap: usize,
 ) -> anyhow::Result<(f64, (f64, f64), f64)> {
     use crate::host::{Host, HostConfig};
     let _ = std::fs::remove_dir_all(dir);
@@ -346,7 +435,7 @@ fn host_wakes(
             idle_park_ms: 5,
             ..HostConfig::default()
         };
-        c.schedule.max_scheduled = 8;
+        c.schedule.max_scheduled = cap;
         c.schedule.backoff = crate::schedule::backoff::BackoffPolicy::disabled();
         Ok(Host::new(store, c))
     };
@@ -366,11 +455,7 @@ fn host_wakes(
     let delivered = || -> i64 {
         fleet
             .iter()
-            .map(|h| {
-                h.counters()
-                    .host()
-                    .get(crate::metrics::Counter::ScheduleDelivered)
-            })
+            .map(|h| h.counters().host().get(Counter::ScheduleDelivered))
             .sum()
     };
     let deadline = Instant::now() + std::time::Duration::from_secs(900);
@@ -399,7 +484,13 @@ fn host_wakes(
 
 /// Wake lateness through one host on PostgreSQL: `n` parked spaces, one
 /// entry each, due spread over one second on the system clock.
-fn lateness(dir: &Path, url: &str, t: &super::schedule::Template, n: usize) -> anyhow::Result<()> {
+fn lateness(
+    dir: &Path,
+    url: &str,
+    t: &super::schedule::Template,
+    n: usize,
+    cap: usize,
+) -> anyhow::Result<()> {
     use crate::host::{Host, HostConfig};
     let _ = std::fs::remove_dir_all(dir);
     let store = Store::open_postgres(
@@ -412,6 +503,10 @@ fn lateness(dir: &Path, url: &str, t: &super::schedule::Template, n: usize) -> a
         store,
         HostConfig {
             idle_park_ms: 5,
+            schedule: crate::host::ScheduleConfig {
+                max_scheduled: cap,
+                ..Default::default()
+            },
             ..HostConfig::default()
         },
     );
@@ -422,12 +517,20 @@ fn lateness(dir: &Path, url: &str, t: &super::schedule::Template, n: usize) -> a
         .enumerate()
         .map(|(i, id)| (id.clone(), 0, (i as u64 * 1_000) / n as u64))
         .collect();
+    let count = |c: Counter| host.counters().host().get(c);
+    let before = (count(Counter::PgConnections), count(Counter::PgStatements));
     super::schedule::measure_lateness(
         &host,
         &t.piece,
         &slots,
         &format!("{n} parked spaces on PostgreSQL"),
-    )
+    )?;
+    println!(
+        "lateness: the host opened {} connections to PostgreSQL while it ran, and sent {:.1} statements a wake",
+        count(Counter::PgConnections) - before.0,
+        (count(Counter::PgStatements) - before.1) as f64 / n as f64
+    );
+    Ok(())
 }
 
 fn sqlite_store(dir: &Path) -> anyhow::Result<Store> {

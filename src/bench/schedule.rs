@@ -1086,9 +1086,9 @@ pub(super) fn measure_lateness(
         pct(0.99),
         late[late.len() - 1],
         if store.postgres().is_some() {
-            "no target on PostgreSQL"
+            "target p99 <= 250 ms on PostgreSQL"
         } else {
-            "target p99 < 10 ms"
+            "target p99 <= 10 ms"
         }
     );
     host.shutdown();

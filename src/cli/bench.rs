@@ -24,6 +24,13 @@ pub enum BenchCommand {
         /// relay, need the throwaway cluster used when this is omitted).
         #[arg(long)]
         store: Option<String>,
+        /// Run only these figures (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<crate::bench::fleet::Figure>,
+        /// The hosts' scheduled cap (`max_scheduled`) in the phases that
+        /// run the real host.
+        #[arg(long, default_value_t = 8)]
+        max_scheduled: usize,
     },
     /// The CPU a wake spends fetching a small JSON document from a local
     /// server, beside the same wake without the fetch.
@@ -104,7 +111,17 @@ pub fn run(which: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Accounting { scale } => crate::bench::accounting::run(scale),
         BenchCommand::Effects { scale } => crate::bench::effects::run(scale),
         BenchCommand::Console { scale } => crate::bench::console::run(scale),
-        BenchCommand::Fleet { scale, store } => crate::bench::fleet::run(scale, store),
+        BenchCommand::Fleet {
+            scale,
+            store,
+            only,
+            max_scheduled,
+        } => crate::bench::fleet::run(crate::bench::fleet::Options {
+            scale,
+            store,
+            only,
+            max_scheduled,
+        }),
         BenchCommand::Schedule {
             scale,
             only,

@@ -147,8 +147,13 @@ const MIGRATION_LOCK: i64 = 0x7370_6163_6577_616b; // "spacewak"
 /// of the TTL has missed two renewals first.
 pub const SELF_FENCE_NUM_DEN: (u64, u64) = (3, 4);
 
-/// How many idle connections a store keeps for its spaces.
-pub(crate) const POOL_IDLE: usize = 8;
+/// How many idle connections a store keeps for its spaces: above what a
+/// host runs at once (its scheduled cap, 8 by default, with the waker, the
+/// lease keeper and sessions beside), or each operation past the idle ones
+/// opens a connection and prepares its statements again. At 8 kept, a cap
+/// of 16 opened 130 connections for 1,000 wakes and fell a second and a
+/// half behind (`spec/performance.md`, *Session 34*).
+pub(crate) const POOL_IDLE: usize = 24;
 
 /// A fleet's store: one PostgreSQL database.
 #[derive(Clone)]

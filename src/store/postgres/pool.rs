@@ -21,6 +21,7 @@ impl PgShared {
                 Some(_) => self.counters.add_host(Counter::PgReconnects, 1),
                 None => {
                     let c = Client::connect(&self.url, NoTls).doing("connecting")?;
+                    self.counters.add_host(Counter::PgConnections, 1);
                     return Ok((c, Cache::new()));
                 }
             }

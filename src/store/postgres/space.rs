@@ -506,17 +506,14 @@ impl PgSpace {
             .map(|h| h.0);
         let known = self.known.take();
         // Relying on what the handle knows (checked as the transaction
-        // locks the space) instead of reading under the lock: any commit
-        // but a client's, whose event ids may be on record already (a
-        // retried webhook's) and are answered as duplicates, not refused.
-        // A taking relies on it only to work under its claim's lease.
+        // locks the space) instead of reading under the lock. Not outside
+        // a tenure: a handle holding no lease is not the space's only
+        // writer. A taking relies on it only to work under its claim's
+        // lease.
         let relies = known.as_ref().filter(|_| match req.class {
-            CommitClass::Authored => false,
             _ if req.take_lease => fresh_hold.is_some(),
             CommitClass::Derived => req.lease.is_some(),
-            // Not outside a tenure: a handle holding no lease is not the
-            // space's only writer.
-            CommitClass::System => self.tenure.is_some(),
+            CommitClass::System | CommitClass::Authored => self.tenure.is_some(),
         });
         let host = self.conn.pool.counters.clone();
         let mut db = self.conn.db_with(&host);
@@ -564,7 +561,8 @@ impl PgSpace {
             adopted,
             // A firing's event ids are its occurrences': one on record
             // already refuses the commit (the key), and the firing decides
-            // again.
+            // again. Others' are looked up (a retried webhook's is
+            // answered as a duplicate, not refused).
             events_new: relied && req.class == CommitClass::System,
         };
         rows.plane.known = relies.map(|k| &k.schedule[..]);
