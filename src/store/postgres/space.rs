@@ -579,7 +579,18 @@ impl PgSpace {
             extra,
         );
         let (upserts, reshaped) = (rows.plane.upserts, rows.plane.reshaped);
-        let mut written = written?;
+        // A derived commit relying on its lease learns it is gone from the
+        // checks (before a read, or with the writes): refused and counted
+        // as the lock-first check does.
+        let refused = |e: StoreError| {
+            if relied && req.class == CommitClass::Derived {
+                if let StoreError::NotLeaseHolder(_) = e {
+                    counters.inc(Counter::DerivedRefused);
+                }
+            }
+            e
+        };
+        let mut written = written.map_err(&refused)?;
         let (seq, schedule_touched) = (written.seq, written.schedule_touched);
 
         // The new seq, the directory's undelivered flag and (when the
@@ -605,17 +616,7 @@ impl PgSpace {
                 serde_json::json!({ "holder": held.holder, "epoch": held.tenure, "if_idle": true }),
             );
         }
-        let sent = match db.commit().doing("writing the commit") {
-            Ok(sent) => sent,
-            Err(e) => {
-                if relied && req.class == CommitClass::Derived {
-                    if let StoreError::NotLeaseHolder(_) = e {
-                        counters.inc(Counter::DerivedRefused);
-                    }
-                }
-                return Err(e);
-            }
-        };
+        let sent = db.commit().doing("writing the commit").map_err(&refused)?;
         drop(db);
         let undelivered = sent["undelivered"].as_bool().unwrap_or(true);
         let earlier = earlier_wake(wake_before.or(before(&sent)), wake_at(&sent), &counters);
