@@ -67,7 +67,8 @@ fn bench_schedule_prints_its_side_by_side_figures() {
             "(max_scheduled 8, engine reuse off;",
             "(max_scheduled 8, engine reuse on;",
             "with the engine-image cache full",
-            "lateness: 20 entries due within 1 s, 20 parked spaces: p50",
+            "lateness: 20 entries due within 1 s, 20 parked spaces, max_scheduled 8: p50",
+            "lateness: 20 entries due within 1 s, 20 parked spaces, max_scheduled 4: p50",
             "lateness: 20 entries due within 1 s, 5 active spaces x 4 entries: p50",
         ],
     );
