@@ -751,7 +751,7 @@ fn a_firing_works_under_the_lease_its_claim_took() {
 #[test]
 fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
     use spacewake::store::{
-        Author, CommitClass, CommitRequest, DocOp, ScheduleRow, SpaceStore, StoreError,
+        Author, CommitClass, CommitRequest, DocOp, NewEvent, ScheduleRow, SpaceStore, StoreError,
     };
     let Some(url) = common::pg::database("relies_on_known") else {
         return;
@@ -809,6 +809,26 @@ fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
     assert_eq!(plain.schedule(None).unwrap(), vec![written]);
     assert_eq!(d(), serde_json::json!(2));
 
+    // A derived commit with an event still relies on what it knows, but
+    // looks its event id up: BEGIN and the checks before that read, then
+    // the read, the writes and COMMIT. The same event again is answered as
+    // a duplicate, not refused.
+    let with_event = |n: i64| {
+        let mut r = derived(n);
+        r.events.push(NewEvent {
+            event_id: "sent-1".into(),
+            stream: "out".into(),
+            payload: serde_json::json!({ "n": n }),
+            fired_by: "handler".into(),
+        });
+        r
+    };
+    let before = host(Counter::PgStatements);
+    assert_eq!(t.commit(with_event(2)).unwrap().appended, vec!["sent-1"]);
+    assert_eq!(host(Counter::PgStatements) - before, 5);
+    let again = t.commit(with_event(2)).unwrap();
+    assert_eq!(again.duplicates.len(), 1, "{again:?}");
+
     // The schedule moved under it (written by a host without the lease):
     // the commit relying on it writes nothing.
     plain
@@ -837,6 +857,18 @@ fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
     plain.commit(authored).unwrap();
     let e = u.commit(derived(4)).unwrap_err();
     assert!(e.to_string().contains("head seq"), "{e}");
+    assert_eq!(d(), serde_json::json!(3));
+    // The same found by the checks sent before a read (the event's
+    // lookup): refused there, nothing written.
+    let mut w = me.open("s").unwrap();
+    let mut authored = CommitRequest::new(CommitClass::Authored, Author::server());
+    authored.ops.push(DocOp::Set {
+        id: "e".into(),
+        value: serde_json::json!("elsewhere, again"),
+    });
+    plain.commit(authored).unwrap();
+    let e = w.commit(with_event(4)).unwrap_err();
+    assert!(matches!(e, StoreError::Stale(_)), "{e}");
     assert_eq!(d(), serde_json::json!(3));
 
     // The lease gone: refused as a derived commit without it is, under the
