@@ -742,6 +742,22 @@ fn a_firing_works_under_the_lease_its_claim_took() {
     assert_eq!(taken.tenure, claimed[0].lease.tenure + 1);
 }
 
+/// Two hosts' stores on `url` ("me", whose counters are returned, and
+/// "other"), and a space "s" with one schedule entry due at `due_ms`.
+fn one_entry_two_hosts(url: &str, due_ms: u64) -> (Arc<Counters>, PgStore, PgStore) {
+    use spacewake::store::ScheduleRow;
+    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
+    let counters = Counters::new();
+    let me = PgStore::open(url, "me/1", 60_000, sys(), counters.clone()).unwrap();
+    let other = PgStore::open(url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    me.create("s", "did:key:owner").unwrap();
+    me.open("s")
+        .unwrap()
+        .plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, due_ms)))
+        .unwrap();
+    (counters, me, other)
+}
+
 /// Under a lease, a handle's transactions rely on what it knows of its
 /// space (its head seq, its schedule's revision and rows: read when it was
 /// opened, then its own writes) instead of reading under the lock, and are
@@ -751,20 +767,12 @@ fn a_firing_works_under_the_lease_its_claim_took() {
 #[test]
 fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
     use spacewake::store::{
-        Author, CommitClass, CommitRequest, DocOp, NewEvent, ScheduleRow, SpaceStore, StoreError,
+        Author, CommitClass, CommitRequest, DocOp, NewEvent, SpaceStore, StoreError,
     };
     let Some(url) = common::pg::database("relies_on_known") else {
         return;
     };
-    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
-    let counters = Counters::new();
-    let me = PgStore::open(&url, "me/1", 60_000, sys(), counters.clone()).unwrap();
-    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
-    me.create("s", "did:key:owner").unwrap();
-    me.open("s")
-        .unwrap()
-        .plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 9_000)))
-        .unwrap();
+    let (counters, me, other) = one_entry_two_hosts(&url, 9_000);
     let host = |c: Counter| counters.host().get(c);
     // The document as the database has it (a fresh handle: one that read
     // before answers from what it read).
@@ -847,26 +855,25 @@ fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
     t.commit(derived(3)).unwrap();
     assert_eq!(d(), serde_json::json!(3));
 
-    // Its head moved under a fresh handle: stale as well.
+    // Its head moved under a fresh handle (a client's commit through the
+    // other host): stale as well.
+    let elsewhere = |plain: &mut spacewake::store::postgres::PgSpace, text: &str| {
+        let mut authored = CommitRequest::new(CommitClass::Authored, Author::server());
+        authored.ops.push(DocOp::Set {
+            id: "e".into(),
+            value: serde_json::json!(text),
+        });
+        plain.commit(authored).unwrap();
+    };
     let mut u = me.open("s").unwrap();
-    let mut authored = CommitRequest::new(CommitClass::Authored, Author::server());
-    authored.ops.push(DocOp::Set {
-        id: "e".into(),
-        value: serde_json::json!("elsewhere"),
-    });
-    plain.commit(authored).unwrap();
+    elsewhere(&mut plain, "elsewhere");
     let e = u.commit(derived(4)).unwrap_err();
     assert!(e.to_string().contains("head seq"), "{e}");
     assert_eq!(d(), serde_json::json!(3));
     // The same found by the checks sent before a read (the event's
     // lookup): refused there, nothing written.
     let mut w = me.open("s").unwrap();
-    let mut authored = CommitRequest::new(CommitClass::Authored, Author::server());
-    authored.ops.push(DocOp::Set {
-        id: "e".into(),
-        value: serde_json::json!("elsewhere, again"),
-    });
-    plain.commit(authored).unwrap();
+    elsewhere(&mut plain, "elsewhere, again");
     let e = w.commit(with_event(4)).unwrap_err();
     assert!(matches!(e, StoreError::Stale(_)), "{e}");
     assert_eq!(d(), serde_json::json!(3));
@@ -897,19 +904,11 @@ fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
 fn a_firing_on_a_schedule_moved_under_it_decides_again() {
     use spacewake::schedule::fire::fire_due_taking_lease;
     use spacewake::schedule::Jitter;
-    use spacewake::store::{ScheduleRow, Space};
+    use spacewake::store::Space;
     let Some(url) = common::pg::database("firing_redecides") else {
         return;
     };
-    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
-    let counters = Counters::new();
-    let me = PgStore::open(&url, "me/1", 60_000, sys(), counters.clone()).unwrap();
-    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
-    me.create("s", "did:key:owner").unwrap();
-    me.open("s")
-        .unwrap()
-        .plane(|p| p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 1_000)))
-        .unwrap();
+    let (counters, me, other) = one_entry_two_hosts(&url, 1_000);
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     c.batch_execute("UPDATE spaces SET next_wake_ms = 1000")
         .unwrap();
