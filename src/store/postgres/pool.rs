@@ -388,12 +388,6 @@ impl Pooled {
             .expect("operations ensure a connection before they use it");
         Db::new(c, cache, &self.pool.counters)
     }
-
-    /// The connection with its statement cache, counting into `counters`.
-    pub(super) fn db_with<'a>(&'a mut self, counters: &'a Counters) -> Db<'a, Client> {
-        let (c, cache) = self.parts();
-        Db::new(c, cache, counters)
-    }
 }
 
 impl Drop for Pooled {

@@ -419,8 +419,7 @@ impl PgSpace {
             (true, Some(k)) => check["rev"] = k.rev.into(),
             _ => self.known = known.take(),
         }
-        let host = self.conn.pool.counters.clone();
-        let mut db = self.conn.db_with(&host);
+        let mut db = self.conn.db();
         db.defer_begin(&id, check);
         let mut plane_rows = PgPlane::new(&mut db, &id);
         plane_rows.known = known.as_ref().map(|k| &k.schedule[..]);
@@ -515,8 +514,7 @@ impl PgSpace {
             CommitClass::Derived => req.lease.is_some(),
             CommitClass::System | CommitClass::Authored => self.tenure.is_some(),
         });
-        let host = self.conn.pool.counters.clone();
-        let mut db = self.conn.db_with(&host);
+        let mut db = self.conn.db();
         let (head, wake_before, seen, adopted) = match relies {
             Some(k) => {
                 let mut check = serde_json::json!({ "head": k.head, "rev": k.rev });
@@ -1033,8 +1031,7 @@ impl SpaceStore for PgSpace {
         let holder = self.holder();
         let ttl = self.ttl_ms();
         let sent_ms = self.monotonic_ms();
-        let host = self.conn.pool.counters.clone();
-        let mut db = self.conn.db_with(&host);
+        let mut db = self.conn.db();
         db.begin().doing("taking the lease")?;
         let (_, _, seen) = Self::lock_space(&mut db, &id, &holder, lease::LeaseAsk::ForTaking)?;
         let current = match seen {
