@@ -18,8 +18,10 @@
 //! Connections come from a small pool shared by the spaces a store opens;
 //! an open space holds one connection until it is dropped.
 
+mod commit_rows;
 mod directory;
 mod fleet;
+mod known;
 mod lease;
 mod plane;
 mod pool;
@@ -424,7 +426,7 @@ impl SpaceBackend for PgStore {
         // Rows that do not read are left to the handle's own read, which
         // sets the space aside.
         if let Ok(schedule) = prefetch::schedule_from_json(id, r.get(1)) {
-            space.know(space::Known {
+            space.know(known::Known {
                 head: r.get::<_, i64>(2) as u64,
                 rev: r.get(3),
                 schedule: schedule.clone(),

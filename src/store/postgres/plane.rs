@@ -190,27 +190,12 @@ impl<'a, 'd> PgPlane<'a, 'd> {
     fn known_schedule(&self, piece: Option<&str>) -> Option<Vec<ScheduleRow>> {
         let known = self.known.filter(|_| !self.reshaped)?;
         Some(
-            known_with(known, &self.upserts)
+            super::known::known_with(known, &self.upserts)
                 .into_iter()
                 .filter(|r| piece.is_none_or(|p| r.piece == p))
                 .collect(),
         )
     }
-}
-
-/// `known` with `upserts` written over it, in place (each upsert is of an
-/// entry `known` holds: see [`PgPlane::reshaped`]).
-pub(super) fn known_with(known: &[ScheduleRow], upserts: &[ScheduleRow]) -> Vec<ScheduleRow> {
-    let mut rows = known.to_vec();
-    for u in upserts {
-        if let Some(r) = rows
-            .iter_mut()
-            .find(|r| r.piece == u.piece && r.entry == u.entry)
-        {
-            *r = u.clone();
-        }
-    }
-    rows
 }
 
 impl PlaneRows for PgPlane<'_, '_> {

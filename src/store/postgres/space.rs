@@ -1,22 +1,23 @@
 //! One space on the PostgreSQL store: commits, reads, events and its
 //! lease, with self-fencing, reconnection and bad rows set aside.
 
+use super::commit_rows::PgCommit;
+use super::known::Known;
 use super::lease;
 use super::plane::{self as rows, PgPlane};
 use super::pool::{Db, Pooled};
 use super::prefetch::{self, Prefetch, TenureReads};
 use crate::metrics::{Counter, SpaceCounters};
-use crate::store::commit::{self, CommitRows};
+use crate::store::commit;
 use crate::store::contract::SpaceStore;
 use crate::store::dead_letters::{DeadLetter, EventFailure};
 use crate::store::error::{PgContext, StoreError, StoreResult};
-use crate::store::log::resolve_op;
 use crate::store::plane::{
-    ActionCost, CommitView, FireRecord, HookMemo, LedgerRow, PlaneRows, PlaneTx, ScheduleRow,
+    ActionCost, CommitView, FireRecord, HookMemo, LedgerRow, PlaneTx, ScheduleRow,
 };
 use crate::store::records::{
-    AppliedOp, CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocOp, DocRead,
-    EventRecord, Lease, LoggedOp, NewEvent, StreamState,
+    CommitClass, CommitOutcome, CommitRecord, CommitRequest, DocRead, EventRecord, Lease, LoggedOp,
+    StreamState,
 };
 use postgres::{GenericClient, Row};
 
@@ -44,21 +45,6 @@ pub struct PgSpace {
     ahead: Box<Ahead>,
     /// What the handle knows of its space, for transactions to rely on.
     known: Option<Box<Known>>,
-}
-
-/// What a handle knows of its space as of its opening read or its own last
-/// transaction: the head seq, the schedule's revision and its rows. A
-/// transaction that relies on it instead of reading sends it as checks
-/// (`spacewake_check`, migration 18): if the space moved meanwhile, the
-/// transaction writes nothing and fails with [`StoreError::Stale`], and the
-/// handle forgets it. While a host holds a space's lease nothing else
-/// writes it, so it holds through a tenure, and a wake's transactions are
-/// one statement each (`spec/fleet.md`, *A transaction in one statement*).
-#[derive(Debug, Clone)]
-pub(super) struct Known {
-    pub head: u64,
-    pub rev: i64,
-    pub schedule: Vec<ScheduleRow>,
 }
 
 /// What a handle read ahead or learned from its own writes (see
@@ -650,30 +636,6 @@ impl PgSpace {
     }
 }
 
-impl Known {
-    /// What the handle knows after a transaction that relied on it
-    /// committed (`sent`: what it returned, `head`: the head it left,
-    /// `upserts`: the entries it wrote); `None` when it reshaped the
-    /// schedule (see [`PgPlane::reshaped`]).
-    fn after(
-        mut self: Box<Self>,
-        sent: &serde_json::Value,
-        head: Option<u64>,
-        upserts: &[ScheduleRow],
-        reshaped: bool,
-    ) -> Option<Box<Known>> {
-        if reshaped {
-            return None;
-        }
-        self.head = head.unwrap_or(self.head);
-        self.rev = sent["schedule_rev"].as_i64().unwrap_or(self.rev);
-        if !upserts.is_empty() {
-            self.schedule = rows::known_with(&self.schedule, upserts);
-        }
-        Some(self)
-    }
-}
-
 /// The space's `wake_at_ms` as the transaction's checks locked it (a
 /// transaction relying on the handle: see [`Known`]).
 fn before(sent: &serde_json::Value) -> Option<i64> {
@@ -702,34 +664,7 @@ fn earlier_wake(before: Option<i64>, after: Option<i64>, counters: &SpaceCounter
     earlier.map(|a| a.max(0) as u64)
 }
 
-fn apply_op(
-    tx: &mut Db<'_, postgres::Client>,
-    id: &str,
-    seq: u64,
-    idx: usize,
-    op: DocOp,
-) -> StoreResult<AppliedOp> {
-    let (applied, text, path_text) =
-        resolve_op(idx, op, |doc| Ok(read_doc(tx, id, doc)?.map(|d| d.value)))?;
-    // Logged and written to its document with the commit's other writes
-    // (a later operation's read of the document sends them first).
-    tx.defer(
-        id,
-        "op",
-        &["commit_ops", "docs"],
-        serde_json::json!({
-            "seq": seq,
-            "idx": idx,
-            "doc_id": applied.doc_id,
-            "op": applied.op,
-            "path": path_text,
-            "value": text,
-        }),
-    );
-    Ok(applied)
-}
-
-fn read_doc<C: GenericClient>(
+pub(super) fn read_doc<C: GenericClient>(
     c: &mut Db<'_, C>,
     id: &str,
     doc: &str,
@@ -1076,156 +1011,5 @@ impl SpaceStore for PgSpace {
     fn current_lease(&mut self) -> StoreResult<Option<Lease>> {
         self.live()?;
         lease::current(&mut self.conn.db(), &self.id)
-    }
-}
-
-/// A fleet database's SQL for the middle of a commit (`store::commit`),
-/// inside its transaction, which holds the space row's lock.
-struct PgCommit<'a, 'd> {
-    plane: PgPlane<'a, 'd>,
-    holder: &'a str,
-    ttl: f64,
-    counters: &'a SpaceCounters,
-    /// The space's head seq, read under the lock.
-    head: u64,
-    /// What the lock's statement read of the lease (see `commit_inner`).
-    seen: lease::LeaseSeen,
-    /// The leases this process holds, when the one it holds of this space
-    /// is fresh enough to work under (a claim's, a moment ago).
-    adopt: Option<&'a lease::Holds>,
-    /// That lease, worked under without reading it: its liveness is among
-    /// the transaction's checks (see [`Known`]).
-    adopted: Option<Lease>,
-    /// The commit's event ids are taken to be new without a read (see
-    /// `commit_inner`).
-    events_new: bool,
-}
-
-impl CommitRows for PgCommit<'_, '_> {
-    fn check_derived_lease(&mut self, lease: Option<&Lease>) -> StoreResult<()> {
-        // commit_inner asked about exactly this lease with the lock.
-        let ok = lease.is_some() && matches!(self.seen, lease::LeaseSeen::Live(true));
-        if ok {
-            return Ok(());
-        }
-        Err(StoreError::NotLeaseHolder(match lease {
-            None => "a derived commit needs a lease".into(),
-            Some(l) => format!(
-                "the lease of {} at epoch {} is no longer held",
-                l.holder, l.tenure
-            ),
-        }))
-    }
-
-    fn take_lease(&mut self) -> StoreResult<Option<Lease>> {
-        if let Some(l) = self.adopted.take() {
-            return Ok(Some(l));
-        }
-        let current = match std::mem::replace(&mut self.seen, lease::LeaseSeen::NotRead) {
-            lease::LeaseSeen::Row(row) => row,
-            // A derived commit that also takes the lease (none does today).
-            _ => lease::lock(
-                self.plane.db,
-                self.plane.space,
-                self.holder,
-                lease::LeaseAsk::ForTaking,
-            )?
-            .and_then(|(_, _, seen)| match seen {
-                lease::LeaseSeen::Row(row) => row,
-                _ => None,
-            }),
-        };
-        lease::take(
-            self.plane.db,
-            self.plane.space,
-            self.holder,
-            self.ttl,
-            current,
-            self.adopt,
-            self.counters,
-        )
-    }
-
-    fn event_seq(&mut self, event_id: &str) -> StoreResult<Option<u64>> {
-        if self.events_new {
-            return Ok(None);
-        }
-        Ok(self
-            .plane
-            .db
-            .query_opt(
-                "SELECT seq FROM events WHERE space = $1 AND event_id = $2",
-                &[&self.plane.space, &event_id],
-            )
-            .doing("looking up an event")?
-            .map(|r| r.get::<_, i64>(0) as u64))
-    }
-
-    fn next_seq(&mut self) -> StoreResult<u64> {
-        Ok(self.head + 1)
-    }
-
-    fn insert_commit(
-        &mut self,
-        seq: u64,
-        req: &CommitRequest,
-        now_ms: u64,
-        events: usize,
-    ) -> StoreResult<()> {
-        self.plane.db.defer(
-            self.plane.space,
-            "commit",
-            &["commits"],
-            serde_json::json!({
-                "seq": seq,
-                "class": req.class.as_str(),
-                "principal": req.author.principal,
-                "session": req.author.session,
-                "at_ms": now_ms,
-                "op_count": req.ops.len(),
-                "event_count": events,
-                "epoch": req.lease.as_ref().map(|l| l.tenure),
-            }),
-        );
-        Ok(())
-    }
-
-    fn apply_op(&mut self, seq: u64, idx: usize, op: DocOp) -> StoreResult<AppliedOp> {
-        apply_op(self.plane.db, self.plane.space, seq, idx, op)
-    }
-
-    fn append_event(&mut self, seq: u64, now_ms: u64, e: NewEvent) -> StoreResult<EventRecord> {
-        // The event and its stream's head, with the commit's other writes.
-        self.plane.db.defer(
-            self.plane.space,
-            "event",
-            &["events", "streams"],
-            serde_json::json!({
-                "event_id": e.event_id,
-                "stream": e.stream,
-                "seq": seq,
-                "payload": e.payload.to_string(),
-                "fired_by": e.fired_by,
-                "fired_at_ms": now_ms,
-            }),
-        );
-        Ok(e.appended(seq, now_ms))
-    }
-
-    fn advance_watermark(&mut self, stream: &str, to_seq: u64) -> StoreResult<()> {
-        // Moved only where allowed (forward, never past the head), with the
-        // commit's other writes; a refusal aborts the commit with the
-        // check's own error (`StoreError` from SQLSTATE SW001).
-        self.plane.db.defer(
-            self.plane.space,
-            "watermark",
-            &["streams"],
-            serde_json::json!({ "stream": stream, "to": to_seq }),
-        );
-        Ok(())
-    }
-
-    fn plane(&mut self) -> &mut dyn PlaneRows {
-        &mut self.plane
     }
 }
