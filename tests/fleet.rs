@@ -837,6 +837,19 @@ fn a_tenure_relies_on_what_its_handle_knows_and_the_database_checks_it() {
     let again = t.commit(with_event(2)).unwrap();
     assert_eq!(again.duplicates.len(), 1, "{again:?}");
 
+    // A client's commit reads under the lock first (BEGIN, the lock, the
+    // writes, COMMIT), and what the handle knows survives it: the next
+    // wave's commit is one statement again.
+    let before = host(Counter::PgStatements);
+    let mut client = CommitRequest::new(CommitClass::Authored, Author::server());
+    client.ops.push(DocOp::Set {
+        id: "c".into(),
+        value: serde_json::json!("a client's"),
+    });
+    t.commit(client).unwrap();
+    t.commit(derived(2)).unwrap();
+    assert_eq!(host(Counter::PgStatements) - before, 4 + 1);
+
     // The schedule moved under it (written by a host without the lease):
     // the commit relying on it writes nothing.
     plain

@@ -494,11 +494,14 @@ impl PgSpace {
         // locks the space) instead of reading under the lock. Not outside
         // a tenure: a handle holding no lease is not the space's only
         // writer. A taking relies on it only to work under its claim's
-        // lease.
+        // lease. Never a client's commit: it is not the host's to retry,
+        // and one refused because something else wrote the space would
+        // reach the client as an error where reading first succeeds.
         let relies = known.as_ref().filter(|_| match req.class {
+            CommitClass::Authored => false,
             _ if req.take_lease => fresh_hold.is_some(),
             CommitClass::Derived => req.lease.is_some(),
-            CommitClass::System | CommitClass::Authored => self.tenure.is_some(),
+            CommitClass::System => self.tenure.is_some(),
         });
         let mut db = self.conn.db();
         let (head, wake_before, seen, adopted) = match relies {
@@ -608,11 +611,20 @@ impl PgSpace {
         if let Some(t) = written.taken.as_mut().filter(|t| t.expires_at_ms == 0) {
             t.expires_at_ms = sent["lease_expires_ms"].as_u64().unwrap_or(0);
         }
-        // Known afresh only where it was relied on and checked.
+        // Known afresh where it was relied on and checked; after a commit
+        // that read under the lock, only while the lock found the head it
+        // knew and the schedule was not written (the revision it knew was
+        // not checked, and stays to be: the revision this commit's row
+        // update returned may hold another writer's change).
         let new_head = Some(seq.unwrap_or(head));
         self.known = match relied {
             true => known.and_then(|k| k.after(&sent, new_head, &upserts, reshaped)),
-            false => None,
+            false => known
+                .filter(|k| k.head == head && !schedule_touched)
+                .map(|mut k| {
+                    k.head = seq.unwrap_or(head);
+                    k
+                }),
         };
         self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
         self.tell_earlier(earlier);
