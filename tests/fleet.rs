@@ -287,9 +287,7 @@ fn the_next_claimable_time_weighs_who_holds_each_space() {
     let Some(url) = common::pg::database("next_claimable") else {
         return;
     };
-    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
-    let me = PgStore::open(&url, "me/1", 60_000, sys(), Counters::new()).unwrap();
-    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    let (_, me, other) = two_hosts(&url);
     assert_eq!(
         me.next_claimable_ms(0, &[]).unwrap(),
         None,
@@ -667,9 +665,7 @@ fn a_firing_works_under_the_lease_its_claim_took() {
     let Some(url) = common::pg::database("claim_adopted") else {
         return;
     };
-    let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
-    let me = PgStore::open(&url, "me/1", 60_000, sys(), Counters::new()).unwrap();
-    let other = PgStore::open(&url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    let (_, me, other) = two_hosts(&url);
     for id in ["s", "t"] {
         me.create(id, "did:key:owner").unwrap();
     }
@@ -742,14 +738,20 @@ fn a_firing_works_under_the_lease_its_claim_took() {
     assert_eq!(taken.tenure, claimed[0].lease.tenure + 1);
 }
 
-/// Two hosts' stores on `url` ("me", whose counters are returned, and
-/// "other"), and a space "s" with one schedule entry due at `due_ms`.
-fn one_entry_two_hosts(url: &str, due_ms: u64) -> (Arc<Counters>, PgStore, PgStore) {
-    use spacewake::store::ScheduleRow;
+/// Two hosts' stores on `url` on the system clock, with a 60 s lease TTL:
+/// "me", whose counters are returned, and "other".
+fn two_hosts(url: &str) -> (Arc<Counters>, PgStore, PgStore) {
     let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
     let counters = Counters::new();
     let me = PgStore::open(url, "me/1", 60_000, sys(), counters.clone()).unwrap();
     let other = PgStore::open(url, "other/1", 60_000, sys(), Counters::new()).unwrap();
+    (counters, me, other)
+}
+
+/// [`two_hosts`], and a space "s" with one schedule entry due at `due_ms`.
+fn one_entry_two_hosts(url: &str, due_ms: u64) -> (Arc<Counters>, PgStore, PgStore) {
+    use spacewake::store::ScheduleRow;
+    let (counters, me, other) = two_hosts(url);
     me.create("s", "did:key:owner").unwrap();
     me.open("s")
         .unwrap()

@@ -376,6 +376,19 @@ pub struct DeclaredRow {
     pub cadence: Option<String>,
 }
 
+/// What an entry declares, out of its whole row.
+impl From<ScheduleRow> for DeclaredRow {
+    fn from(r: ScheduleRow) -> Self {
+        DeclaredRow {
+            piece: r.piece,
+            entry: r.entry,
+            interval_minutes: r.interval_minutes,
+            callback_stream: r.callback_stream,
+            cadence: r.cadence,
+        }
+    }
+}
+
 /// One action's attributed compute in one window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]

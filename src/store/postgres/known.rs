@@ -38,23 +38,29 @@ impl Known {
         self.head = head.unwrap_or(self.head);
         self.rev = sent["schedule_rev"].as_i64().unwrap_or(self.rev);
         if !upserts.is_empty() {
-            self.schedule = known_with(&self.schedule, upserts);
+            self.schedule = known_with(&self.schedule, upserts, None);
         }
         Some(self)
     }
 }
 
-/// `known` with `upserts` written over it, in place (each upsert is of an
+/// The rows of `known` (of `piece` only, when given) with `upserts` written
+/// over them, the last write of an entry winning (each upsert is of an
 /// entry `known` holds: see `PgPlane::reshaped`).
-pub(super) fn known_with(known: &[ScheduleRow], upserts: &[ScheduleRow]) -> Vec<ScheduleRow> {
-    let mut rows = known.to_vec();
-    for u in upserts {
-        if let Some(r) = rows
-            .iter_mut()
-            .find(|r| r.piece == u.piece && r.entry == u.entry)
-        {
-            *r = u.clone();
-        }
-    }
-    rows
+pub(super) fn known_with(
+    known: &[ScheduleRow],
+    upserts: &[ScheduleRow],
+    piece: Option<&str>,
+) -> Vec<ScheduleRow> {
+    known
+        .iter()
+        .filter(|r| piece.is_none_or(|p| r.piece == p))
+        .map(|r| {
+            let written = upserts
+                .iter()
+                .rev()
+                .find(|u| u.piece == r.piece && u.entry == r.entry);
+            written.unwrap_or(r).clone()
+        })
+        .collect()
 }

@@ -189,12 +189,7 @@ impl<'a, 'd> PgPlane<'a, 'd> {
     /// that answers (see [`PgPlane::known`]).
     fn known_schedule(&self, piece: Option<&str>) -> Option<Vec<ScheduleRow>> {
         let known = self.known.filter(|_| !self.reshaped)?;
-        Some(
-            super::known::known_with(known, &self.upserts)
-                .into_iter()
-                .filter(|r| piece.is_none_or(|p| r.piece == p))
-                .collect(),
-        )
+        Some(super::known::known_with(known, &self.upserts, piece))
     }
 }
 
@@ -221,16 +216,7 @@ impl PlaneRows for PgPlane<'_, '_> {
 
     fn declared(&mut self, piece: Option<&str>) -> StoreResult<Vec<DeclaredRow>> {
         if let Some(rows) = self.known_schedule(piece) {
-            return Ok(rows
-                .into_iter()
-                .map(|r| DeclaredRow {
-                    piece: r.piece,
-                    entry: r.entry,
-                    interval_minutes: r.interval_minutes,
-                    callback_stream: r.callback_stream,
-                    cadence: r.cadence,
-                })
-                .collect());
+            return Ok(rows.into_iter().map(DeclaredRow::from).collect());
         }
         const COLS: &str = "SELECT piece, entry, interval_minutes, callback_stream, cadence \
                             FROM schedule_index WHERE space = $1";
