@@ -345,6 +345,73 @@ fn the_next_claimable_time_weighs_who_holds_each_space() {
     assert!((1_055_000..=1_060_000).contains(&t), "{t}");
 }
 
+/// A waker's pass is one statement: the spaces it claims and the due
+/// spaces this host already holds (which no claim may take), each in its
+/// order; with no slot free it claims nothing and still finds its own.
+#[test]
+fn a_waker_pass_claims_and_finds_its_own_due_spaces_in_one_statement() {
+    use spacewake::metrics::Counter;
+    use spacewake::store::SpaceStore;
+    let Some(url) = common::pg::database("claim_pass") else {
+        return;
+    };
+    let (counters, me, other) = two_hosts(&url);
+    for id in ["a", "b", "mine2", "mine1", "theirs", "later"] {
+        me.create(id, "did:key:owner").unwrap();
+    }
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(
+        "UPDATE spaces SET next_wake_ms = CASE id WHEN 'later' THEN 9000 \
+           WHEN 'mine1' THEN 500 WHEN 'mine2' THEN 800 ELSE 1000 END",
+    )
+    .unwrap();
+    let mut held = Vec::new();
+    for id in ["mine1", "mine2", "later"] {
+        let mut s = me.open(id).unwrap();
+        s.acquire_lease().unwrap().unwrap();
+        held.push(s);
+    }
+    other
+        .open("theirs")
+        .unwrap()
+        .acquire_lease()
+        .unwrap()
+        .unwrap();
+    let statements = || counters.host().get(Counter::PgStatements);
+    let before = statements();
+    let pass = me.claim_pass(2_000, 8, &[]).unwrap();
+    assert_eq!(statements() - before, 1, "one round trip");
+    let claimed: Vec<&str> = pass.claims.iter().map(|c| c.space.as_str()).collect();
+    assert_eq!(claimed, ["a", "b"], "unheld due spaces, in space order");
+    assert!(pass.claims.iter().all(|c| c.lease.holder == "me/1"));
+    assert_eq!(
+        pass.due_held_here,
+        ["mine1", "mine2"],
+        "its own due spaces in due order; not another host's, not a later one"
+    );
+    // No slot free: nothing claimed, its own due spaces still found.
+    for cl in &pass.claims {
+        me.release_claim(cl).unwrap();
+    }
+    let pass = me.claim_pass(2_000, 0, &[]).unwrap();
+    assert!(pass.claims.is_empty());
+    assert_eq!(pass.due_held_here, ["mine1", "mine2"]);
+    let leases: i64 = c
+        .query_one(
+            "SELECT count(*) FROM execution_lease WHERE holder = 'me/1' \
+             AND expires_at > clock_timestamp()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(leases, 3, "the claims given back, the held leases kept");
+    // An error from the server says what the server said, not "db error".
+    c.batch_execute("ALTER TABLE hosts RENAME TO hosts_gone")
+        .unwrap();
+    let e = me.heartbeat().unwrap_err().to_string();
+    assert!(e.contains("\"hosts\" does not exist (42P01)"), "{e}");
+}
+
 /// The fleet view: each host with the spaces it holds live, its last lease
 /// renewal and heartbeat; a host holding nothing is alive while it sends
 /// heartbeats, and not once they stop for longer than the TTL.

@@ -4,13 +4,14 @@
 //! 1. **Claim** due spaces nobody holds — a wake due, or undelivered
 //!    events (a dead host's spaces among them) — up to this host's free
 //!    scheduled slots, in one statement that takes their leases
-//!    (`PgStore::claim_due`: `SKIP LOCKED`, so hosts claiming at once never
+//!    (`PgStore::claim_pass`: `SKIP LOCKED`, so hosts claiming at once never
 //!    claim the same space). Each claimed space is activated here: a
 //!    firing when its wake is due, else a delivery of its events. A claim
 //!    this host cannot act on is given back at once.
 //! 2. **Fire its own**: spaces this host already holds (active here, for a
 //!    session) whose wake is due get their firing from this host, as on
-//!    SQLite; no other host can claim them.
+//!    SQLite; no other host can claim them. The same statement as the
+//!    claim reads them.
 //! 3. **Sleep** until the next thing it may do: a wake of a space nobody
 //!    holds, or a due space's lease expiring (taking over a dead host's
 //!    work needs no notice); woken sooner by commits of this process that
@@ -77,31 +78,31 @@ pub(crate) fn pass(
     // firing that ends pokes the waker, so when the next one is due is not
     // asked (one statement a pass, about a pass a wake in a herd).
     let mut slots_filled = free == 0;
+    // Claims (none when no slot is free) and this host's own due spaces,
+    // in one statement.
+    let read = pg.claim_pass(now, free, &excluding);
+    let (claims, held_due) = match read {
+        Ok(p) => (p.claims, p.due_held_here),
+        Err(e) => {
+            tracing::error!(error = %e, "the waker cannot claim from the fleet");
+            (Vec::new(), Vec::new())
+        }
+    };
     if free > 0 {
-        match pg.claim_due(now, free, &excluding) {
-            Ok(claims) => {
-                slots_filled = claims.len() >= free;
-                for c in claims {
-                    act_on_claim(inner, &host, pg, &c, now, deferred);
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "the waker cannot claim from the fleet"),
-        }
+        slots_filled = claims.len() >= free;
     }
-    match pg.due_held_here(now) {
-        Ok(spaces) => {
-            for space in spaces {
-                if deferred.contains_key(&space) || !inner.begin_scheduled(&space) {
-                    continue;
-                }
-                if let Err(e) = host.notify(&space, Trigger::Schedule, Request::FireDue) {
-                    tracing::warn!(space = %space, error = %e, "scheduled activation refused");
-                    inner.end_scheduled(&space);
-                    deferred.insert(space, now + inner.retry_delay_ms(RECHECK_MS));
-                }
-            }
+    for c in claims {
+        act_on_claim(inner, &host, pg, &c, now, deferred);
+    }
+    for space in held_due {
+        if deferred.contains_key(&space) || !inner.begin_scheduled(&space) {
+            continue;
         }
-        Err(e) => tracing::error!(error = %e, "the waker cannot read its own due spaces"),
+        if let Err(e) = host.notify(&space, Trigger::Schedule, Request::FireDue) {
+            tracing::warn!(space = %space, error = %e, "scheduled activation refused");
+            inner.end_scheduled(&space);
+            deferred.insert(space, now + inner.retry_delay_ms(RECHECK_MS));
+        }
     }
     if slots_filled {
         // Due now, as far as this pass knows: looked at again within the

@@ -65,7 +65,7 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
-    #[error("PostgreSQL store, {context}: {source}")]
+    #[error("PostgreSQL store, {context}: {}", pg_message(source))]
     Postgres {
         context: String,
         #[source]
@@ -143,6 +143,15 @@ pub(crate) fn open_error(path: &std::path::Path, e: rusqlite::Error) -> StoreErr
             path: path.to_path_buf(),
             source: e,
         }
+    }
+}
+
+/// A PostgreSQL error as a person reads it: the server's own message and
+/// code (the driver's `Display` says only "db error" for those).
+fn pg_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
     }
 }
 

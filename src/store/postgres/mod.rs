@@ -28,7 +28,7 @@ mod pool;
 mod prefetch;
 mod space;
 
-pub use fleet::{Claim, FleetHost, RegisteredHost, WakeNotices};
+pub use fleet::{Claim, ClaimPass, FleetHost, RegisteredHost, WakeNotices};
 pub use pool::{statements_sent, trace_statements};
 pub use space::PgSpace;
 
