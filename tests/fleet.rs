@@ -412,6 +412,86 @@ fn a_waker_pass_claims_and_finds_its_own_due_spaces_in_one_statement() {
     assert!(e.contains("\"hosts\" does not exist (42P01)"), "{e}");
 }
 
+/// A brief tenure gives its lease back in its last wave's commit (one
+/// statement fewer a wake). Work arriving before it parks takes the lease
+/// again only if nobody wrote the space meanwhile: its own commits keep it
+/// entitled, another host's refuse it (its runtime is out of date), and
+/// the refusal writes nothing.
+#[test]
+fn a_tenure_that_gave_its_lease_back_takes_it_again_only_if_nobody_wrote_since() {
+    use spacewake::store::{Author, CommitClass, CommitRequest, DocOp, Lease, SpaceStore};
+    let Some(url) = common::pg::database("retake") else {
+        return;
+    };
+    let (counters, me, other) = two_hosts(&url);
+    me.create("s", "did:key:owner").unwrap();
+    let wave = |lease: &Lease, n: i64, last: bool| {
+        let mut r = CommitRequest::new(CommitClass::Derived, Author::server());
+        r.ops.push(DocOp::Set {
+            id: "count".into(),
+            value: serde_json::json!(n),
+        });
+        r.lease = Some(lease.clone());
+        r.release_lease_if_idle = last;
+        r
+    };
+    let mut s = me.open("s").unwrap();
+    let lease = s.acquire_lease().unwrap().unwrap();
+    assert!(s.commit(wave(&lease, 1, true)).unwrap().lease_released);
+    // Nobody wrote: taken again, at the next epoch.
+    let lease = s.acquire_lease().unwrap().expect("nobody wrote since");
+    assert!(s.commit(wave(&lease, 2, true)).unwrap().lease_released);
+    // Its own client's commit meanwhile does not count against it.
+    let mut client = CommitRequest::new(CommitClass::Authored, Author::server());
+    client.ops.push(DocOp::Set {
+        id: "note".into(),
+        value: serde_json::json!("hi"),
+    });
+    s.commit(client).unwrap();
+    let lease = s.acquire_lease().unwrap().expect("only its own commits");
+    assert!(s.commit(wave(&lease, 3, true)).unwrap().lease_released);
+    // Another host holds the space and writes it: refused, nothing written.
+    let mut o = other.open("s").unwrap();
+    let theirs = o.acquire_lease().unwrap().unwrap();
+    o.commit(wave(&theirs, 10, true)).unwrap();
+    let refused = || counters.host().get(Counter::LeaseRetakeRefused);
+    assert_eq!(refused(), 0);
+    assert!(s.acquire_lease().unwrap().is_none(), "its runtime is stale");
+    assert_eq!(refused(), 1);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let live: i64 = c
+        .query_one(
+            "SELECT count(*) FROM execution_lease WHERE space = 's' \
+             AND expires_at > clock_timestamp()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(live, 0, "no lease taken by the refusal");
+    // A firing that would take it is refused the same way.
+    let mut fire = CommitRequest::new(CommitClass::System, Author::server());
+    fire.take_lease = true;
+    fire.ops.push(DocOp::Set {
+        id: "x".into(),
+        value: serde_json::json!(1),
+    });
+    assert!(matches!(
+        s.commit(fire),
+        Err(spacewake::store::StoreError::Stale(_))
+    ));
+    assert_eq!(refused(), 2);
+    let count: String = c
+        .query_one(
+            "SELECT value::text FROM docs WHERE space = 's' AND id = 'count'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(count, "10", "the other host's write stands");
+    // A handle opened afresh reads the space anew and may take it.
+    assert!(me.open("s").unwrap().acquire_lease().unwrap().is_some());
+}
+
 /// The fleet view: each host with the spaces it holds live, its last lease
 /// renewal and heartbeat; a host holding nothing is alive while it sends
 /// heartbeats, and not once they stop for longer than the TTL.

@@ -1083,15 +1083,14 @@ impl Server {
     /// Steps 3-5 of the loop: demand pass, waves, updates.
     fn work(&mut self) -> Result<(), RuntimeError> {
         // A brief tenure nobody joined parks as soon as its work is done:
-        // its last wave gives the lease back in its own commit.
-        // Not on a fleet's database: there another host may take the space
-        // the moment the lease is given back, and work arriving before this
-        // server parks would take the lease again over a runtime whose
-        // documents that host has since changed. It is given back at park.
-        let parks_after = self.life.brief()
-            && self.sessions.is_empty()
-            && self.life.hold_until().is_none()
-            && !self.rt.space().shared_by_fleet();
+        // its last wave gives the lease back in its own commit. On a
+        // fleet's database another host may take the space the moment it
+        // is given back; work arriving before this server parks takes the
+        // lease again only if nobody wrote the space meanwhile (the store
+        // refuses it otherwise, and the tenure ends: its runtime is out of
+        // date).
+        let parks_after =
+            self.life.brief() && self.sessions.is_empty() && self.life.hold_until().is_none();
         self.rt.release_with_last_wave(parks_after);
         // While the turn runs, the keeper renews the lease if it runs long.
         let keeper = self.inner.keeper.clone();

@@ -67,6 +67,7 @@ counters! {
     LeaseLost => ("lease", "lost", Counter, "Renewals that found the lease expired or taken"),
     LeaseReleased => ("lease", "released", Counter, "Execution leases released"),
     LeaseReleasedWithWave => ("lease", "releasedWithWave", Counter, "Leases given back in the commit of a parking tenure's last wave (no transaction of their own)"),
+    LeaseRetakeRefused => ("lease", "retakeRefused", Counter, "A tenure that gave its lease back with its last wave could not take it again: another host wrote the space meanwhile (PostgreSQL), so the tenure ends"),
     LeaseTakenOver => ("lease", "takenOver", Counter, "Acquisitions that took over an expired lease of another holder"),
     LeaseTakenOverFromOwnDeadInstance => ("lease", "takenOverFromOwnDeadInstance", Counter, "Acquisitions that took over, at once, a live lease left by a dead earlier instance of this host (the data directory's lock proves it dead)"),
     DerivedRefused => ("lease", "derivedCommitsRefused", Counter, "Derived commits refused because the writer did not hold the lease"),

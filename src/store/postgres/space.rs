@@ -45,7 +45,18 @@ pub struct PgSpace {
     ahead: Box<Ahead>,
     /// What the handle knows of its space, for transactions to rely on.
     known: Option<Box<Known>>,
+    /// The lease was given back inside a commit and the tenure goes on
+    /// (it parks next, unless work arrives): the head its runtime's state
+    /// was built on, followed through this handle's own commits since;
+    /// [`MOVED`] once a commit found another writer's. Taking the lease
+    /// again is refused unless the space is still at that head: another
+    /// host may have held it meanwhile, and a runtime built on what that
+    /// host replaced must not commit over it (`spec/fleet.md`).
+    released_at: Option<u64>,
 }
+
+/// [`PgSpace::released_at`] once another writer moved the space.
+const MOVED: u64 = u64::MAX;
 
 /// What a handle read ahead or learned from its own writes (see
 /// `prefetch.rs`), so that reads a tenure makes in a row cost no round
@@ -81,6 +92,7 @@ impl PgSpace {
             memo: HookMemo::default(),
             ahead: Box::default(),
             known: None,
+            released_at: None,
         }
     }
 
@@ -497,12 +509,16 @@ impl PgSpace {
         // lease. Never a client's commit: it is not the host's to retry,
         // and one refused because something else wrote the space would
         // reach the client as an error where reading first succeeds.
-        let relies = known.as_ref().filter(|_| match req.class {
-            CommitClass::Authored => false,
-            _ if req.take_lease => fresh_hold.is_some(),
-            CommitClass::Derived => req.lease.is_some(),
-            CommitClass::System => self.tenure.is_some(),
-        });
+        let released_at = self.released_at;
+        let relies = known
+            .as_ref()
+            .filter(|k| released_at.is_none_or(|h| h == k.head))
+            .filter(|_| match req.class {
+                CommitClass::Authored => false,
+                _ if req.take_lease => fresh_hold.is_some(),
+                CommitClass::Derived => req.lease.is_some(),
+                CommitClass::System => self.tenure.is_some(),
+            });
         let mut db = self.conn.db();
         let (head, wake_before, seen, adopted) = match relies {
             Some(k) => {
@@ -536,6 +552,14 @@ impl PgSpace {
                 (head, wake, seen, None)
             }
         };
+        if req.take_lease && released_at.is_some_and(|h| h != head) {
+            // As `acquire_lease` refuses it (a firing after its tenure gave
+            // the lease back, and another host wrote meanwhile).
+            counters.inc(Counter::LeaseRetakeRefused);
+            return Err(StoreError::Stale(format!(
+                "space {id} was written by another host since this tenure gave its lease back"
+            )));
+        }
         let relied = relies.is_some();
         let mut rows = PgCommit {
             plane: PgPlane::new(&mut db, &id),
@@ -636,11 +660,20 @@ impl PgSpace {
             }
             self.tenure = Some(t.tenure);
         }
+        // Followed through this handle's own commits; another writer's
+        // head (seen by a commit that read under the lock) ends it.
+        self.released_at = match self.released_at {
+            _ if written.taken.is_some() => None,
+            Some(h) if h == head => Some(seq.unwrap_or(head)),
+            Some(_) => Some(MOVED),
+            None => None,
+        };
         if released {
             if let Some(l) = &req.lease {
                 self.conn.pool.held.clear(&id, l.tenure);
                 self.tenure = None;
             }
+            self.released_at = Some(seq.unwrap_or(head));
             counters.inc(Counter::LeaseReleased);
             counters.inc(Counter::LeaseReleasedWithWave);
         }
@@ -980,7 +1013,15 @@ impl SpaceStore for PgSpace {
         let sent_ms = self.monotonic_ms();
         let mut db = self.conn.db();
         db.begin().doing("taking the lease")?;
-        let (_, _, seen) = Self::lock_space(&mut db, &id, &holder, lease::LeaseAsk::ForTaking)?;
+        let (head, _, seen) = Self::lock_space(&mut db, &id, &holder, lease::LeaseAsk::ForTaking)?;
+        if self.released_at.is_some_and(|h| h != head) {
+            // Written by another host since this tenure gave the lease
+            // back: its runtime is out of date, so it may not take it again
+            // (it ends; the next activation reads the space afresh).
+            drop(db);
+            self.counters.inc(Counter::LeaseRetakeRefused);
+            return Ok(None);
+        }
         let current = match seen {
             lease::LeaseSeen::Row(row) => row,
             _ => unreachable!("asked for the row"),
@@ -992,6 +1033,7 @@ impl SpaceStore for PgSpace {
             self.counters.inc(Counter::LeaseAcquired);
             self.conn.pool.held.set(&id, l.tenure, sent_ms);
             self.tenure = Some(l.tenure);
+            self.released_at = None;
         }
         Ok(taken)
     }
