@@ -28,11 +28,11 @@ const START_READS_KEPT_MS: u64 = 1_000;
 pub struct PgSpace {
     id: String,
     /// Where the space lives, for messages.
-    path: std::path::PathBuf,
+    path: Box<std::path::Path>,
     counters: SpaceCounters,
     conn: Pooled,
     /// Set when this space's rows failed validation: it is set aside.
-    quarantined: Option<String>,
+    quarantined: Option<Box<str>>,
     /// The lease epoch this handle works under, pinned the first time it
     /// sees one (or takes one): its plane writes are fenced against that
     /// epoch even after the process-wide table moves on (a claim taken and
@@ -84,7 +84,7 @@ impl PgSpace {
     pub(super) fn new(id: &str, counters: SpaceCounters, conn: Pooled) -> PgSpace {
         PgSpace {
             id: id.to_string(),
-            path: format!("postgres: space {id}").into(),
+            path: std::path::PathBuf::from(format!("postgres: space {id}")).into(),
             counters,
             conn,
             quarantined: None,
@@ -261,7 +261,7 @@ impl PgSpace {
         if let Some(reason) = &self.quarantined {
             return Err(StoreError::Quarantined {
                 space: self.id.clone(),
-                reason: reason.clone(),
+                reason: reason.to_string(),
                 path: "the PostgreSQL store (spaces.quarantined)".into(),
             });
         }
@@ -294,7 +294,7 @@ impl PgSpace {
         match r {
             Err(e) if e.is_corruption() => {
                 let reason = e.to_string();
-                self.quarantined = Some(reason.clone());
+                self.quarantined = Some(reason.as_str().into());
                 let marked = self.conn.pool.take().and_then(|mut c| {
                     c.db()
                         .execute(
