@@ -396,14 +396,11 @@ fn a_waker_pass_claims_and_finds_its_own_due_spaces_in_one_statement() {
     let pass = me.claim_pass(2_000, 0, &[]).unwrap();
     assert!(pass.claims.is_empty());
     assert_eq!(pass.due_held_here, ["mine1", "mine2"]);
-    let leases: i64 = c
-        .query_one(
-            "SELECT count(*) FROM execution_lease WHERE holder = 'me/1' \
-             AND expires_at > clock_timestamp()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let leases = count(
+        &mut c,
+        "SELECT count(*) FROM execution_lease WHERE holder = 'me/1' \
+         AND expires_at > clock_timestamp()",
+    );
     assert_eq!(leases, 3, "the claims given back, the held leases kept");
     // An error from the server says what the server said, not "db error".
     c.batch_execute("ALTER TABLE hosts RENAME TO hosts_gone")
@@ -459,14 +456,11 @@ fn a_tenure_that_gave_its_lease_back_takes_it_again_only_if_nobody_wrote_since()
     assert!(s.acquire_lease().unwrap().is_none(), "its runtime is stale");
     assert_eq!(refused(), 1);
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let live: i64 = c
-        .query_one(
-            "SELECT count(*) FROM execution_lease WHERE space = 's' \
-             AND expires_at > clock_timestamp()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let live = count(
+        &mut c,
+        "SELECT count(*) FROM execution_lease WHERE space = 's' \
+         AND expires_at > clock_timestamp()",
+    );
     assert_eq!(live, 0, "no lease taken by the refusal");
     // A firing that would take it is refused the same way.
     let mut fire = CommitRequest::new(CommitClass::System, Author::server());
@@ -887,6 +881,11 @@ fn a_firing_works_under_the_lease_its_claim_took() {
 
 /// Two hosts' stores on `url` on the system clock, with a 60 s lease TTL:
 /// "me", whose counters are returned, and "other".
+/// The one number `sql` reads.
+fn count(c: &mut postgres::Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
 fn two_hosts(url: &str) -> (Arc<Counters>, PgStore, PgStore) {
     let sys = || -> Arc<dyn spacewake::clock::Clock> { Arc::new(SystemClock) };
     let counters = Counters::new();
