@@ -796,6 +796,106 @@ fn a_tenure_start_reads_what_it_needs_in_one_statement() {
     assert!(!t.has_undelivered().unwrap(), "as the database has it now");
 }
 
+/// The firing that opens a tenure brings back, in its own statement, what
+/// the tenure's start reads next (migration 19): the start then reads
+/// nothing, and what it answers is what a fresh read gives, the firing's
+/// own event among the undelivered. A commit that does not go as one call
+/// drops the ask, and the start reads on its own.
+#[test]
+fn a_firing_that_opens_a_tenure_brings_back_what_the_tenure_starts_with() {
+    use spacewake::store::{
+        Author, CommitClass, CommitRequest, DocOp, NewEvent, ScheduleRow, SpaceStore,
+    };
+    let Some(url) = common::pg::database("start_with_commit") else {
+        return;
+    };
+    let (counters, me, other) = two_hosts(&url);
+    me.create("s", "did:key:owner").unwrap();
+    let mut s = me.open("s").unwrap();
+    let mut req = CommitRequest::new(CommitClass::System, Author::server());
+    for i in 0..3 {
+        req = req.op(DocOp::Set {
+            id: format!("d{i}"),
+            value: serde_json::json!({ "n": i }),
+        });
+    }
+    s.commit(req).unwrap();
+    s.plane(|p| {
+        p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 9_000))?;
+        p.set_action_state("node-1", "hash-1", 1)?;
+        p.note_event_failure("e0", "inbox", 2, "it failed", 5)?;
+        Ok(())
+    })
+    .unwrap();
+    let event = |id: &str| NewEvent {
+        event_id: id.into(),
+        stream: "tick".into(),
+        payload: serde_json::json!({ "at": 9_000 }),
+        fired_by: "server".into(),
+    };
+    let statements = || counters.host().get(Counter::PgStatements);
+    let with_commit = || counters.space_value("s", Counter::PgStartReadWithCommit);
+
+    let mut t = me.open("s").unwrap();
+    t.acquire_lease().unwrap().unwrap();
+    t.start_with_next_commit(3);
+    let before = statements();
+    let mut fire = CommitRequest::new(CommitClass::System, Author::server());
+    fire.events.push(event("wake-1"));
+    t.commit(fire).unwrap();
+    assert_eq!(
+        statements() - before,
+        1,
+        "the firing and the reads, one call"
+    );
+    assert_eq!(with_commit(), 1);
+    let before = statements();
+    t.prefetch_tenure(3).unwrap();
+    let got = (
+        t.action_states().unwrap(),
+        t.event_failures().unwrap(),
+        t.bytes_used().unwrap(),
+        t.undelivered_events(3).unwrap(),
+        t.schedule(None).unwrap(),
+        t.read("d1").unwrap().unwrap(),
+    );
+    assert_eq!(statements() - before, 0, "the start read nothing more");
+    let mut plain = other.open("s").unwrap();
+    assert_eq!(got.0, plain.action_states().unwrap());
+    assert_eq!(got.1.len(), 1);
+    assert_eq!(
+        got.1[0].event_id,
+        plain.event_failures().unwrap()[0].event_id
+    );
+    assert_eq!(got.2, plain.bytes_used().unwrap());
+    assert_eq!(got.3, plain.undelivered_events(3).unwrap());
+    assert_eq!(
+        got.3
+            .iter()
+            .map(|e| e.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["wake-1"],
+        "the firing's own event"
+    );
+    assert_eq!(got.4, plain.schedule(None).unwrap());
+    let d1 = plain.read("d1").unwrap().unwrap();
+    assert_eq!(
+        (got.5.value, got.5.seq, got.5.rev),
+        (d1.value, d1.seq, d1.rev)
+    );
+
+    // A client's commit locks and reads first (not one call): the ask is
+    // dropped and the start reads on its own.
+    let mut u = me.open("s").unwrap();
+    u.start_with_next_commit(3);
+    u.append_event(Author::server(), event("e-client")).unwrap();
+    assert_eq!(with_commit(), 1);
+    let before = statements();
+    u.prefetch_tenure(3).unwrap();
+    assert_eq!(statements() - before, 1);
+    assert_eq!(u.undelivered_events(3).unwrap().len(), 2);
+}
+
 /// A firing that takes the lease works under the lease its own process's
 /// claim took a moment ago (no second taking, no new epoch, the claim's
 /// expiry); a lease this process did not take last is taken anew, and

@@ -143,6 +143,8 @@ fn activate(
             // As the tenure will run: the directory's "later" move waits for
             // the turn's settle (`Server::turn`).
             space.defer_later_moves();
+            // The runtime's start reads next; the firing brings it back.
+            space.start_with_next_commit(inner.cfg.runtime.wave_event_limit);
             let now = inner.clock.now_ms();
             let enabled = inner.cfg.schedule.enabled;
             let fired = crate::schedule::fire::fire_due_taking_lease(

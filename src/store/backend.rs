@@ -376,6 +376,15 @@ impl Space {
         }
     }
 
+    /// Asks the next commit to bring back what [`Space::prefetch_tenure`]
+    /// would read (a fleet's database, where the commit that opens a
+    /// tenure can read it in its own statement). Nothing on a space file.
+    pub fn start_with_next_commit(&mut self, events: usize) {
+        if let Space::Postgres(s) = self {
+            s.start_with_next_commit(events);
+        }
+    }
+
     /// Whether [`Space::bytes_used`] is a scan rather than a header read.
     pub fn measuring_is_a_scan(&self) -> bool {
         matches!(self, Space::Postgres(_))

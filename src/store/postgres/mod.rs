@@ -138,6 +138,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0018_transaction_function",
         include_str!("../../../schema/postgres/0018_transaction_function.sql"),
     ),
+    (
+        19,
+        "0019_start_with_commit",
+        include_str!("../../../schema/postgres/0019_start_with_commit.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

@@ -61,6 +61,9 @@ pub(super) struct Db<'a, C: GenericClient> {
     tx: Tx,
     /// What `spacewake_check` returned when a deferred transaction began.
     checked: Option<serde_json::Value>,
+    /// What a deferred transaction sent as one call reads after its writes
+    /// (see [`Db::read_start`]).
+    start: Option<serde_json::Value>,
 }
 
 /// Where a connection stands in a transaction.
@@ -122,6 +125,11 @@ const CHECK: &str = "SELECT spacewake_check($1, $2::text::jsonb)::text";
 /// one statement (migration 18).
 const WHOLE_TX: &str = "SELECT spacewake_tx($1, $2::text::jsonb, $3::text::jsonb)::text";
 
+/// [`WHOLE_TX`], and what a tenure starts with read after the writes
+/// (migration 19), returned as `start`.
+const WHOLE_TX_START: &str =
+    "SELECT spacewake_tx($1, $2::text::jsonb, $3::text::jsonb, $4::text::jsonb)::text";
+
 /// Statements this process sent to PostgreSQL through the store (each is
 /// one round trip): for `bench fleet`'s account of what bounds a figure.
 pub(super) static STATEMENTS: AtomicU64 = AtomicU64::new(0);
@@ -160,7 +168,16 @@ impl<'a, C: GenericClient> Db<'a, C> {
             writes: Writes::default(),
             tx: Tx::None,
             checked: None,
+            start: None,
         }
+    }
+
+    /// Asks a deferred transaction that goes as one call to read, after
+    /// its writes, what a tenure starts with (`spacewake_start`, at most
+    /// `docs` documents and `events` undelivered events), returned as
+    /// `start`. A transaction that goes otherwise returns no `start`.
+    pub(super) fn read_start(&mut self, docs: i64, events: i64) {
+        self.start = Some(serde_json::json!({ "docs": docs, "events": events }));
     }
 
     /// Begins a transaction now.
@@ -217,11 +234,19 @@ impl<'a, C: GenericClient> Db<'a, C> {
                 }
                 let w = std::mem::take(&mut self.writes);
                 let list = serde_json::Value::Array(w.list).to_string();
-                let s = self.st(WHOLE_TX)?;
-                let text: String = self
-                    .c
-                    .query_one(&s, &[&space, &check.to_string(), &list])?
-                    .get(0);
+                let check = check.to_string();
+                let text: String = match self.start.take() {
+                    None => {
+                        let s = self.st(WHOLE_TX)?;
+                        self.c.query_one(&s, &[&space, &check, &list])?
+                    }
+                    Some(start) => {
+                        let s = self.st(WHOLE_TX_START)?;
+                        let start = start.to_string();
+                        self.c.query_one(&s, &[&space, &check, &list, &start])?
+                    }
+                }
+                .get(0);
                 self.counters.add_host(Counter::PgWholeTransactions, 1);
                 return Ok(serde_json::from_str(&text).unwrap_or_default());
             }
@@ -287,7 +312,7 @@ impl<'a, C: GenericClient> Db<'a, C> {
     }
 
     fn st(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        if matches!(self.tx, Tx::Deferred { .. }) && sql != WHOLE_TX {
+        if matches!(self.tx, Tx::Deferred { .. }) && sql != WHOLE_TX && sql != WHOLE_TX_START {
             self.start_deferred()?;
         }
         self.before(sql)?;

@@ -116,15 +116,23 @@ fn json_rows(
         return Ok(Vec::new());
     };
     match serde_json::from_str(&text) {
-        Ok(Value::Array(rows)) => rows
+        Ok(v) => value_rows(v, bad),
+        Err(e) => Err(bad(e.to_string())),
+    }
+}
+
+/// [`json_rows`] of a value already parsed (`null`: no rows).
+fn value_rows(v: Value, bad: &dyn Fn(String) -> StoreError) -> StoreResult<Vec<Vec<Value>>> {
+    match v {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(rows) => rows
             .into_iter()
             .map(|r| match r {
                 Value::Array(cols) => Ok(cols),
                 _ => Err(bad("a row is not an array".into())),
             })
             .collect(),
-        Ok(_) => Err(bad("not an array of rows".into())),
-        Err(e) => Err(bad(e.to_string())),
+        _ => Err(bad("not an array of rows".into())),
     }
 }
 
@@ -141,53 +149,64 @@ impl TenureReads {
     }
 }
 
-/// Everything a tenure's start reads, in one statement: the parts as JSON
-/// arrays of rows, mapped by the rows module's mappers.
+/// Everything a tenure's start reads, in one statement (`spacewake_start`,
+/// migration 19): the parts as JSON arrays of rows, mapped by the rows
+/// module's mappers ([`start_from_json`]).
 pub(super) fn read_tenure(
     db: &mut Db<'_, postgres::Client>,
     space: &str,
     events: usize,
 ) -> StoreResult<(Prefetch, TenureReads)> {
-    let sql = format!(
-        "SELECT \
-           (SELECT json_agg(json_build_array(node, inputs_hash)) \
-              FROM action_state WHERE space = $1)::text, \
-           (SELECT json_agg(json_build_array(event_id, attempts, last_error)) \
-              FROM event_failures WHERE space = $1)::text, \
-           (SELECT json_agg(json_build_array(id, value, seq, rev) ORDER BY id) FROM \
-              (SELECT id, value, seq, rev FROM docs WHERE space = $1 ORDER BY id LIMIT $2) d)::text, \
-           ((SELECT COALESCE(SUM(octet_length(value)), 0) FROM docs WHERE space = $1) \
-             + (SELECT COALESCE(SUM(octet_length(payload)), 0) FROM events WHERE space = $1) \
-             + (SELECT COALESCE(SUM(octet_length(value)), 0) FROM commit_ops WHERE space = $1))::bigint, \
-           (SELECT json_agg(json_build_array(event_id, stream, seq, payload, fired_by, fired_at_ms) \
-                            ORDER BY seq, event_id) FROM \
-              (SELECT e.event_id, e.stream, e.seq, e.payload, e.fired_by, e.fired_at_ms \
-                 FROM events e JOIN streams s ON s.space = e.space AND s.stream = e.stream \
-                WHERE e.space = $1 AND e.seq > s.watermark_seq \
-                ORDER BY e.seq, e.event_id LIMIT $3) u)::text, \
-           {}",
-        schedule_ahead_sql()
-    );
-    let row = db
-        .query_one(&sql, &[&space, &(PREFETCH_DOCS + 1), &(events as i64 + 1)])
-        .doing("reading what a tenure starts with")?;
+    let (docs, limit) = start_limits(events);
+    let text: String = db
+        .query_one(
+            "SELECT spacewake_start($1, $2, $3)::text",
+            &[&space, &docs, &limit],
+        )
+        .doing("reading what a tenure starts with")?
+        .get(0);
+    let start = serde_json::from_str(&text).unwrap_or(Value::Null);
+    start_from_json(space, start, events)
+}
+
+/// How many documents and undelivered events `spacewake_start` reads for a
+/// start whose first wave reads at most `events`: one more of each, to
+/// tell "all of them" from "more than that".
+pub(super) fn start_limits(events: usize) -> (i64, i64) {
+    (PREFETCH_DOCS + 1, events as i64 + 1)
+}
+
+/// What `spacewake_start` returned (read on its own, or by the transaction
+/// before the tenure: `spacewake_tx`'s `start`), as the handle's reads.
+pub(super) fn start_from_json(
+    space: &str,
+    start: Value,
+    events: usize,
+) -> StoreResult<(Prefetch, TenureReads)> {
     let bad = |reason: String| StoreError::Corrupt {
         path: format!("postgres: space {space}").into(),
         reason: format!("reading what a tenure starts with: {reason}"),
     };
-    let each = |i: usize| json_rows(row.get::<_, Option<String>>(i), &bad);
-    let action_states = each(0)?
+    let Value::Array(mut parts) = start else {
+        return Err(bad("not an array of parts".into()));
+    };
+    if parts.len() != 6 {
+        return Err(bad(format!("{} parts, not 6", parts.len())));
+    }
+    let bytes_used = parts[3].as_i64().unwrap_or(0).max(0) as u64;
+    let mut part = |i: usize| value_rows(std::mem::take(&mut parts[i]), &bad);
+    let action_states = part(0)?
         .iter()
         .map(|r| {
             let c = JsonCols(r);
             Ok((c.text(0).map_err(bad)?, c.text(1).map_err(bad)?))
         })
         .collect::<StoreResult<_>>()?;
-    let event_failures = each(1)?
+    let event_failures = part(1)?
         .iter()
         .map(|r| rows::event_failure(&JsonCols(r)).map_err(bad))
         .collect::<StoreResult<_>>()?;
-    let docs = each(2)?
+    let docs = part(2)?
         .iter()
         .map(|r| {
             let c = JsonCols(r);
@@ -201,19 +220,22 @@ pub(super) fn read_tenure(
             ))
         })
         .collect::<StoreResult<Vec<_>>>()?;
-    let mut undelivered: Vec<EventRecord> = each(4)?
+    let mut undelivered: Vec<EventRecord> = part(4)?
         .iter()
         .map(|r| rows::event_record(&JsonCols(r)).map_err(bad))
         .collect::<StoreResult<_>>()?;
     let all = undelivered.len() <= events;
     undelivered.truncate(events);
-    let schedule = schedule_from_json(space, row.get(5))?;
+    let schedule = part(5)?
+        .iter()
+        .map(|r| rows::schedule_row(&JsonCols(r)).map_err(bad))
+        .collect::<StoreResult<_>>()?;
     Ok((
         Prefetch::from_rows(docs.into_iter()),
         TenureReads {
             action_states: Some(action_states),
             event_failures: Some(event_failures),
-            bytes_used: Some(row.get::<_, i64>(3).max(0) as u64),
+            bytes_used: Some(bytes_used),
             undelivered: Some((undelivered, all)),
             schedule: Some(schedule),
             schedule_once: false,

@@ -78,6 +78,10 @@ struct Ahead {
     /// [`START_READS_KEPT_MS`] (the question a turn asks right after its
     /// wave).
     undelivered: Option<(bool, u64)>,
+    /// The next commit reads, if it goes as one call, what a tenure starts
+    /// with (at most this many undelivered events): see
+    /// [`PgSpace::start_with_next_commit`].
+    start_with_commit: Option<usize>,
 }
 
 impl PgSpace {
@@ -120,12 +124,25 @@ impl PgSpace {
     /// and [`TenureReads`], see `prefetch.rs`): one statement instead of
     /// six. `events`: the most undelivered events its first wave reads.
     pub fn prefetch_tenure(&mut self, events: usize) -> StoreResult<()> {
+        // Read already by the commit before (`start_with_next_commit`).
+        if self.taken(|t| Some(t.action_states.is_some())) == Some(true) {
+            return Ok(());
+        }
         self.live()?;
         let r = prefetch::read_tenure(&mut self.conn.db(), &self.id, events);
         let (docs, start) = self.guard(r)?;
         self.ahead.docs = Some(docs);
         self.ahead.start = Some((start, self.monotonic_ms()));
         Ok(())
+    }
+
+    /// Asks the next commit to read, after its writes and in its own
+    /// statement, what [`PgSpace::prefetch_tenure`] would read next (a
+    /// tenure's first firing: the tenure starts right after it). Only a
+    /// commit that goes as one call reads it; otherwise the tenure's start
+    /// reads as usual.
+    pub fn start_with_next_commit(&mut self, events: usize) {
+        self.ahead.start_with_commit = Some(events);
     }
 
     /// The schedule as the handle's opening read it, answering the first
@@ -460,6 +477,7 @@ impl PgSpace {
         extra: impl FnOnce(&CommitView<'_>, &mut PlaneTx<'_>) -> Result<(), String>,
     ) -> StoreResult<CommitOutcome> {
         self.live()?;
+        let start_events = self.ahead.start_with_commit.take();
         // Whatever it writes, the documents read before are not the truth.
         *self.ahead = Ahead::default();
         let id = self.id.clone();
@@ -538,6 +556,10 @@ impl PgSpace {
                     }
                 });
                 db.defer_begin(&id, check);
+                if let Some(events) = start_events {
+                    let (docs, limit) = prefetch::start_limits(events);
+                    db.read_start(docs, limit);
+                }
                 (k.head, None, seen, adopted)
             }
             None => {
@@ -651,6 +673,13 @@ impl PgSpace {
                 }),
         };
         self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
+        if let (Some(events), Some(start)) = (start_events, sent.get("start")) {
+            // What the tenure starts with, as of this commit.
+            let (docs, reads) = prefetch::start_from_json(&id, start.clone(), events)?;
+            self.ahead.docs = Some(docs);
+            self.ahead.start = Some((reads, self.monotonic_ms()));
+            counters.inc(Counter::PgStartReadWithCommit);
+        }
         self.tell_earlier(earlier);
         if let Some(t) = &written.taken {
             // A claim's lease worked under keeps the claim's sending time:
