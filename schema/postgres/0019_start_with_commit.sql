@@ -12,10 +12,15 @@
 -- (p_start: {"docs": n, "events": n}) and returns it as "start": a firing
 -- that opens a tenure hands the tenure's start its reads, seeing the
 -- firing's own event, without a round trip of their own.
+--
+-- PL/pgSQL, not SQL: a SQL function's body is planned again at every call
+-- (PostgreSQL 15), which cost more than the round trip it saves; PL/pgSQL
+-- keeps the plan for the session.
 CREATE FUNCTION spacewake_start(p_space TEXT, p_docs BIGINT, p_events BIGINT)
 RETURNS JSON
-LANGUAGE sql STABLE AS $$
-  SELECT json_build_array(
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN json_build_array(
     (SELECT json_agg(json_build_array(node, inputs_hash))
        FROM action_state WHERE space = p_space),
     (SELECT json_agg(json_build_array(event_id, attempts, last_error))
@@ -38,7 +43,8 @@ LANGUAGE sql STABLE AS $$
                        fired_count, missed_count, skipped_count, last_fired_ms,
                        backoff_factor, unread_fires, output_docs, output_read, pending,
                        cadence) ORDER BY piece, entry)
-       FROM schedule_index WHERE space = p_space))
+       FROM schedule_index WHERE space = p_space));
+END
 $$;
 
 DROP FUNCTION spacewake_tx(TEXT, JSONB, JSONB);

@@ -143,6 +143,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0019_start_with_commit",
         include_str!("../../../schema/postgres/0019_start_with_commit.sql"),
     ),
+    (
+        20,
+        "0020_spaces_fillfactor",
+        include_str!("../../../schema/postgres/0020_spaces_fillfactor.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
