@@ -644,6 +644,31 @@ fn the_development_postgres_command_starts_reuses_and_stops_a_cluster() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Three documents, then a schedule entry, an action state and an event
+/// failure: what a tenure's start reads, on space `s`.
+fn seed_start_reads(
+    s: &mut spacewake::store::postgres::PgSpace,
+    events: impl FnOnce(&mut spacewake::store::postgres::PgSpace),
+) {
+    use spacewake::store::{Author, CommitClass, CommitRequest, DocOp, ScheduleRow, SpaceStore};
+    let mut req = CommitRequest::new(CommitClass::System, Author::server());
+    for i in 0..3 {
+        req = req.op(DocOp::Set {
+            id: format!("d{i}"),
+            value: serde_json::json!({ "n": i, "text": "it's \"quoted\"" }),
+        });
+    }
+    s.commit(req).unwrap();
+    events(s);
+    s.plane(|p| {
+        p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 9_000))?;
+        p.set_action_state("node-1", "hash-1", 1)?;
+        p.note_event_failure("e0", "inbox", 2, "it failed", 5)?;
+        Ok(())
+    })
+    .unwrap();
+}
+
 /// What a tenure's start reads one by one (documents, action states, event
 /// failures, size, undelivered events, schedule) is taken ahead in one
 /// statement: each read then answers as a read of the database would, with
@@ -660,34 +685,21 @@ fn a_tenure_start_reads_what_it_needs_in_one_statement() {
     let store = PgStore::open(&url, "host-a/1", 30_000, clock.clone(), Counters::new()).unwrap();
     store.create("s", "did:key:owner").unwrap();
     let mut s = store.open("s").unwrap();
-    let mut req = CommitRequest::new(CommitClass::System, Author::server());
-    for i in 0..3 {
-        req = req.op(DocOp::Set {
-            id: format!("d{i}"),
-            value: serde_json::json!({ "n": i, "text": "it's \"quoted\"" }),
-        });
-    }
-    s.commit(req).unwrap();
     // Events e0..e3 at seqs 2..5.
-    for i in 0..4 {
-        s.append_event(
-            Author::server(),
-            NewEvent {
-                event_id: format!("e{i}"),
-                stream: "inbox".into(),
-                payload: serde_json::json!({ "i": i }),
-                fired_by: "server".into(),
-            },
-        )
-        .unwrap();
-    }
-    s.plane(|p| {
-        p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 9_000))?;
-        p.set_action_state("node-1", "hash-1", 1)?;
-        p.note_event_failure("e0", "inbox", 2, "it failed", 5)?;
-        Ok(())
-    })
-    .unwrap();
+    seed_start_reads(&mut s, |s| {
+        for i in 0..4 {
+            s.append_event(
+                Author::server(),
+                NewEvent {
+                    event_id: format!("e{i}"),
+                    stream: "inbox".into(),
+                    payload: serde_json::json!({ "i": i }),
+                    fired_by: "server".into(),
+                },
+            )
+            .unwrap();
+        }
+    });
 
     // What each read gives on a handle that took nothing ahead.
     let mut plain = store.open("s").unwrap();
@@ -813,30 +825,13 @@ fn a_tenure_start_reads_what_it_needs_in_one_statement() {
 /// drops the ask, and the start reads on its own.
 #[test]
 fn a_firing_that_opens_a_tenure_brings_back_what_the_tenure_starts_with() {
-    use spacewake::store::{
-        Author, CommitClass, CommitRequest, DocOp, NewEvent, ScheduleRow, SpaceStore,
-    };
+    use spacewake::store::{Author, CommitClass, CommitRequest, NewEvent, SpaceStore};
     let Some(url) = common::pg::database("start_with_commit") else {
         return;
     };
     let (counters, me, other) = two_hosts(&url);
     me.create("s", "did:key:owner").unwrap();
-    let mut s = me.open("s").unwrap();
-    let mut req = CommitRequest::new(CommitClass::System, Author::server());
-    for i in 0..3 {
-        req = req.op(DocOp::Set {
-            id: format!("d{i}"),
-            value: serde_json::json!({ "n": i }),
-        });
-    }
-    s.commit(req).unwrap();
-    s.plane(|p| {
-        p.upsert_schedule(&ScheduleRow::new("p", 0, 60, "tick", 0, 9_000))?;
-        p.set_action_state("node-1", "hash-1", 1)?;
-        p.note_event_failure("e0", "inbox", 2, "it failed", 5)?;
-        Ok(())
-    })
-    .unwrap();
+    seed_start_reads(&mut me.open("s").unwrap(), |_| {});
     let event = |id: &str| NewEvent {
         event_id: id.into(),
         stream: "tick".into(),
