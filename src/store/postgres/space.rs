@@ -674,11 +674,14 @@ impl PgSpace {
         };
         self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
         if let (Some(events), Some(start)) = (start_events, sent.get("start")) {
-            // What the tenure starts with, as of this commit.
-            let (docs, reads) = prefetch::start_from_json(&id, start.clone(), events)?;
-            self.ahead.docs = Some(docs);
-            self.ahead.start = Some((reads, self.monotonic_ms()));
-            counters.inc(Counter::PgStartReadWithCommit);
+            // What the tenure starts with, as of this commit. The commit
+            // stands whatever this holds: rows that do not read are left to
+            // the start's own read, which sets the space aside.
+            if let Ok((docs, reads)) = prefetch::start_from_json(&id, start.clone(), events) {
+                self.ahead.docs = Some(docs);
+                self.ahead.start = Some((reads, self.monotonic_ms()));
+                counters.inc(Counter::PgStartReadWithCommit);
+            }
         }
         self.tell_earlier(earlier);
         if let Some(t) = &written.taken {
