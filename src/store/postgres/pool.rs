@@ -122,12 +122,9 @@ const SEND_WRITES: &str = "SELECT spacewake_write($1, $2::text::jsonb, $3)::text
 const CHECK: &str = "SELECT spacewake_check($1, $2::text::jsonb)::text";
 
 /// A deferred transaction that read nothing: its checks and its writes, in
-/// one statement (migration 18).
-const WHOLE_TX: &str = "SELECT spacewake_tx($1, $2::text::jsonb, $3::text::jsonb)::text";
-
-/// [`WHOLE_TX`], and what a tenure starts with read after the writes
-/// (migration 19), returned as `start`.
-const WHOLE_TX_START: &str =
+/// one statement (migration 18), and, when `$4` is not null, what a tenure
+/// starts with read after the writes (migration 19), returned as `start`.
+const WHOLE_TX: &str =
     "SELECT spacewake_tx($1, $2::text::jsonb, $3::text::jsonb, $4::text::jsonb)::text";
 
 /// Statements this process sent to PostgreSQL through the store (each is
@@ -234,19 +231,12 @@ impl<'a, C: GenericClient> Db<'a, C> {
                 }
                 let w = std::mem::take(&mut self.writes);
                 let list = serde_json::Value::Array(w.list).to_string();
-                let check = check.to_string();
-                let text: String = match self.start.take() {
-                    None => {
-                        let s = self.st(WHOLE_TX)?;
-                        self.c.query_one(&s, &[&space, &check, &list])?
-                    }
-                    Some(start) => {
-                        let s = self.st(WHOLE_TX_START)?;
-                        let start = start.to_string();
-                        self.c.query_one(&s, &[&space, &check, &list, &start])?
-                    }
-                }
-                .get(0);
+                let start = self.start.take().map(|s| s.to_string());
+                let s = self.st(WHOLE_TX)?;
+                let text: String = self
+                    .c
+                    .query_one(&s, &[&space, &check.to_string(), &list, &start])?
+                    .get(0);
                 self.counters.add_host(Counter::PgWholeTransactions, 1);
                 return Ok(serde_json::from_str(&text).unwrap_or_default());
             }
@@ -312,7 +302,7 @@ impl<'a, C: GenericClient> Db<'a, C> {
     }
 
     fn st(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        if matches!(self.tx, Tx::Deferred { .. }) && sql != WHOLE_TX && sql != WHOLE_TX_START {
+        if matches!(self.tx, Tx::Deferred { .. }) && sql != WHOLE_TX {
             self.start_deferred()?;
         }
         self.before(sql)?;

@@ -100,9 +100,16 @@ pub(super) fn schedule_from_json(
         path: format!("postgres: space {space}").into(),
         reason: format!("reading the schedule ahead: {reason}"),
     };
-    json_rows(text, &bad)?
-        .iter()
-        .map(|r| rows::schedule_row(&JsonCols(r)).map_err(&bad))
+    schedule_rows(json_rows(text, &bad)?, &bad)
+}
+
+/// Schedule rows read as JSON arrays, in `SCHEDULE_COLUMNS` order.
+fn schedule_rows(
+    rows: Vec<Vec<Value>>,
+    bad: &dyn Fn(String) -> StoreError,
+) -> StoreResult<Vec<ScheduleRow>> {
+    rows.iter()
+        .map(|r| rows::schedule_row(&JsonCols(r)).map_err(bad))
         .collect()
 }
 
@@ -165,7 +172,10 @@ pub(super) fn read_tenure(
         )
         .doing("reading what a tenure starts with")?
         .get(0);
-    let start = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let start = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+        path: format!("postgres: space {space}").into(),
+        reason: format!("reading what a tenure starts with: {e}"),
+    })?;
     start_from_json(space, start, events)
 }
 
@@ -226,10 +236,7 @@ pub(super) fn start_from_json(
         .collect::<StoreResult<_>>()?;
     let all = undelivered.len() <= events;
     undelivered.truncate(events);
-    let schedule = part(5)?
-        .iter()
-        .map(|r| rows::schedule_row(&JsonCols(r)).map_err(bad))
-        .collect::<StoreResult<_>>()?;
+    let schedule = schedule_rows(part(5)?, &bad)?;
     Ok((
         Prefetch::from_rows(docs.into_iter()),
         TenureReads {

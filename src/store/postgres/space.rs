@@ -574,10 +574,9 @@ impl PgSpace {
                 (head, wake, seen, None)
             }
         };
-        if req.take_lease && released_at.is_some_and(|h| h != head) {
+        if req.take_lease && refuses_retake(released_at, head, &counters) {
             // As `acquire_lease` refuses it (a firing after its tenure gave
             // the lease back, and another host wrote meanwhile).
-            counters.inc(Counter::LeaseRetakeRefused);
             return Err(StoreError::Stale(format!(
                 "space {id} was written by another host since this tenure gave its lease back"
             )));
@@ -649,7 +648,7 @@ impl PgSpace {
                 serde_json::json!({ "holder": held.holder, "epoch": held.tenure, "if_idle": true }),
             );
         }
-        let sent = db.commit().doing("writing the commit").map_err(&refused)?;
+        let mut sent = db.commit().doing("writing the commit").map_err(&refused)?;
         drop(db);
         let undelivered = sent["undelivered"].as_bool().unwrap_or(true);
         let earlier = earlier_wake(wake_before.or(before(&sent)), wake_at(&sent), &counters);
@@ -673,11 +672,11 @@ impl PgSpace {
                 }),
         };
         self.ahead.undelivered = Some((undelivered, self.monotonic_ms()));
-        if let (Some(events), Some(start)) = (start_events, sent.get("start")) {
+        if let (Some(events), Some(start)) = (start_events, sent.get_mut("start")) {
             // What the tenure starts with, as of this commit. The commit
             // stands whatever this holds: rows that do not read are left to
             // the start's own read, which sets the space aside.
-            if let Ok((docs, reads)) = prefetch::start_from_json(&id, start.clone(), events) {
+            if let Ok((docs, reads)) = prefetch::start_from_json(&id, start.take(), events) {
                 self.ahead.docs = Some(docs);
                 self.ahead.start = Some((reads, self.monotonic_ms()));
                 counters.inc(Counter::PgStartReadWithCommit);
@@ -711,6 +710,18 @@ impl PgSpace {
         }
         Ok(written.finish(&req, released, &counters))
     }
+}
+
+/// Whether taking the lease again is refused with the space at `head`
+/// under the lock: the tenure gave it back at another head
+/// ([`PgSpace::released_at`]), so another host wrote the space meanwhile
+/// (counted).
+fn refuses_retake(released_at: Option<u64>, head: u64, counters: &SpaceCounters) -> bool {
+    let refused = released_at.is_some_and(|h| h != head);
+    if refused {
+        counters.inc(Counter::LeaseRetakeRefused);
+    }
+    refused
 }
 
 /// The space's `wake_at_ms` as the transaction's checks locked it (a
@@ -1046,12 +1057,9 @@ impl SpaceStore for PgSpace {
         let mut db = self.conn.db();
         db.begin().doing("taking the lease")?;
         let (head, _, seen) = Self::lock_space(&mut db, &id, &holder, lease::LeaseAsk::ForTaking)?;
-        if self.released_at.is_some_and(|h| h != head) {
-            // Written by another host since this tenure gave the lease
-            // back: its runtime is out of date, so it may not take it again
-            // (it ends; the next activation reads the space afresh).
-            drop(db);
-            self.counters.inc(Counter::LeaseRetakeRefused);
+        if refuses_retake(self.released_at, head, &self.counters) {
+            // Its runtime is out of date: the tenure ends, and the next
+            // activation reads the space afresh.
             return Ok(None);
         }
         let current = match seen {
