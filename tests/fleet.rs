@@ -419,6 +419,94 @@ fn a_waker_pass_claims_and_finds_its_own_due_spaces_in_one_statement() {
     assert!(e.contains("\"hosts\" does not exist (42P01)"), "{e}");
 }
 
+/// A serving host opens its connections before its first wakes and warms
+/// each (`spacewake_warm`, migration 21): a whole wake's writes of every
+/// kind, its start read and the lock, rolled back, so the functions are
+/// compiled and their statements planned on that connection. Nothing the
+/// warm-up wrote stays, and no notice goes out.
+#[test]
+fn a_host_warms_its_connections_before_its_first_wakes_and_leaves_nothing_behind() {
+    use spacewake::metrics::Counter;
+    let Some(url) = common::pg::database("warm") else {
+        return;
+    };
+    let (counters, me, _other) = two_hosts(&url);
+    me.create("s", "did:key:owner").unwrap();
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let tables = [
+        "spaces",
+        "execution_lease",
+        "commits",
+        "commit_ops",
+        "docs",
+        "events",
+        "streams",
+        "schedule_index",
+        "schedule_fires",
+        "compute_ledger",
+        "action_costs",
+        "action_state",
+    ];
+    let rows = |c: &mut postgres::Client| -> Vec<i64> {
+        tables
+            .iter()
+            .map(|t| count(c, &format!("SELECT count(*) FROM {t}")))
+            .collect()
+    };
+    let before = rows(&mut c);
+    c.batch_execute("LISTEN spacewake_wake").unwrap();
+
+    // The store kept its opening connection: three more make four idle.
+    let opened = || counters.host().get(Counter::PgConnections);
+    let opened0 = opened();
+    assert_eq!(me.fill_pool(4).unwrap(), 3);
+    assert_eq!(counters.host().get(Counter::PgConnectionsWarmed), 3);
+    assert_eq!(opened() - opened0, 3);
+    assert_eq!(me.fill_pool(4).unwrap(), 0, "already four idle");
+    assert_eq!(me.fill_pool(100).unwrap(), 20, "never above the pool's 24");
+
+    // Each round ran every kind of write; none of it stayed.
+    let rounds: i32 = c
+        .query_one("SELECT spacewake_warm('me/1', 3)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rounds, 3);
+    assert_eq!(rows(&mut c), before, "the warm-up is rolled back");
+    assert!(
+        c.notifications().is_empty(),
+        "no earlier-wake notice escaped the rollback"
+    );
+    // The warm-up sends every kind `spacewake_write` knows (its latest
+    // definition), so a kind added later is warmed too or this fails.
+    let write_fn: String = c
+        .query_one(
+            "SELECT prosrc FROM pg_proc WHERE proname = 'spacewake_write' \
+             ORDER BY oid DESC LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let warm_fn: String = c
+        .query_one(
+            "SELECT prosrc FROM pg_proc WHERE proname = 'spacewake_warm'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let kinds: Vec<&str> = write_fn
+        .split("WHEN '")
+        .skip(1)
+        .filter_map(|w| w.split('\'').next())
+        .collect();
+    assert!(kinds.len() >= 13, "{kinds:?}");
+    for k in kinds {
+        assert!(
+            warm_fn.contains(&format!("'k', '{k}'")),
+            "the warm-up does not send a write of kind {k}"
+        );
+    }
+}
+
 /// A brief tenure gives its lease back in its last wave's commit (one
 /// statement fewer a wake). Work arriving before it parks takes the lease
 /// again only if nobody wrote the space meanwhile: its own commits keep it

@@ -66,6 +66,11 @@ fn a_host_on_postgres_serves_and_fires_and_another_host_carries_on() {
     };
     let clock = Arc::new(ManualClock::default());
     let a = pg_host(&url, "host-a/1", clock.clone());
+    // A serving host opens and warms its connections as it starts: the
+    // cap's 8, the waker's and the lease keeper's.
+    wait("connections warmed", || {
+        a.counters().host().get(Counter::PgConnectionsWarmed) >= 9
+    });
     let piece = common::deploy_source(&a, "s", PATTERN);
     assert_eq!(read(&a, "s", &piece, "count"), json!(0));
     common::park(&a, &clock, "s");

@@ -355,6 +355,17 @@ impl Host {
             let _ = poke.send(());
         }));
         if let Some(pg) = self.inner.store.postgres() {
+            // Connections for a herd at the cap, the waker's and the lease
+            // keeper's, ready before the first wakes need them.
+            let (warm, n) = (pg.clone(), self.inner.cfg.schedule.max_scheduled + 2);
+            std::thread::Builder::new()
+                .name("fleet-warm".into())
+                .spawn(move || {
+                    if let Err(e) = warm.fill_pool(n) {
+                        tracing::warn!(error = %e, "warming the database connections failed");
+                    }
+                })
+                .expect("the connection warming thread starts");
             let (pg, inner) = (pg.clone(), Arc::downgrade(&self.inner));
             std::thread::Builder::new()
                 .name("fleet-notices".into())

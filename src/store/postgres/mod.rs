@@ -148,6 +148,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0020_spaces_fillfactor",
         include_str!("../../../schema/postgres/0020_spaces_fillfactor.sql"),
     ),
+    (
+        21,
+        "0021_warm_function",
+        include_str!("../../../schema/postgres/0021_warm_function.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.
@@ -321,6 +326,14 @@ impl PgStore {
         self.inner.counters.space(id).inc(Counter::SpacesCreated);
         self.inner.counters.retire_space(id);
         Ok(())
+    }
+
+    /// Opens and warms connections until `n` are idle (at most the pool's
+    /// 24): a serving host does so as it starts (see `Host::start_waker`),
+    /// so its first wakes find ready connections. Returns how many it
+    /// opened.
+    pub fn fill_pool(&self, n: usize) -> StoreResult<usize> {
+        self.inner.fill(n)
     }
 
     pub fn open_space(&self, id: &str) -> StoreResult<PgSpace> {

@@ -28,6 +28,30 @@ impl PgShared {
         }
     }
 
+    /// Opens up to `n` connections while fewer than `n` are idle, each
+    /// warmed before it joins the pool (`spacewake_warm`, migration 21: a
+    /// wake's functions compiled and their statements planned), so the
+    /// first wakes a host serves do not pay for that. Returns how many it
+    /// added.
+    pub(super) fn fill(&self, n: usize) -> StoreResult<usize> {
+        let n = n.min(POOL_IDLE);
+        let idle = || self.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let mut added = 0;
+        while added < n && idle() < n {
+            let mut c = Client::connect(&self.url, NoTls).doing("connecting")?;
+            self.counters.add_host(Counter::PgConnections, 1);
+            c.query_one(WARM, &[&self.holder, &WARM_ROUNDS])
+                .doing("warming a connection")?;
+            self.counters.add_host(Counter::PgConnectionsWarmed, 1);
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < POOL_IDLE {
+                idle.push((c, Cache::new()));
+            }
+            added += 1;
+        }
+        Ok(added)
+    }
+
     pub(super) fn take(self: &Arc<Self>) -> StoreResult<Pooled> {
         Ok(Pooled {
             client: Some(self.checkout()?),
@@ -126,6 +150,13 @@ const CHECK: &str = "SELECT spacewake_check($1, $2::text::jsonb)::text";
 /// starts with read after the writes (migration 19), returned as `start`.
 const WHOLE_TX: &str =
     "SELECT spacewake_tx($1, $2::text::jsonb, $3::text::jsonb, $4::text::jsonb)::text";
+
+/// Warms a new connection (migration 21), rolling back what it wrote.
+const WARM: &str = "SELECT spacewake_warm($1, $2)";
+
+/// Rounds of a wake's writes a warm-up runs: from a statement's sixth run
+/// on, PostgreSQL may keep a generic plan instead of planning it again.
+const WARM_ROUNDS: i32 = 6;
 
 /// Statements this process sent to PostgreSQL through the store (each is
 /// one round trip): for `bench fleet`'s account of what bounds a figure.
