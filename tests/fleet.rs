@@ -507,6 +507,111 @@ fn a_host_warms_its_connections_before_its_first_wakes_and_leaves_nothing_behind
     }
 }
 
+/// A space's size on a fleet (the storage quota's measure) keeps its
+/// history's part as a running total (`spaces.history_bytes`, migration
+/// 22) instead of summing every event and operation the space kept at each
+/// tenure start: the total follows appends, document writes and deletes,
+/// and compaction, and always equals the full scan. A database an earlier
+/// binary filled is measured once by the migration.
+#[test]
+fn a_space_size_on_a_fleet_follows_its_history_without_scanning_it() {
+    use spacewake::store::postgres::PG_MIGRATIONS;
+    use spacewake::store::{
+        Author, CommitClass, CommitRequest, DocOp, NewEvent, SpaceStore, StoreConfig,
+    };
+    let Some(url) = common::pg::database("history_bytes") else {
+        return;
+    };
+    // What the measure must be, summed the slow way.
+    let scan = |c: &mut postgres::Client, id: &str| -> i64 {
+        c.query_one(
+            "SELECT ((SELECT COALESCE(SUM(octet_length(value)), 0) FROM docs WHERE space = $1) \
+             + (SELECT COALESCE(SUM(octet_length(payload)), 0) FROM events WHERE space = $1) \
+             + (SELECT COALESCE(SUM(octet_length(value)), 0) FROM commit_ops WHERE space = $1))::bigint",
+            &[&id],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let total = |c: &mut postgres::Client, id: &str| -> i64 {
+        count(
+            c,
+            &format!("SELECT history_bytes FROM spaces WHERE id = '{id}'"),
+        )
+    };
+    // A database at migration 21 with one space's history in it.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    for (_, _, sql) in PG_MIGRATIONS.iter().filter(|m| m.0 <= 21) {
+        c.batch_execute(sql).unwrap();
+    }
+    c.batch_execute(
+        "INSERT INTO store_meta VALUES ('schema_version', '21'); \
+         INSERT INTO spaces (id, owner, created_at_ms) VALUES ('old', 'did:key:o', 0); \
+         INSERT INTO events VALUES ('old', 'e1', 't', 1, '{\"a\":1}', 'server', 0); \
+         INSERT INTO commit_ops VALUES ('old', 1, 0, 'd', 'set', NULL, '12345'), \
+                                       ('old', 2, 0, 'd', 'delete', NULL, NULL);",
+    )
+    .unwrap();
+    let mut cfg = StoreConfig::new("");
+    cfg.holder = Some("me/1".into());
+    cfg.history_commits = 100;
+    let store = PgStore::open_with(&url, cfg, Arc::new(SystemClock), Counters::new()).unwrap();
+    assert_eq!(total(&mut c, "old"), 7 + 5, "measured by the migration");
+    assert_eq!(store.open("old").unwrap().bytes_used().unwrap(), 12);
+
+    store.create("s", "did:key:owner").unwrap();
+    let mut s = store.open("s").unwrap();
+    let me = Author::principal("did:key:alice");
+    for i in 0..150 {
+        let e = NewEvent {
+            event_id: format!("c{i}"),
+            stream: "clicks".into(),
+            payload: serde_json::json!({ "n": i, "pad": "x".repeat(i) }),
+            fired_by: "did:key:alice".into(),
+        };
+        s.append_event(me.clone(), e).unwrap();
+    }
+    let lease = s.acquire_lease().unwrap().unwrap();
+    let mut wave = CommitRequest::new(CommitClass::Derived, Author::server());
+    wave.lease = Some(lease);
+    wave.watermarks = vec![("clicks".into(), 150)];
+    s.commit(wave).unwrap();
+    for i in 0..150 {
+        let value = serde_json::json!({ "v": "y".repeat(i) });
+        let id = format!("doc{}", i % 3);
+        let op = if i % 10 == 9 {
+            DocOp::Delete { id }
+        } else {
+            DocOp::Set { id, value }
+        };
+        s.commit(CommitRequest::new(CommitClass::Authored, me.clone()).op(op))
+            .unwrap();
+    }
+    let before = scan(&mut c, "s");
+    assert_eq!(s.bytes_used().unwrap() as i64, before);
+    let (ops, payloads) = s.compact_history().unwrap();
+    assert!(ops > 0 && payloads == 150, "{ops} {payloads}");
+    let after = scan(&mut c, "s");
+    assert!(after < before);
+    let mut fresh = store.open("s").unwrap();
+    assert_eq!(fresh.bytes_used().unwrap() as i64, after);
+    let docs: i64 = count(
+        &mut c,
+        "SELECT COALESCE(SUM(octet_length(value)), 0) FROM docs WHERE space = 's'",
+    );
+    assert_eq!(total(&mut c, "s"), after - docs);
+    // The tenure-start read (`spacewake_start`) reads the same measure.
+    let start: String = c
+        .query_one("SELECT spacewake_start('s', 10, 10)::text", &[])
+        .unwrap()
+        .get(0);
+    let start: serde_json::Value = serde_json::from_str(&start).unwrap();
+    assert_eq!(start[3], serde_json::json!(after));
+    // Compacting again finds nothing, and the measure does not move.
+    assert_eq!(fresh.compact_history().unwrap(), (0, 0));
+    assert_eq!(total(&mut c, "s"), after - docs);
+}
+
 /// A brief tenure gives its lease back in its last wave's commit (one
 /// statement fewer a wake). Work arriving before it parks takes the lease
 /// again only if nobody wrote the space meanwhile: its own commits keep it

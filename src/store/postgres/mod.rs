@@ -153,6 +153,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0021_warm_function",
         include_str!("../../../schema/postgres/0021_warm_function.sql"),
     ),
+    (
+        22,
+        "0022_history_bytes",
+        include_str!("../../../schema/postgres/0022_history_bytes.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

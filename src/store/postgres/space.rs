@@ -237,19 +237,27 @@ impl PgSpace {
                 return Ok((0, 0));
             }
             let (done, cut) = (done as i64, cut as i64);
-            // One statement: the three changes commit together, and a
-            // second host compacting at once finds `compacted_to` moved.
+            // One statement: the changes commit together. The space's
+            // history size (migration 22) loses exactly what was deleted or
+            // emptied: the payloads are locked as they are measured, so a
+            // second host compacting at once measures none of them again.
             let r = db
                 .query_one(
                     "WITH ops AS (DELETE FROM commit_ops WHERE space = $1 AND seq > $2 \
-                       AND seq <= $3 RETURNING 1), \
-                     payloads AS (UPDATE events e SET payload = 'null' FROM streams s \
-                       WHERE e.space = $1 AND s.space = $1 AND s.stream = e.stream \
-                       AND e.seq > $2 AND e.seq <= LEAST($3, s.watermark_seq) \
-                       AND e.payload <> 'null' RETURNING 1), \
-                     mark AS (UPDATE spaces SET compacted_to = $3 \
-                       WHERE id = $1 AND compacted_to = $2 RETURNING 1) \
-                     SELECT (SELECT count(*) FROM ops), (SELECT count(*) FROM payloads)",
+                       AND seq <= $3 RETURNING octet_length(value) AS n), \
+                     was AS (SELECT e.event_id, octet_length(e.payload) - 4 AS n \
+                       FROM events e JOIN streams s ON s.space = e.space AND s.stream = e.stream \
+                       WHERE e.space = $1 AND e.seq > $2 AND e.seq <= LEAST($3, s.watermark_seq) \
+                       AND e.payload <> 'null' FOR UPDATE OF e), \
+                     payloads AS (UPDATE events e SET payload = 'null' FROM was \
+                       WHERE e.space = $1 AND e.event_id = was.event_id RETURNING was.n), \
+                     mark AS (UPDATE spaces SET compacted_to = GREATEST(compacted_to, $3), \
+                       history_bytes = history_bytes \
+                         - (SELECT COALESCE(SUM(n), 0) FROM ops) \
+                         - (SELECT COALESCE(SUM(n), 0) FROM payloads) \
+                       WHERE id = $1 RETURNING 1) \
+                     SELECT (SELECT count(*) FROM ops), (SELECT count(*) FROM payloads), \
+                       (SELECT count(*) FROM mark)",
                     &[&id, &done, &cut],
                 )
                 .doing("compacting history")?;
@@ -866,9 +874,11 @@ impl PgSpace {
 
     /// Bytes the space holds in the database: its documents, its retained
     /// events' payloads and its history's values (what a space's file holds
-    /// on SQLite, less indexes and page slack). A scan of the space's rows,
-    /// so the space server measures only now and then (`spec/storage.md`,
-    /// *Storage quota*). `octet_length` reads a stored value's size without
+    /// on SQLite, less indexes and page slack). The documents are summed (a
+    /// scan of the space's documents, so the space server measures only now
+    /// and then: `spec/storage.md`, *Storage quota*); the history's part is
+    /// the running total its writes keep (`spaces.history_bytes`, migration
+    /// 22). `octet_length` reads a stored value's size without
     /// decompressing it.
     pub fn bytes_used(&mut self) -> StoreResult<u64> {
         if let Some(v) = self.taken(|t| t.bytes_used.take()) {
@@ -878,9 +888,7 @@ impl PgSpace {
             let r = db
                 .query_one(
                     "SELECT ((SELECT COALESCE(SUM(octet_length(value)), 0) FROM docs WHERE space = $1) \
-                     + (SELECT COALESCE(SUM(octet_length(payload)), 0) FROM events WHERE space = $1) \
-                     + (SELECT COALESCE(SUM(octet_length(value)), 0) FROM commit_ops WHERE space = $1))::bigint \
-                     AS bytes",
+                     + (SELECT history_bytes FROM spaces WHERE id = $1))::bigint AS bytes",
                     &[&id],
                 )
                 .doing("measuring the space")?;
