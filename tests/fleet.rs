@@ -3,7 +3,7 @@
 
 mod common;
 
-use spacewake::clock::{ManualClock, SystemClock};
+use spacewake::clock::{Clock, ManualClock, SystemClock};
 use spacewake::metrics::{Counter, Counters};
 use spacewake::store::postgres::PgStore;
 use spacewake::store::SpaceBackend;
@@ -417,6 +417,64 @@ fn a_waker_pass_claims_and_finds_its_own_due_spaces_in_one_statement() {
         .unwrap();
     let e = me.heartbeat().unwrap_err().to_string();
     assert!(e.contains("\"hosts\" does not exist (42P01)"), "{e}");
+}
+
+/// The claim reads what opening each claimed space reads (its schedule,
+/// head seq and schedule revision) in its own statement, under the lease it
+/// takes: the activation that follows opens the space with no statement.
+/// The read is used once, within a second of the claim, and not for a claim
+/// given back; a handle opened on it knows what a fresh open knows.
+#[test]
+fn a_claimed_space_opens_on_what_its_claim_read() {
+    use spacewake::metrics::Counter;
+    use spacewake::store::SpaceStore;
+    let Some(url) = common::pg::database("open_with_claim") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::default());
+    let t0 = clock.now_ms();
+    let counters = Counters::new();
+    let me = PgStore::open(&url, "me/1", 60_000, clock.clone(), counters.clone()).unwrap();
+    for id in ["a", "b", "c"] {
+        me.create(id, "did:key:owner").unwrap();
+    }
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(
+        "UPDATE spaces SET next_wake_ms = 1000, head_seq = 4, schedule_rev = 7; \
+         INSERT INTO schedule_index (space, piece, entry, interval_minutes, callback_stream, \
+           declared_at_ms, nominal_period, next_due_ms, wake_ms) \
+         SELECT id, 'p', e, 60, 'p/s', 0, 1, 1000, 1000 \
+           FROM spaces, generate_series(0, 1) e",
+    )
+    .unwrap();
+    let statements = || counters.host().get(Counter::PgStatements);
+    let opened = || counters.host().get(Counter::PgOpenedWithClaim);
+    let claims = me.claim_due(2_000, 8, &[]).unwrap();
+    assert_eq!(claims.len(), 3);
+
+    let before = statements();
+    let mut a = me.open("a").unwrap();
+    assert_eq!(statements() - before, 0, "no statement of its own");
+    assert_eq!(opened(), 1);
+    let schedule = a.schedule(None).unwrap();
+    assert_eq!(statements() - before, 0, "the schedule came with the claim");
+    assert_eq!(schedule.len(), 2);
+    // The same as an open that reads (the read is used only once).
+    let mut again = me.open("a").unwrap();
+    assert_eq!(statements() - before, 1);
+    assert_eq!(format!("{:?}", again.schedule(None).unwrap()), format!("{schedule:?}"));
+    assert_eq!(a.head_seq().unwrap(), 4);
+
+    // A claim given back takes its read with it.
+    let b = claims.iter().find(|cl| cl.space == "b").unwrap();
+    me.release_claim(b).unwrap();
+    let before = statements();
+    me.open("b").unwrap();
+    assert_eq!(statements() - before, 1, "given back: opened by its own read");
+    // A read kept past a second is not trusted.
+    clock.set_ms(t0 + 1_001);
+    me.open("c").unwrap();
+    assert_eq!(opened(), 1, "too old: read again");
 }
 
 /// A serving host opens its connections before its first wakes and warms

@@ -87,6 +87,9 @@ fn a_host_on_postgres_serves_and_fires_and_another_host_carries_on() {
     });
     wait("park", || common::settled(&a, "s"));
     assert_eq!(c(&a, "s", Counter::ScheduleLeaseWithFiring), 1);
+    // The waker's claim read what opening the space reads: the activation
+    // opened it with no statement of its own.
+    assert_eq!(a.counters().host().get(Counter::PgOpenedWithClaim), 1);
     // The lease goes back with the brief tenure's last wave, as on SQLite
     // (taken again only if nobody wrote meanwhile: `tests/fleet.rs`).
     assert_eq!(c(&a, "s", Counter::LeaseReleasedWithWave), 1);

@@ -7,6 +7,7 @@ use crate::metrics::Counter;
 use crate::store::error::{PgContext, StoreResult};
 use crate::store::records::Lease;
 use postgres::{Client, NoTls};
+use std::collections::HashMap;
 
 /// A due space a host claimed: the lease it now holds for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,52 @@ pub struct Claim {
     pub undelivered: bool,
     /// Whether it has a policy of its own (a scheduled budget may apply).
     pub has_policy: bool,
+}
+
+/// What opening a space reads (whether it is set aside is the claim's own
+/// condition): its schedule as JSON text, its head seq and its schedule's
+/// revision. The claim reads it for each space it claims, in the statement
+/// that takes the lease, so the activation that follows opens the space
+/// without a statement (`spec/fleet.md`, *The open read with the claim*).
+#[derive(Debug)]
+pub(super) struct OpenAhead {
+    pub schedule: Option<String>,
+    pub head: u64,
+    pub rev: i64,
+}
+
+/// The open reads of the spaces this host claimed and has not opened yet,
+/// each taken once, within [`AHEAD_MS`] of the claim (on the host's
+/// monotonic clock). Kept small: a claim the host does not act on is given
+/// back (its read goes with it), and the map forgets everything past 1,024.
+#[derive(Default)]
+pub(super) struct Ahead(std::sync::Mutex<HashMap<String, (u64, OpenAhead)>>);
+
+/// How long after its claim a space's open may use the claim's read. An
+/// activation follows its claim within milliseconds; a read kept longer is
+/// dropped rather than trusted (it would still be checked as the space's
+/// transactions lock it, and a stale one costs a refused transaction).
+const AHEAD_MS: u64 = 1_000;
+
+impl Ahead {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, OpenAhead)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn put(&self, space: &str, at_ms: u64, read: OpenAhead) {
+        let mut m = self.lock();
+        if m.len() >= 1_024 {
+            m.clear();
+        }
+        m.insert(space.to_string(), (at_ms, read));
+    }
+
+    /// `space`'s read, if one was kept for it no earlier than
+    /// [`AHEAD_MS`] before `now_ms`.
+    pub(super) fn take(&self, space: &str, now_ms: u64) -> Option<OpenAhead> {
+        let (at, read) = self.lock().remove(space)?;
+        (now_ms.saturating_sub(at) <= AHEAD_MS).then_some(read)
+    }
 }
 
 /// What one waker pass read in one statement ([`PgStore::claim_pass`]).
@@ -79,7 +126,7 @@ impl PgStore {
         let sql = &SQL.get_or_init(|| {
             let claims = format!(
                 "WITH due AS ( \
-                   SELECT s.id, s.next_wake_ms, s.undelivered, \
+                   SELECT s.id, s.next_wake_ms, s.undelivered, s.head_seq, s.schedule_rev, \
                      EXISTS (SELECT 1 FROM space_policy p WHERE p.space = s.id) AS policy \
                    FROM spaces s \
                    WHERE s.wake_at_ms <= $1 AND s.quarantined IS NULL \
@@ -98,8 +145,9 @@ impl PgStore {
                      WHERE l.expires_at <= clock_timestamp() \
                    RETURNING space, epoch, {MS} AS ms) \
                  SELECT t.space, t.epoch, t.ms, d.next_wake_ms, d.undelivered, d.policy, \
-                   false AS held \
-                 FROM taken t JOIN due d ON d.id = t.space"
+                   false AS held, d.head_seq, d.schedule_rev, {} \
+                 FROM taken t JOIN due d ON d.id = t.space",
+                super::prefetch::schedule_of_sql("t.space")
             );
             // The statement's start, not the volatile clock_timestamp():
             // only a stable bound can be an index condition, and a
@@ -107,7 +155,8 @@ impl PgStore {
             // cannot see the leases it takes: a space is in one part.
             let held = format!(
                 "{claims} UNION ALL \
-                 SELECT s.id, NULL::bigint, NULL::bigint, s.next_wake_ms, false, false, true \
+                 SELECT s.id, NULL::bigint, NULL::bigint, s.next_wake_ms, false, false, true, \
+                   NULL::bigint, NULL::bigint, NULL::text \
                  FROM spaces s JOIN execution_lease l ON l.space = s.id \
                  WHERE l.holder = $3 AND l.expires_at > statement_timestamp() \
                  AND s.next_wake_ms <= $1 AND s.quarantined IS NULL"
@@ -139,6 +188,12 @@ impl PgStore {
                 held_due.push((next_wake_ms, space));
                 continue;
             }
+            let read = OpenAhead {
+                head: r.get::<_, i64>(7) as u64,
+                rev: r.get(8),
+                schedule: r.get(9),
+            };
+            self.inner.ahead.put(&space, sent_ms, read);
             pass.claims.push(Claim {
                 space,
                 lease: Lease {
@@ -168,6 +223,7 @@ impl PgStore {
     /// reached, or the activation was refused), so another host may claim
     /// the space at once instead of after the TTL.
     pub fn release_claim(&self, claim: &Claim) -> StoreResult<()> {
+        self.inner.ahead.take(&claim.space, 0);
         let mut c = self.inner.take()?;
         super::lease::release(&mut c.db(), &claim.space, &claim.lease)?;
         self.inner.held.clear(&claim.space, claim.lease.tenure);

@@ -199,6 +199,9 @@ struct PgShared {
     /// The leases this process holds, for self-fencing and for fencing
     /// plane writes.
     held: lease::Holds,
+    /// What opening each space this host just claimed would read, read by
+    /// the claim's own statement (see [`fleet::OpenAhead`]).
+    ahead: fleet::Ahead,
 }
 
 impl PgStore {
@@ -247,6 +250,7 @@ impl PgStore {
                 hooks: RwLock::new(Arc::new(Vec::new())),
                 on_earlier: RwLock::new(None),
                 held: lease::Holds::default(),
+                ahead: fleet::Ahead::default(),
             }),
         };
         store.heartbeat()?;
@@ -345,6 +349,22 @@ impl PgStore {
         SpaceBackend::open(self, id)
     }
 
+    /// A handle on `id` that knows what opening it read (`read`).
+    fn opened(&self, id: &str, c: pool::Pooled, read: fleet::OpenAhead) -> PgSpace {
+        let mut space = PgSpace::new(id, self.inner.counters.space(id), c);
+        // Rows that do not read are left to the handle's own read, which
+        // sets the space aside.
+        if let Ok(schedule) = prefetch::schedule_from_json(id, read.schedule) {
+            space.know(known::Known {
+                head: read.head,
+                rev: read.rev,
+                schedule: schedule.clone(),
+            });
+            space.schedule_ahead(schedule);
+        }
+        space
+    }
+
     pub fn holder(&self) -> &str {
         &self.inner.holder
     }
@@ -432,7 +452,15 @@ impl SpaceBackend for PgStore {
 
     fn open(&self, id: &str) -> StoreResult<PgSpace> {
         super::validate_space_id(id)?;
-        let mut c = self.inner.take()?;
+        let c = self.inner.take()?;
+        // A space this host just claimed was read by the claim, under the
+        // lease it took: nothing else writes it while that lease holds.
+        let now = self.inner.clock.monotonic_ms();
+        if let Some(a) = self.inner.ahead.take(id, now) {
+            self.inner.counters.add_host(Counter::PgOpenedWithClaim, 1);
+            return Ok(self.opened(id, c, a));
+        }
+        let mut c = c;
         // The schedule comes with the check: a scheduled tenure's firing
         // reads it first thing, and its transactions rely on it with the
         // head seq and the schedule's revision (checked as they lock).
@@ -450,18 +478,12 @@ impl SpaceBackend for PgStore {
                 path: "the PostgreSQL store (spaces.quarantined)".into(),
             });
         }
-        let mut space = PgSpace::new(id, self.inner.counters.space(id), c);
-        // Rows that do not read are left to the handle's own read, which
-        // sets the space aside.
-        if let Ok(schedule) = prefetch::schedule_from_json(id, r.get(1)) {
-            space.know(known::Known {
-                head: r.get::<_, i64>(2) as u64,
-                rev: r.get(3),
-                schedule: schedule.clone(),
-            });
-            space.schedule_ahead(schedule);
-        }
-        Ok(space)
+        let read = fleet::OpenAhead {
+            schedule: r.get(1),
+            head: r.get::<_, i64>(2) as u64,
+            rev: r.get(3),
+        };
+        Ok(self.opened(id, c, read))
     }
 
     fn add_hook(&self, hook: Arc<dyn IndexHook>) {

@@ -83,12 +83,16 @@ pub(super) struct TenureReads {
 pub(super) fn schedule_ahead_sql() -> &'static str {
     // Built once: every open sends it.
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
-        format!(
-            "(SELECT json_agg(json_build_array({SCHEDULE_COLUMNS}) ORDER BY piece, entry) \
-               FROM schedule_index WHERE space = $1)::text"
-        )
-    })
+    SQL.get_or_init(|| schedule_of_sql("$1"))
+}
+
+/// [`schedule_ahead_sql`] of the space `space` (an SQL expression: the
+/// claim reads it for each space it claims).
+pub(super) fn schedule_of_sql(space: &str) -> String {
+    format!(
+        "(SELECT json_agg(json_build_array({SCHEDULE_COLUMNS}) ORDER BY piece, entry) \
+           FROM schedule_index WHERE space = {space})::text"
+    )
 }
 
 /// What [`schedule_ahead_sql`] read, as rows.
