@@ -462,7 +462,10 @@ fn a_claimed_space_opens_on_what_its_claim_read() {
     // The same as an open that reads (the read is used only once).
     let mut again = me.open("a").unwrap();
     assert_eq!(statements() - before, 1);
-    assert_eq!(format!("{:?}", again.schedule(None).unwrap()), format!("{schedule:?}"));
+    assert_eq!(
+        format!("{:?}", again.schedule(None).unwrap()),
+        format!("{schedule:?}")
+    );
     assert_eq!(a.head_seq().unwrap(), 4);
 
     // A claim given back takes its read with it.
@@ -470,7 +473,11 @@ fn a_claimed_space_opens_on_what_its_claim_read() {
     me.release_claim(b).unwrap();
     let before = statements();
     me.open("b").unwrap();
-    assert_eq!(statements() - before, 1, "given back: opened by its own read");
+    assert_eq!(
+        statements() - before,
+        1,
+        "given back: opened by its own read"
+    );
     // A read kept past a second is not trusted.
     clock.set_ms(t0 + 1_001);
     me.open("c").unwrap();
