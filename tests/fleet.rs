@@ -857,6 +857,24 @@ fn hosts_hear_when_a_space_needs_a_host_sooner() {
         Some(("n".to_string(), 0))
     );
     assert_eq!(counters.space_value("n", Counter::PgWakeNotices), 2);
+
+    // Events a commit under the space's live lease adds are the holder's
+    // to deliver: no other host can claim the space while it holds, so no
+    // notice goes out (migration 23), and none is counted.
+    a.create("held", "did:key:owner").unwrap();
+    let mut h = a.open("held").unwrap();
+    let lease = h.acquire_lease().unwrap().unwrap();
+    let mut r = CommitRequest::new(CommitClass::Derived, Author::server());
+    r.lease = Some(lease);
+    r.events = vec![ev("own")];
+    h.commit(r).unwrap();
+    assert_eq!(
+        heard.next(Duration::from_millis(300)).unwrap(),
+        None,
+        "the holder's own events are not news"
+    );
+    assert_eq!(counters.space_value("held", Counter::PgWakeNotices), 0);
+    assert_eq!(h.undelivered_events(10).unwrap().len(), 1);
 }
 
 /// `spacewake postgres` starts a PostgreSQL for development that outlives

@@ -158,6 +158,11 @@ pub const PG_MIGRATIONS: &[(i64, &str, &str)] = &[
         "0022_history_bytes",
         include_str!("../../../schema/postgres/0022_history_bytes.sql"),
     ),
+    (
+        23,
+        "0023_held_events_quiet",
+        include_str!("../../../schema/postgres/0023_held_events_quiet.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises migrations across hosts.

@@ -467,7 +467,7 @@ impl PgSpace {
             }
         };
         let earlier = touched
-            .then(|| earlier_wake(before(&sent), wake_at(&sent), &counters))
+            .then(|| earlier_wake(before(&sent), &sent, &counters))
             .flatten();
         match known {
             Some(k) => self.known = k.after(&sent, None, &upserts, reshaped),
@@ -659,7 +659,7 @@ impl PgSpace {
         let mut sent = db.commit().doing("writing the commit").map_err(&refused)?;
         drop(db);
         let undelivered = sent["undelivered"].as_bool().unwrap_or(true);
-        let earlier = earlier_wake(wake_before.or(before(&sent)), wake_at(&sent), &counters);
+        let earlier = earlier_wake(wake_before.or(before(&sent)), &sent, &counters);
         let released = sent["released"].as_bool().unwrap_or(false);
         if let Some(t) = written.taken.as_mut().filter(|t| t.expires_at_ms == 0) {
             t.expires_at_ms = sent["lease_expires_ms"].as_u64().unwrap_or(0);
@@ -747,10 +747,19 @@ fn wake_at(sent: &serde_json::Value) -> Option<i64> {
 /// When the space now needs a host, if sooner than `before` (what
 /// `spacewake_notice`, migration 17, told the fleet's listeners when the
 /// row was updated: a hint only, every waker still finds due spaces by
-/// claiming), counted.
-fn earlier_wake(before: Option<i64>, after: Option<i64>, counters: &SpaceCounters) -> Option<u64> {
-    let earlier = match (before, after) {
+/// claiming), counted. Not its own events (a wake at 0) when the
+/// transaction checked that it holds the space's lease (`sent` has the
+/// lease's expiry): those are the holder's to deliver, and no notice went
+/// out (migration 23).
+fn earlier_wake(
+    before: Option<i64>,
+    sent: &serde_json::Value,
+    counters: &SpaceCounters,
+) -> Option<u64> {
+    let held = sent["lease_expires_ms"].is_i64();
+    let earlier = match (before, wake_at(sent)) {
         (_, None) => None,
+        (_, Some(0)) if held => None,
         (None, Some(a)) => Some(a),
         (Some(b), Some(a)) => (a < b).then_some(a),
     };
