@@ -255,9 +255,8 @@ impl PgSpace {
                        history_bytes = history_bytes \
                          - (SELECT COALESCE(SUM(n), 0) FROM ops) \
                          - (SELECT COALESCE(SUM(n), 0) FROM payloads) \
-                       WHERE id = $1 RETURNING 1) \
-                     SELECT (SELECT count(*) FROM ops), (SELECT count(*) FROM payloads), \
-                       (SELECT count(*) FROM mark)",
+                       WHERE id = $1) \
+                     SELECT (SELECT count(*) FROM ops), (SELECT count(*) FROM payloads)",
                     &[&id, &done, &cut],
                 )
                 .doing("compacting history")?;
