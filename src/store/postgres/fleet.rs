@@ -67,6 +67,11 @@ impl Ahead {
         let (at, read) = self.lock().remove(space)?;
         (now_ms.saturating_sub(at) <= AHEAD_MS).then_some(read)
     }
+
+    /// Drops `space`'s read (its claim was given back).
+    fn forget(&self, space: &str) {
+        self.lock().remove(space);
+    }
 }
 
 /// What one waker pass read in one statement ([`PgStore::claim_pass`]).
@@ -223,7 +228,7 @@ impl PgStore {
     /// reached, or the activation was refused), so another host may claim
     /// the space at once instead of after the TTL.
     pub fn release_claim(&self, claim: &Claim) -> StoreResult<()> {
-        self.inner.ahead.take(&claim.space, 0);
+        self.inner.ahead.forget(&claim.space);
         let mut c = self.inner.take()?;
         super::lease::release(&mut c.db(), &claim.space, &claim.lease)?;
         self.inner.held.clear(&claim.space, claim.lease.tenure);

@@ -457,7 +457,7 @@ impl SpaceBackend for PgStore {
 
     fn open(&self, id: &str) -> StoreResult<PgSpace> {
         super::validate_space_id(id)?;
-        let c = self.inner.take()?;
+        let mut c = self.inner.take()?;
         // A space this host just claimed was read by the claim, under the
         // lease it took: nothing else writes it while that lease holds.
         let now = self.inner.clock.monotonic_ms();
@@ -465,7 +465,6 @@ impl SpaceBackend for PgStore {
             self.inner.counters.add_host(Counter::PgOpenedWithClaim, 1);
             return Ok(self.opened(id, c, a));
         }
-        let mut c = c;
         // The schedule comes with the check: a scheduled tenure's firing
         // reads it first thing, and its transactions rely on it with the
         // head seq and the schedule's revision (checked as they lock).

@@ -19,12 +19,23 @@ impl PgShared {
             match idle {
                 Some(c) if !c.0.is_closed() => return Ok(c),
                 Some(_) => self.counters.add_host(Counter::PgReconnects, 1),
-                None => {
-                    let c = Client::connect(&self.url, NoTls).doing("connecting")?;
-                    self.counters.add_host(Counter::PgConnections, 1);
-                    return Ok((c, Cache::new()));
-                }
+                None => return Ok((self.connect()?, Cache::new())),
             }
+        }
+    }
+
+    /// A new connection, counted.
+    fn connect(&self) -> StoreResult<Client> {
+        let c = Client::connect(&self.url, NoTls).doing("connecting")?;
+        self.counters.add_host(Counter::PgConnections, 1);
+        Ok(c)
+    }
+
+    /// Keeps `client` for reuse, unless the pool holds its most already.
+    fn keep_idle(&self, client: (Client, Cache)) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_IDLE {
+            idle.push(client);
         }
     }
 
@@ -38,15 +49,11 @@ impl PgShared {
         let idle = || self.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
         let mut added = 0;
         while added < n && idle() < n {
-            let mut c = Client::connect(&self.url, NoTls).doing("connecting")?;
-            self.counters.add_host(Counter::PgConnections, 1);
+            let mut c = self.connect()?;
             c.query_one(WARM, &[&self.holder, &WARM_ROUNDS])
                 .doing("warming a connection")?;
             self.counters.add_host(Counter::PgConnectionsWarmed, 1);
-            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < POOL_IDLE {
-                idle.push((c, Cache::new()));
-            }
+            self.keep_idle((c, Cache::new()));
             added += 1;
         }
         Ok(added)
@@ -406,12 +413,8 @@ impl Pooled {
 
     /// Gives the connection back to the pool until the next operation.
     pub(super) fn release(&mut self) {
-        let Some(client) = self.client.take().filter(|c| !c.0.is_closed()) else {
-            return;
-        };
-        let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < POOL_IDLE {
-            idle.push(client);
+        if let Some(client) = self.client.take().filter(|c| !c.0.is_closed()) {
+            self.pool.keep_idle(client);
         }
     }
 
