@@ -66,11 +66,47 @@ fn bench_schedule_prints_its_side_by_side_figures() {
             "(max_scheduled 32, engine reuse on;",
             "(max_scheduled 8, engine reuse off;",
             "(max_scheduled 8, engine reuse on;",
+            "wakes: max_scheduled 8, engine reuse on, mean of 3 rounds:",
             "with the engine-image cache full",
             "lateness: 20 entries due within 1 s, 20 parked spaces, max_scheduled 8: p50",
             "lateness: 20 entries due within 1 s, 20 parked spaces, max_scheduled 4: p50",
             "lateness: 20 entries due within 1 s, 5 active spaces x 4 entries: p50",
+            "activated ahead;",
         ],
+    );
+}
+
+/// `--caps` replaces the herd's rounds: one cap per round, in order, and a
+/// cap run twice gets its mean.
+#[test]
+fn bench_schedule_runs_the_herd_at_the_caps_asked_for() {
+    let out = Command::new(env!("CARGO_BIN_EXE_spacewake"))
+        .args([
+            "bench", "schedule", "--scale", "0.01", "--only", "wakes", "--caps", "2,3,2",
+        ])
+        .env("SPACEWAKE_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rounds: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("parked spaces due at once, round"))
+        .collect();
+    assert_eq!(rounds.len(), 3, "{text}");
+    for (line, cap) in rounds.iter().zip([2, 3, 2]) {
+        assert!(
+            line.contains(&format!("(max_scheduled {cap}, engine reuse on;")),
+            "{line}"
+        );
+    }
+    assert!(
+        text.contains("wakes: max_scheduled 2, engine reuse on, mean of 2 rounds:"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("max_scheduled 3, engine reuse on, mean"),
+        "{text}"
     );
 }
 

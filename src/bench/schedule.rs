@@ -113,7 +113,12 @@ pub enum Figure {
 /// Spaces the instructions mode wakes per round (scaled by `--scale`).
 pub const INSTRUCTION_SPACES: usize = 200;
 
-pub fn run(scale: f64, only: &[Figure], wake_rounds: u32) -> anyhow::Result<ExitCode> {
+pub fn run(
+    scale: f64,
+    only: &[Figure],
+    wake_rounds: u32,
+    herd_caps: &[usize],
+) -> anyhow::Result<ExitCode> {
     let want = |f: Figure| (only.is_empty() && f != Figure::Instructions) || only.contains(&f);
     let n = |full: usize, min: usize| ((full as f64 * scale) as usize).max(min);
     let root =
@@ -165,12 +170,35 @@ pub fn run(scale: f64, only: &[Figure], wake_rounds: u32) -> anyhow::Result<Exit
 
     // 2. End-to-end wakes per second, for several caps on the herd.
     if want(Figure::Wakes) {
-        // Engine reuse off and on, side by side, at the default cap; then
-        // other caps with it on.
-        let caps: &[(usize, bool)] = if scale >= 0.5 {
-            &[(8, false), (8, true), (2, true), (4, true), (32, true)]
+        // Engine reuse off and on, side by side, at the default cap; the
+        // default cap for two rounds more (a space's cost moves with its
+        // WAL from round to round, so one round is no steady state); then
+        // other caps with reuse on.
+        let default_caps: &[(usize, bool)] = if scale >= 0.5 {
+            &[
+                (8, false),
+                (8, true),
+                (8, true),
+                (8, true),
+                (2, true),
+                (4, true),
+                (32, true),
+            ]
         } else {
-            &[(8, false), (8, true), (4, true), (32, true)]
+            &[
+                (8, false),
+                (8, true),
+                (8, true),
+                (8, true),
+                (4, true),
+                (32, true),
+            ]
+        };
+        let chosen: Vec<(usize, bool)> = herd_caps.iter().map(|&c| (c, true)).collect();
+        let caps = if chosen.is_empty() {
+            default_caps
+        } else {
+            &chosen[..]
         };
         wakes(&root.join("wakes"), &one, n(10_000, 40), caps, n(200, 10))?;
     }
@@ -186,8 +214,14 @@ pub fn run(scale: f64, only: &[Figure], wake_rounds: u32) -> anyhow::Result<Exit
         // At the default cap, and at half of it beside: on two cores, fewer
         // activations at once reach their firing sooner (each waits behind
         // fewer others' waves), at some cost to a herd's rate.
-        for cap in [8, 4] {
-            lateness_parked(&root.join(format!("late-parked-{cap}")), &one, entries, cap)?;
+        let caps = if herd_caps.is_empty() {
+            &[8, 4][..]
+        } else {
+            herd_caps
+        };
+        for (k, &cap) in caps.iter().enumerate() {
+            let dir = root.join(format!("late-parked-{k}-{cap}"));
+            lateness_parked(&dir, &one, entries, cap)?;
         }
         lateness_active(&root.join("late-active"), &one, entries)?;
     }
@@ -622,6 +656,8 @@ fn wakes(
     );
 
     let mut host = Some(host);
+    // CPU seconds per wake of each round, by (cap, reuse).
+    let mut per_cap: std::collections::BTreeMap<(usize, bool), Vec<f64>> = Default::default();
     for (k, &(cap, reuse)) in caps.iter().enumerate() {
         let h = match host.take() {
             Some(h) => h,
@@ -664,14 +700,31 @@ fn wakes(
             let v = count_of(h.store(), id, &t.piece)?;
             ensure!(v == json!(k + 1), "{id}: count {v} after {} wakes", k + 1);
         }
+        per_cap
+            .entry((cap, reuse))
+            .or_default()
+            .push(cpu / herd as f64);
         println!(
-            "wakes: {herd} parked spaces due at once, {:.0} wakes/s end to end (max_scheduled {cap}, engine reuse {}; {fired} fired, {activations} activations; first delivered after {:.0} ms; {:.2} ms CPU per wake, of which the waker thread {:.2} ms, {:.2}x the bare wake (target <= 1.5x); target >= 2000/s)",
+            "wakes: {herd} parked spaces due at once, round {}, {:.0} wakes/s end to end (max_scheduled {cap}, engine reuse {}; {fired} fired, {activations} activations; first delivered after {:.0} ms; {:.2} ms CPU per wake, of which the waker thread {:.2} ms, {:.2}x the bare wake (target <= 1.5x); target >= 2000/s)",
+            k + 1,
             herd as f64 / secs,
             if reuse { "on" } else { "off" },
             first.unwrap_or_default().as_secs_f64() * 1e3,
             cpu * 1e3 / herd as f64,
             waker_cpu * 1e3 / herd as f64,
             cpu / herd as f64 / bare_cpu
+        );
+    }
+    // A cap run for several rounds: its mean over them, nearer a steady
+    // state than any one round.
+    for ((cap, reuse), cpus) in per_cap.iter().filter(|(_, v)| v.len() > 1) {
+        let mean = cpus.iter().sum::<f64>() / cpus.len() as f64;
+        println!(
+            "wakes: max_scheduled {cap}, engine reuse {}, mean of {} rounds: {:.2} ms CPU per wake, {:.2}x the bare wake (target <= 1.5x)",
+            if *reuse { "on" } else { "off" },
+            cpus.len(),
+            mean * 1e3,
+            mean / bare_cpu
         );
     }
     Ok(())
@@ -1062,6 +1115,9 @@ pub(super) fn measure_lateness(
     let statements_per_wake = (statements() - statements0) as f64 / n as f64;
     let waker_ms = (thread_cpu_seconds("waker") - waker0) * 1e3 / n as f64;
     let fired_in = host.counters().host().get(Counter::ScheduleFired);
+    // Activated ahead by the waker's lead (the rest were activated at
+    // their due time): how much of the lateness activation could add.
+    let prepared = host.counters().host().get(Counter::SchedulePrepared);
     let mut late: Vec<f64> = Vec::new();
     let mut spaces: Vec<&String> = slots.iter().map(|s| &s.0).collect();
     spaces.dedup();
@@ -1092,7 +1148,7 @@ pub(super) fn measure_lateness(
     late.sort_by(|a, b| a.total_cmp(b));
     let pct = |p: f64| late[((late.len() as f64 * p) as usize).min(late.len() - 1)];
     println!(
-        "lateness: {} entries due within 1 s, {label}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (system clock; waker thread {waker_ms:.2} ms CPU per wake; {})",
+        "lateness: {} entries due within 1 s, {label}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (system clock; {prepared} activated ahead; waker thread {waker_ms:.2} ms CPU per wake; {})",
         slots.len(),
         pct(0.50),
         pct(0.99),

@@ -56,6 +56,13 @@ pub enum BenchCommand {
         /// `--only instructions`: rounds of wakes after the warm-up round.
         #[arg(long, default_value_t = 1)]
         wake_rounds: u32,
+        /// The caps (`max_scheduled`) to run instead of the default lists:
+        /// the herd's rounds (`--only wakes`, engine reuse on), one per
+        /// round in this order, and the parked spaces' lateness phases
+        /// (`--only lateness`). E.g. `--caps 4,8,4,8` compares two caps
+        /// without the rounds' order deciding.
+        #[arg(long, value_delimiter = ',')]
+        caps: Vec<usize>,
     },
     /// One probe of `bench serve`'s memory figure (run by it in a fresh process).
     #[command(hide = true)]
@@ -126,6 +133,7 @@ pub fn run(which: BenchCommand) -> anyhow::Result<ExitCode> {
             scale,
             only,
             wake_rounds,
-        } => crate::bench::schedule::run(scale, &only, wake_rounds),
+            caps,
+        } => crate::bench::schedule::run(scale, &only, wake_rounds, &caps),
     }
 }
