@@ -687,3 +687,35 @@ fn a_one_off_time_past_due_after_downtime_fires_once_counted_as_caught_up() {
         "not a catch-up"
     );
 }
+
+/// The waker dispatches at most `on_time_scheduled` activations while wakes
+/// are on time and up to `max_scheduled` once a due wake has waited past
+/// its threshold; passes of the second kind are counted.
+#[test]
+fn a_wake_on_time_leaves_the_waker_calm_and_late_wakes_make_it_catch_up() {
+    let (_dir, clock, h, _piece) = parked_space();
+    let catching_up = |h: &Host| h.counters().host().get(Counter::WakerCatchingUp);
+    let due = first_row(&h, "s").next_due_ms;
+    clock.set_ms(due);
+    wait("on-time wake", || {
+        c(&h, "s", Counter::ScheduleDelivered) == 1
+    });
+    parked(&h, "s");
+    assert_eq!(catching_up(&h), 0, "a wake fired at its due time");
+    // Three spaces due minutes ago (a host back from downtime).
+    deploy_parked(&h, &clock, "t");
+    deploy_parked(&h, &clock, "u");
+    let last = ["s", "t", "u"]
+        .iter()
+        .map(|s| first_row(&h, s).next_due_ms)
+        .max()
+        .unwrap();
+    clock.set_ms(last + 5 * MIN);
+    wait("late wakes", || {
+        ["t", "u"]
+            .iter()
+            .all(|s| c(&h, s, Counter::ScheduleDelivered) == 1)
+            && c(&h, "s", Counter::ScheduleDelivered) == 2
+    });
+    assert!(catching_up(&h) >= 1, "late wakes lift the on-time cap");
+}

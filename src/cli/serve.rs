@@ -167,6 +167,11 @@ pub struct ServeArgs {
     /// Scheduled activations in flight at once (caps a herd of due spaces).
     #[arg(long, env = "SPACEWAKE_MAX_SCHEDULED", default_value_t = 8)]
     pub max_scheduled: usize,
+    /// Scheduled activations dispatched at once while every due wake is
+    /// dispatched on time (within 5 ms); up to --max-scheduled while the
+    /// host catches up. Default: the machine's cores.
+    #[arg(long, env = "SPACEWAKE_ON_TIME_SCHEDULED")]
+    pub on_time_scheduled: Option<usize>,
     /// Engine images kept for reuse across tenures, at most (one per
     /// space-server thread, about 1 MiB each; 0: a new engine per tenure).
     /// Default: one per idle thread the host keeps, the larger of 16 and
@@ -363,6 +368,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             },
             jitter_window_ms: args.jitter_window_minutes * crate::schedule::grid::minute_ms(),
             max_scheduled: args.max_scheduled,
+            on_time_scheduled: args
+                .on_time_scheduled
+                .unwrap_or_else(crate::host::default_on_time_scheduled),
             lead_ms: args.schedule_lead_ms,
             scheduled_budget_us: args.scheduled_cpu_budget_ms.map(|ms| ms * 1_000),
             backoff: crate::schedule::backoff::BackoffPolicy {

@@ -97,6 +97,10 @@ pub struct ScheduleConfig {
     pub jitter_window_ms: u64,
     /// Scheduled activations in flight at once (caps a herd of due spaces).
     pub max_scheduled: usize,
+    /// Scheduled activations dispatched at once while wakes are on time
+    /// (no due wake has waited past `waker::CATCH_UP_AFTER_MS`); up to
+    /// `max_scheduled` while catching up. Default: the cores.
+    pub on_time_scheduled: usize,
     /// CPU µs per ledger window a space's `scheduled` bucket may spend
     /// before its scheduled wakes are skipped (per-space overrides live in
     /// the space's policy table). `None`: unlimited.
@@ -106,6 +110,11 @@ pub struct ScheduleConfig {
     /// How long before a parked space's wake falls due the waker activates
     /// it (0: at the due time). Firing still waits for the due time.
     pub lead_ms: u64,
+}
+
+/// The machine's cores (1 if unknown): the default on-time cap.
+pub fn default_on_time_scheduled() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl Default for ScheduleConfig {
@@ -118,6 +127,10 @@ impl Default for ScheduleConfig {
             // keep both cores busy; 32 lost a third of the throughput to
             // contention, and sessions stay responsive.
             max_scheduled: 8,
+            // Measured on two cores: a wake falling due alone fires sooner
+            // with no more activations than cores in flight (p99 1-2 ms
+            // against 15-25 ms at 8, 1,000 wakes within a second).
+            on_time_scheduled: default_on_time_scheduled(),
             scheduled_budget_us: None,
             backoff: crate::schedule::backoff::BackoffPolicy::default(),
             // Above an activation's cost in a busy herd (a few ms), far

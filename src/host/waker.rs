@@ -13,7 +13,10 @@
 //! - Bounded memory: it reads a window of the next wakes from the
 //!   directory's index (at most [`WINDOW`], and no more than it can act
 //!   on: [`pass_window`]), never every entry.
-//! - At most `max_scheduled` scheduled activations are in flight; a space
+//! - At most `on_time_scheduled` scheduled activations are dispatched at
+//!   once while every due wake is dispatched within [`CATCH_UP_AFTER_MS`]
+//!   of its due time, and at most `max_scheduled` once one has waited
+//!   longer (see [`plan`]); a space
 //!   is dispatched at most once until its firing reports back, so a due
 //!   space cannot be dispatched in a tight loop.
 //! - A parked space whose wake falls due within `lead_ms` is activated
@@ -52,6 +55,13 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// due is left alone this long (the projection may be early, by design).
 const EARLY_HOLDOFF_MS: u64 = 1_000;
 
+/// How long a due wake may wait for a slot before the waker allows more
+/// activations in flight than the on-time cap (up to `max_scheduled`).
+/// Why two caps: on time, fewer activations at once fire sooner (each one
+/// that ran recently waits behind the others for a core, the kernel's
+/// fairness); behind, more at once drain a backlog faster.
+pub(crate) const CATCH_UP_AFTER_MS: u64 = 5;
+
 /// What one pass of the waker knows: the time, the directory's window of
 /// upcoming wakes, and its own bookkeeping.
 pub(crate) struct PassInput<'a> {
@@ -66,8 +76,11 @@ pub(crate) struct PassInput<'a> {
     /// When an activation refused by another holder's lease is next retried.
     pub lease_retry_ms: Option<u64>,
     pub lead_ms: u64,
-    /// Scheduled activations in flight at most.
+    /// Scheduled activations in flight at most (catching up).
     pub cap: usize,
+    /// In flight at most while no due wake has waited past
+    /// [`CATCH_UP_AFTER_MS`] (at most `cap`).
+    pub on_time_cap: usize,
     /// Prepared spaces waiting at most.
     pub prepare_cap: usize,
     /// Preparing skips the budget check, so it is allowed only without a
@@ -90,6 +103,9 @@ pub(crate) struct Plan {
     /// More due spaces than the cap allowed: if a planned firing does not
     /// happen (skipped for budget, refused), plan again at once.
     pub capped: bool,
+    /// A due wake had waited past [`CATCH_UP_AFTER_MS`]: the pass allowed
+    /// up to the full cap in flight.
+    pub catching_up: bool,
     /// When to look again unless poked: the earliest deferral's end, lease
     /// retry, wake within the lead, or a later wake minus the lead.
     pub wake_at_ms: Option<u64>,
@@ -112,6 +128,18 @@ pub(crate) fn plan(i: &PassInput<'_>) -> Plan {
     };
     let mut dispatched = i.in_flight.len();
     let busy = |space: &str| i.in_flight.contains(space) || i.deferred.contains_key(space);
+    // The window is in due order: the first due wake not yet dispatched
+    // has waited longest.
+    let oldest_due = (i.upcoming.iter())
+        .take_while(|w| w.at_ms <= now)
+        .find(|w| !busy(&w.space))
+        .map(|w| w.at_ms);
+    p.catching_up = oldest_due.is_some_and(|at| now - at > CATCH_UP_AFTER_MS);
+    let cap = if p.catching_up {
+        i.cap
+    } else {
+        i.on_time_cap.clamp(1, i.cap.max(1))
+    };
     for wake in i.upcoming {
         let (space, at) = (&wake.space, wake.at_ms);
         if at > now + i.lead_ms {
@@ -126,7 +154,7 @@ pub(crate) fn plan(i: &PassInput<'_>) -> Plan {
             if busy(space) || i.prepared.contains_key(space) || !may_prepare {
                 continue;
             }
-            if dispatched >= i.cap || i.prepared.len() + p.prepare.len() >= i.prepare_cap {
+            if dispatched >= cap || i.prepared.len() + p.prepare.len() >= i.prepare_cap {
                 continue;
             }
             dispatched += 1;
@@ -139,8 +167,13 @@ pub(crate) fn plan(i: &PassInput<'_>) -> Plan {
         if busy(space) {
             continue;
         }
-        if dispatched >= i.cap {
+        if dispatched >= cap {
             p.capped = true;
+            if cap < i.cap {
+                // Look again when the wait passes the threshold, should no
+                // firing finish before.
+                soon(at.max(now) + CATCH_UP_AFTER_MS + 1, &mut p);
+            }
             break; // a finishing firing pokes the waker
         }
         dispatched += 1;
@@ -230,9 +263,13 @@ fn directory_pass(
             lease_retry_ms: inner.next_lease_retry(),
             lead_ms: inner.cfg.schedule.lead_ms,
             cap,
+            on_time_cap: inner.cfg.schedule.on_time_scheduled,
             prepare_cap,
             host_budget: inner.cfg.schedule.scheduled_budget_us.is_some(),
         });
+        if p.catching_up {
+            inner.counters.add_host(Counter::WakerCatchingUp, 1);
+        }
         let short = carry_out(inner, &p, now, deferred, prepared);
         if !(p.capped && short) {
             return p.wake_at_ms;
@@ -341,6 +378,7 @@ mod tests {
             lease_retry_ms: None,
             lead_ms: 100,
             cap: 2,
+            on_time_cap: 2,
             prepare_cap: 8,
             host_budget: false,
         }
@@ -372,6 +410,52 @@ mod tests {
         let none = HashSet::new();
         let p = plan(&input(&up, &none, &HashMap::new(), &HashMap::new()));
         assert_eq!(names(&p.fire), ["a", "b"]);
+    }
+
+    #[test]
+    fn on_time_the_on_time_cap_holds_and_a_wake_waiting_past_the_threshold_lifts_it() {
+        let none = HashSet::new();
+        let empty = HashMap::new();
+        // Due 0 and 5 ms ago: on time, one activation at once.
+        let up = [wake("a", 995, None), wake("b", 1_000, None)];
+        let mut i = input(&up, &none, &empty, &empty);
+        (i.cap, i.on_time_cap) = (3, 1);
+        let p = plan(&i);
+        assert_eq!(names(&p.fire), ["a"]);
+        assert!(p.capped && !p.catching_up);
+        assert_eq!(
+            p.wake_at_ms,
+            Some(1_000 + CATCH_UP_AFTER_MS + 1),
+            "looks again when b's wait would pass the threshold"
+        );
+        // a is in flight and b has waited 6 ms: up to the full cap.
+        let up = [
+            wake("a", 994, None),
+            wake("b", 994, None),
+            wake("c", 999, None),
+            wake("d", 1_000, None),
+        ];
+        let flying = HashSet::from(["a".to_string()]);
+        let mut i = input(&up, &flying, &empty, &empty);
+        (i.cap, i.on_time_cap) = (3, 1);
+        let p = plan(&i);
+        assert!(p.catching_up);
+        assert_eq!(names(&p.fire), ["b", "c"], "three in flight with a");
+        assert!(p.capped);
+        // Preparing ahead takes an on-time slot too.
+        let up = [wake("e", 1_050, Some(false)), wake("f", 1_060, Some(false))];
+        let mut i = input(&up, &none, &empty, &empty);
+        (i.cap, i.on_time_cap) = (3, 1);
+        assert_eq!(plan(&i).prepare, [("e".to_string(), 1_050)]);
+        // An on-time cap above the cap is the cap.
+        let up = [
+            wake("a", 1_000, None),
+            wake("b", 1_000, None),
+            wake("c", 1_000, None),
+        ];
+        let mut i = input(&up, &none, &empty, &empty);
+        (i.cap, i.on_time_cap) = (2, 16);
+        assert_eq!(names(&plan(&i).fire), ["a", "b"]);
     }
 
     #[test]

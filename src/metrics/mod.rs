@@ -107,6 +107,7 @@ counters! {
     ScheduleOneOffCaughtUp => ("schedule", "oneOffCaughtUp", Counter, "One-off (at) wakes fired a minute or more after their time (the host was down or the space could not be woken)"),
     ActivationsSchedule => ("activation", "bySchedule", Counter, "Activations triggered by a due schedule"),
     WakerPasses => ("schedule", "wakerPasses", Counter, "Passes the waker finished over the directory (it sleeps between)"),
+    WakerCatchingUp => ("schedule", "wakerCatchUpPasses", Counter, "Waker passes that found a due wake waiting past 5 ms and allowed up to max_scheduled activations in flight (on time: at most on_time_scheduled)"),
     LatenessLe10Ms => ("schedule", "wakeLatenessLe10Ms", Counter, "Wakes fired within 10 ms of their due time (histogram bucket)"),
     LatenessLe100Ms => ("schedule", "wakeLatenessLe100Ms", Counter, "Wakes fired within 100 ms of their due time (histogram bucket)"),
     LatenessLe1000Ms => ("schedule", "wakeLatenessLe1000Ms", Counter, "Wakes fired within 1 s of their due time (histogram bucket)"),
