@@ -127,9 +127,10 @@ impl Default for ScheduleConfig {
             // keep both cores busy; 32 lost a third of the throughput to
             // contention, and sessions stay responsive.
             max_scheduled: 8,
-            // Measured on two cores: a wake falling due alone fires sooner
-            // with no more activations than cores in flight (p99 1-2 ms
-            // against 15-25 ms at 8, 1,000 wakes within a second).
+            // Measured on two cores, 1,000 wakes due within a second: no
+            // more activations in flight than cores fired nearly all within
+            // 2 ms while the machine kept up, 8 made single wakes 15-25 ms
+            // late (spec/performance.md, session 37).
             on_time_scheduled: default_on_time_scheduled(),
             scheduled_budget_us: None,
             backoff: crate::schedule::backoff::BackoffPolicy::default(),

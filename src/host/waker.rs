@@ -172,7 +172,7 @@ pub(crate) fn plan(i: &PassInput<'_>) -> Plan {
             if cap < i.cap {
                 // Look again when the wait passes the threshold, should no
                 // firing finish before.
-                soon(at.max(now) + CATCH_UP_AFTER_MS + 1, &mut p);
+                soon(at + CATCH_UP_AFTER_MS + 1, &mut p);
             }
             break; // a finishing firing pokes the waker
         }
@@ -416,8 +416,8 @@ mod tests {
     fn on_time_the_on_time_cap_holds_and_a_wake_waiting_past_the_threshold_lifts_it() {
         let none = HashSet::new();
         let empty = HashMap::new();
-        // Due 0 and 5 ms ago: on time, one activation at once.
-        let up = [wake("a", 995, None), wake("b", 1_000, None)];
+        // Due 5 and 2 ms ago: on time, one activation at once.
+        let up = [wake("a", 995, None), wake("b", 998, None)];
         let mut i = input(&up, &none, &empty, &empty);
         (i.cap, i.on_time_cap) = (3, 1);
         let p = plan(&i);
@@ -425,7 +425,7 @@ mod tests {
         assert!(p.capped && !p.catching_up);
         assert_eq!(
             p.wake_at_ms,
-            Some(1_000 + CATCH_UP_AFTER_MS + 1),
+            Some(998 + CATCH_UP_AFTER_MS + 1),
             "looks again when b's wait would pass the threshold"
         );
         // a is in flight and b has waited 6 ms: up to the full cap.
