@@ -3,7 +3,7 @@
 
 import { spawn, spawnSync } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -78,6 +78,21 @@ export class Server {
     const gone = new Promise((r) => this.process.once("exit", r));
     this.process.kill(signal);
     await gone;
+  }
+
+  /** Stops the process with SIGSTOP and waits until every one of its
+   * threads is stopped: `kill` only queues the signal, and a thread still
+   * running could read what is sent right after (Linux's /proc). */
+  async freeze(): Promise<void> {
+    const pid = this.process.pid!;
+    this.process.kill("SIGSTOP");
+    const stopped = () =>
+      readdirSync(`/proc/${pid}/task`).every((tid) => {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+        return state === "T" || state === "t";
+      });
+    await eventually("the server stopped", stopped, 5_000);
   }
 
   /** A new server on the same data directory and address (after `stop`). */

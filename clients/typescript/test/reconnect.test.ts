@@ -94,7 +94,7 @@ test("a request in flight when the connection drops: a send is resent with its e
   const s = await open(server, me, "stopped", { create: true, reconnect: { initialDelayMs: 50, maxDelayMs: 300 } });
   const piece = await s.deploy({ files: { "counter.tsx": COUNTER }, argument: { value: 0 } });
   // A stopped process reads nothing: these are certainly unanswered.
-  server.process.kill("SIGSTOP");
+  await server.freeze();
   const send = s.send(piece, "increment", { amount: 7 }, { eventId: "while-stopped" });
   const deployLost = assert.rejects(s.deploy({ files: { "counter.tsx": COUNTER } }), ConnectionLostError);
   await sleep(100);
@@ -125,7 +125,7 @@ test("a server gone silent is dropped by the heartbeat; the session resumes when
   const piece = await s.deploy({ files: { "counter.tsx": COUNTER }, argument: { value: 0 } });
   const { seen, done } = collect(await s.track(piece, "value"), (u) => u.value === 1);
   await eventually("the current value", () => seen.length === 1);
-  server.process.kill("SIGSTOP");
+  await server.freeze();
   await eventually("the heartbeat gave up", () => s.state === "reconnecting", 5_000);
   await eventually("an attempt timed out", () => rec.states.some(([, d]) => d.error instanceof TimeoutError), 5_000);
   server.process.kill("SIGCONT");
@@ -183,7 +183,7 @@ test("with reconnect off, a drop ends the session and fails what waits", async (
   const tracker = await s.track(piece, "value");
   const it = tracker[Symbol.asyncIterator]();
   await it.next();
-  server.process.kill("SIGSTOP");
+  await server.freeze();
   const sendFails = assert.rejects(s.send(piece, "increment", {}), ConnectionClosedError);
   await server.stop("SIGKILL");
   const failure = await s.done;
