@@ -719,3 +719,42 @@ fn a_wake_on_time_leaves_the_waker_calm_and_late_wakes_make_it_catch_up() {
     });
     assert!(catching_up(&h) >= 1, "late wakes lift the on-time cap");
 }
+
+#[test]
+fn a_herd_of_wakes_runs_on_no_more_threads_and_engines_than_its_cap() {
+    // A tenure frees its slot once its thread is idle again, so the next
+    // wake takes that thread and its engine image rather than a new one.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let cap = 3;
+    let h = common::manual_host(dir.path(), clock.clone(), |c| {
+        c.schedule.max_scheduled = cap;
+        c.schedule.on_time_scheduled = cap;
+    });
+    let spaces: Vec<String> = (0..24).map(|i| format!("herd{i}")).collect();
+    for s in &spaces {
+        deploy_parked(&h, &clock, s);
+    }
+    let host = |k| h.counters().host().get(k);
+    let threads0 = host(Counter::ServerThreadsStarted);
+    let built0 = host(Counter::EngineSandboxesBuilt);
+    let last = spaces
+        .iter()
+        .map(|s| first_row(&h, s).next_due_ms)
+        .max()
+        .unwrap();
+    clock.set_ms(last + MIN);
+    wait("the herd delivered", || {
+        spaces
+            .iter()
+            .all(|s| c(&h, s, Counter::ScheduleDelivered) == 1)
+    });
+    let threads = host(Counter::ServerThreadsStarted) - threads0;
+    let built = host(Counter::EngineSandboxesBuilt) - built0;
+    assert!(
+        threads <= cap as i64,
+        "{threads} threads started at cap {cap}"
+    );
+    assert!(built <= cap as i64, "{built} engines built at cap {cap}");
+    assert_eq!(host(Counter::ScheduleFired), 24);
+}

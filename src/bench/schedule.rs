@@ -685,6 +685,8 @@ fn wakes(
         let c = h.counters().host();
         let fired = c.get(Counter::ScheduleFired);
         let activations = c.get(Counter::ActivationsSchedule);
+        let built = c.get(Counter::EngineSandboxesBuilt);
+        let started = c.get(Counter::ServerThreadsStarted);
         h.shutdown();
         ensure!(
             h.park_all_idle(60_000) == 0,
@@ -705,7 +707,7 @@ fn wakes(
             .or_default()
             .push(cpu / herd as f64);
         println!(
-            "wakes: {herd} parked spaces due at once, round {}, {:.0} wakes/s end to end (max_scheduled {cap}, engine reuse {}; {fired} fired, {activations} activations; first delivered after {:.0} ms; {:.2} ms CPU per wake, of which the waker thread {:.2} ms, {:.2}x the bare wake (target <= 1.5x); target >= 2000/s)",
+            "wakes: {herd} parked spaces due at once, round {}, {:.0} wakes/s end to end (max_scheduled {cap}, engine reuse {}; {fired} fired, {activations} activations, {built} engines built, {started} threads started; first delivered after {:.0} ms; {:.2} ms CPU per wake, of which the waker thread {:.2} ms, {:.2}x the bare wake (target <= 1.5x); target >= 2000/s)",
             k + 1,
             herd as f64 / secs,
             if reuse { "on" } else { "off" },

@@ -16,6 +16,14 @@
 //!   list only by being taken (then it waits for its job without a
 //!   timeout) or by removing itself under the list's lock when it gives up.
 //! - At most `max_idle` threads wait; each waits at most `keep`.
+//! - What a job hands to [`when_idle`] runs after its thread is back on the
+//!   idle list (or about to exit). A job that frees a slot there (a
+//!   scheduled activation's) lets the next activation take this thread,
+//!   with its engine image, instead of a new one: freed earlier, the slot
+//!   was refilled while the thread was still finishing, and a herd of
+//!   wakes at cap 8 ran 20-40 threads, most of them building engines
+//!   because the images were held by idle threads (`spec/performance.md`,
+//!   *Session 38*).
 
 use crate::metrics::{Counter, Counters};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -23,6 +31,39 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// What a job leaves for [`when_idle`] (on its own thread).
+type Later = Box<dyn FnOnce()>;
+
+thread_local! {
+    /// On a pool thread: what its job left to run once the thread is idle.
+    static WHEN_IDLE: std::cell::RefCell<Option<Vec<Later>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` once the calling pool thread has finished its job and is ready
+/// for another (at once on a thread outside the pool).
+pub(crate) fn when_idle(f: impl FnOnce() + 'static) {
+    let f: Later = Box::new(f);
+    let now = WHEN_IDLE.with(|w| match w.borrow_mut().as_mut() {
+        Some(later) => {
+            later.push(f);
+            None
+        }
+        None => Some(f),
+    });
+    if let Some(f) = now {
+        f();
+    }
+}
+
+/// Runs what the finished job left for [`when_idle`].
+fn run_when_idle() {
+    let later = WHEN_IDLE.with(|w| w.borrow_mut().as_mut().map(std::mem::take));
+    for f in later.into_iter().flatten() {
+        f();
+    }
+}
 
 /// What an idle thread is handed: a job, or leave now.
 enum Msg {
@@ -120,6 +161,7 @@ impl Pool {
     }
 
     fn work(&self, id: u64, tx: Sender<Msg>, rx: Receiver<Msg>) {
+        WHEN_IDLE.with(|w| *w.borrow_mut() = Some(Vec::new()));
         // The first job was sent before the thread started.
         let mut next = rx.try_recv().ok();
         while let Some(Msg::Run(job)) = next.take() {
@@ -128,10 +170,13 @@ impl Pool {
             {
                 let mut idle = self.lock();
                 if idle.len() >= self.max_idle {
+                    drop(idle);
+                    run_when_idle();
                     return;
                 }
                 idle.push(Idle { id, tx: tx.clone() });
             }
+            run_when_idle();
             next = match rx.recv_timeout(self.keep) {
                 Ok(job) => Some(job),
                 Err(RecvTimeoutError::Timeout) => {
@@ -202,6 +247,46 @@ mod tests {
         let c = pool.counters.host();
         assert_eq!(c.get(Counter::ServerThreadsStarted), 1);
         assert_eq!(c.get(Counter::ServerThreadsReused), 19);
+    }
+
+    /// Job `i` of `n`: its thread, then (once idle) the next job.
+    fn chained(pool: Arc<Pool>, i: usize, n: usize, tx: mpsc::Sender<std::thread::ThreadId>) {
+        pool.clone()
+            .run(format!("job{i}"), move || {
+                tx.send(std::thread::current().id()).unwrap();
+                if i + 1 < n {
+                    when_idle(move || chained(pool, i + 1, n, tx));
+                }
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn what_a_job_leaves_for_when_idle_runs_once_its_thread_can_take_the_next_job() {
+        // Each job starts the next one as it finishes (as a scheduled
+        // tenure frees the waker's slot): one thread serves the chain.
+        let pool = Pool::new(256 * 1024, 4, Duration::from_secs(10), Counters::new());
+        let (tx, rx) = mpsc::channel();
+        chained(pool.clone(), 0, 20, tx);
+        let threads: std::collections::HashSet<_> = (0..20)
+            .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+            .collect();
+        assert_eq!(threads.len(), 1);
+        assert_eq!(pool.counters.host().get(Counter::ServerThreadsStarted), 1);
+        // A thread that exits (no idle place left) still runs it.
+        let full = Pool::new(256 * 1024, 0, Duration::from_secs(10), Counters::new());
+        let (tx, rx) = mpsc::channel();
+        full.run("last".into(), move || {
+            when_idle(move || tx.send(7).unwrap())
+        })
+        .unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 7);
+        // Off the pool, at once.
+        let ran = std::cell::Cell::new(false);
+        let ran = std::rc::Rc::new(ran);
+        let r = ran.clone();
+        when_idle(move || r.set(true));
+        assert!(ran.get());
     }
 
     #[test]

@@ -634,16 +634,21 @@ impl Server {
                     }
                 }
                 let _ = self.rt.stop();
-                if firing {
-                    inner.end_scheduled(&id);
-                }
                 end_tenure(&inner, &counters, &id);
+                if firing {
+                    // Once this thread can take the next activation (see
+                    // `pool::when_idle`).
+                    let (inner, id) = (inner.clone(), id.clone());
+                    super::pool::when_idle(move || inner.end_scheduled(&id));
+                }
                 // Trimming walks every arena (~10% of a scheduled wake's CPU in
-                // a herd): skip it while scheduled activations are in flight,
+                // a herd): skip it while other scheduled activations are in
+                // flight (this one still counts until its thread is idle),
                 // except every 32nd park, and trim on every other park so a
                 // quiet host hands its memory back.
                 let parks = counters.get(Counter::Parks);
-                if inner.scheduled_in_flight().is_empty() || parks % 32 == 31 {
+                let others = inner.scheduled_in_flight().iter().any(|s| *s != id);
+                if !others || parks % 32 == 31 {
                     crate::allocator::release_freed_memory();
                 }
                 counters.inc(Counter::Parks);
