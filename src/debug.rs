@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 /// Commits forever: each commit sets a fresh document, patches a counter
 /// document and appends an event. Prints `ack SEQ` once a commit returned.
+/// Closes and reopens the space every 8 commits, so a kill may also land
+/// in a close's checkpoint and WAL restart (`FileSpace::checkpoint_if_large`).
 pub fn crash_writer(data: &Path, space: &str) -> anyhow::Result<ExitCode> {
     let store = Store::open(
         StoreConfig::new(data),
@@ -51,6 +53,10 @@ pub fn crash_writer(data: &Path, space: &str) -> anyhow::Result<ExitCode> {
         let seq = sp.commit(req)?.seq.expect("a commit with ops has a seq");
         writeln!(out, "ack {seq}")?;
         out.flush()?;
+        if seq % 8 == 0 {
+            drop(sp);
+            sp = store.open_space(space)?;
+        }
     }
 }
 

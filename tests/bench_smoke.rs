@@ -66,7 +66,7 @@ fn bench_schedule_prints_its_side_by_side_figures() {
             "(max_scheduled 32, engine reuse on;",
             "(max_scheduled 8, engine reuse off;",
             "(max_scheduled 8, engine reuse on;",
-            "wakes: max_scheduled 8, engine reuse on, mean of 3 rounds:",
+            "wakes: max_scheduled 8, engine reuse on, mean of 4 rounds:",
             "with the engine-image cache full",
             "lateness: 20 entries due within 1 s, 20 parked spaces, max_scheduled 8: p50",
             "lateness: 20 entries due within 1 s, 20 parked spaces, max_scheduled 4: p50",

@@ -667,12 +667,23 @@ fn plane_only_bookkeeping_never_creates_a_commit() {
 }
 
 #[test]
-fn a_closed_space_keeps_a_small_wal_and_truncates_a_large_one() {
+fn a_closed_space_keeps_a_small_wal_checkpoints_a_larger_one_in_place_and_truncates_a_huge_one() {
     let t = store();
     t.store.create_space("s1", "did:key:alice").unwrap();
     let path = t.store.space_path("s1");
     let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
     let shm = std::path::PathBuf::from(format!("{}-shm", path.display()));
+    // What the main file holds by itself, read from a copy without the WAL.
+    let main_file_alone = |key: &str| -> Option<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("alone.sqlite");
+        std::fs::copy(&path, &copy).unwrap();
+        let conn = rusqlite::Connection::open(&copy).unwrap();
+        conn.query_row("SELECT value FROM docs WHERE id = ?1", [key], |r| {
+            r.get::<_, String>(0)
+        })
+        .ok()
+    };
     {
         let mut s = t.store.open_space("s1").unwrap();
         s.commit(authored().op(set("a", json!(1)))).unwrap();
@@ -680,10 +691,11 @@ fn a_closed_space_keeps_a_small_wal_and_truncates_a_large_one() {
     // Small: the WAL and its index stay for the next open (no file churn).
     let small = std::fs::metadata(&wal).unwrap().len();
     assert!(
-        small > 0 && small <= CLOSE_CHECKPOINT_BYTES,
+        small > 0 && small <= CLOSE_CHECKPOINT_FRAMES as u64 * 4120,
         "WAL {small} bytes"
     );
     assert!(shm.exists());
+    assert_eq!(main_file_alone("a"), None, "still only in the WAL");
     // A second process reads the commit through the kept WAL.
     let other = t.reopen_with(|_| {});
     assert_eq!(
@@ -696,20 +708,26 @@ fn a_closed_space_keeps_a_small_wal_and_truncates_a_large_one() {
             .value,
         json!(1)
     );
-    // Large: checkpointed into the main file and truncated at close.
+    let blob = "x".repeat(64 * 1024);
+    // Larger: checkpointed into the main file at close; the WAL file keeps
+    // its length for the next writes.
     {
         let mut s = t.store.open_space("s1").unwrap();
-        let blob = "x".repeat(64 * 1024);
-        for i in 0..8 {
+        for i in 0..4 {
             s.commit(authored().op(set(&format!("big{i}"), json!(blob))))
                 .unwrap();
         }
     }
-    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+    let kept = std::fs::metadata(&wal).unwrap().len();
+    assert!(
+        kept > 256 * 1024 && kept <= KEEP_WAL_BYTES,
+        "WAL {kept} bytes"
+    );
+    assert!(main_file_alone("a").is_some() && main_file_alone("big3").is_some());
     let mut s = t.store.open_space("s1").unwrap();
     assert_eq!(s.read("a").unwrap().unwrap().value, json!(1));
     assert_eq!(
-        s.read("big7")
+        s.read("big3")
             .unwrap()
             .unwrap()
             .value
@@ -718,6 +736,21 @@ fn a_closed_space_keeps_a_small_wal_and_truncates_a_large_one() {
             .len(),
         64 * 1024
     );
+    // The stale frames past the restarted WAL's start are never read back:
+    // a write after the reopen is what the next open sees.
+    s.commit(authored().op(set("a", json!(2)))).unwrap();
+    drop(s);
+    let mut s = t.store.open_space("s1").unwrap();
+    assert_eq!(s.read("a").unwrap().unwrap().value, json!(2));
+    assert_eq!(s.read("big0").unwrap().unwrap().value, json!(blob));
+    // Huge (a busy tenure's): checkpointed and truncated.
+    for i in 0..20 {
+        s.commit(authored().op(set(&format!("huge{i}"), json!(blob))))
+            .unwrap();
+    }
+    drop(s);
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+    assert!(main_file_alone("huge19").is_some());
 }
 
 #[test]

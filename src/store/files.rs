@@ -154,7 +154,7 @@ pub(crate) fn configure_sqlite() {
 /// deleting them at the last close and creating them at the next open.
 /// Creating and unlinking two files per activation was about a third of a
 /// scheduled wake's CPU (inode allocation on ext4). A parked space keeps a
-/// WAL of at most `space::CLOSE_CHECKPOINT_BYTES` and a 32 KiB index.
+/// WAL of at most `space::KEEP_WAL_BYTES` and a 32 KiB index.
 fn keep_wal_files(conn: &Connection, path: &Path) -> StoreResult<()> {
     let mut on: std::ffi::c_int = 1;
     // SAFETY: the handle is live for the call; PERSIST_WAL reads and writes
@@ -178,7 +178,7 @@ fn keep_wal_files(conn: &Connection, path: &Path) -> StoreResult<()> {
     conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
         .at(path)?;
     // Closing does not checkpoint by itself: `FileSpace`'s drop decides, by the
-    // WAL's size (see `space::CLOSE_CHECKPOINT_BYTES`).
+    // WAL's frames (see `space::CLOSE_CHECKPOINT_FRAMES`).
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
         true,

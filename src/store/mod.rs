@@ -117,7 +117,7 @@ pub use records::{
     EventRecord, Lease, LoggedOp, NewEvent, StreamState, MAX_VALUE_DEPTH,
 };
 pub use shared::WakeListener;
-pub use space::{FileSpace, CLOSE_CHECKPOINT_BYTES};
+pub use space::{FileSpace, CLOSE_CHECKPOINT_FRAMES, KEEP_WAL_BYTES};
 
 /// Space ids name files, so they are restricted to a safe alphabet.
 pub fn validate_space_id(id: &str) -> StoreResult<()> {

@@ -43,9 +43,10 @@ pub struct FileSpace {
     path: PathBuf,
     conn: Connection,
     access: FileAccess,
-    /// `PRAGMA wal_autocheckpoint` as set by [`FileSpace::defer_checkpoints`],
-    /// re-applied when the connection is reopened.
-    autocheckpoint_pages: Option<u32>,
+    /// The WAL's frames after the last commit, and the automatic
+    /// checkpoint (SQLite's WAL hook, see [`WalWatch`]). Declared after
+    /// `conn`, so it outlives the connection whose hook points at it.
+    wal: Box<WalWatch>,
     /// Why the connection is gone (its reopen failed); every call fails.
     lost: Option<String>,
     shared: Arc<StoreShared>,
@@ -81,11 +82,81 @@ impl Drop for FileSpace {
     }
 }
 
-/// A closing space checkpoints (and truncates) its WAL only past this size.
-/// Below it the WAL stays beside the file for the next activation, which
-/// saves each short tenure (a scheduled wake) the checkpoint's three
-/// fsyncs; a parked space keeps at most this much WAL on disk.
-pub const CLOSE_CHECKPOINT_BYTES: u64 = 256 * 1024;
+/// A closing space checkpoints its WAL only past this many frames (256 KiB
+/// at the default 4 KiB page). Below it the WAL stays beside the file for
+/// the next activation, which saves each short tenure (a scheduled wake)
+/// the checkpoint's fsyncs.
+pub const CLOSE_CHECKPOINT_FRAMES: u32 = 64;
+
+/// A closing space's WAL file longer than this is truncated when it is
+/// checkpointed; shorter, it keeps its length for the next writes (see
+/// `FileSpace::checkpoint_if_large`). A parked space keeps at most this
+/// much WAL on disk, or at most [`CLOSE_CHECKPOINT_FRAMES`] frames.
+pub const KEEP_WAL_BYTES: u64 = 1024 * 1024;
+
+/// SQLite's WAL hook for one connection: counts the WAL's frames after each
+/// commit (what the close decides its checkpoint by) and stands in for
+/// SQLite's automatic checkpoint, which is itself a WAL hook and would be
+/// replaced by this one.
+pub(crate) struct WalWatch {
+    frames: std::cell::Cell<u32>,
+    /// A passive checkpoint runs after a commit leaves at least this many
+    /// frames (SQLite's default: 1,000).
+    autocheckpoint: std::cell::Cell<u32>,
+}
+
+impl Default for WalWatch {
+    fn default() -> Self {
+        WalWatch {
+            frames: 0.into(),
+            autocheckpoint: 1000.into(),
+        }
+    }
+}
+
+impl WalWatch {
+    /// Installs the hook on `conn`, which must close before `self` moves or
+    /// drops (a `FileSpace` declares its connection first).
+    fn watch(&self, conn: &Connection) {
+        unsafe extern "C" fn after_commit(
+            watch: *mut std::ffi::c_void,
+            db: *mut rusqlite::ffi::sqlite3,
+            name: *const std::ffi::c_char,
+            frames: std::ffi::c_int,
+        ) -> std::ffi::c_int {
+            // SAFETY: `watch` is the `WalWatch` the hook was installed with,
+            // alive while its connection is; SQLite calls this on the
+            // connection's own thread, after the commit, outside any lock.
+            let watch = unsafe { &*(watch as *const WalWatch) };
+            let frames = u32::try_from(frames).unwrap_or(0);
+            watch.frames.set(frames);
+            let limit = watch.autocheckpoint.get();
+            if limit > 0 && frames >= limit {
+                // SAFETY: as SQLite's own automatic checkpoint does, from
+                // its WAL hook, with the database name it passed.
+                unsafe {
+                    rusqlite::ffi::sqlite3_wal_checkpoint_v2(
+                        db,
+                        name,
+                        rusqlite::ffi::SQLITE_CHECKPOINT_PASSIVE,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    );
+                }
+            }
+            rusqlite::ffi::SQLITE_OK
+        }
+        // SAFETY: the handle is live; the pointer stays valid for the
+        // connection's life (see above).
+        unsafe {
+            rusqlite::ffi::sqlite3_wal_hook(
+                conn.handle(),
+                Some(after_commit),
+                self as *const WalWatch as *mut std::ffi::c_void,
+            );
+        }
+    }
+}
 
 impl FileSpace {
     /// `directory_view`: the space's projection as the directory has it.
@@ -108,7 +179,7 @@ impl FileSpace {
             path,
             conn,
             access,
-            autocheckpoint_pages: None,
+            wal: Box::default(),
             lost: None,
             shared,
             counters,
@@ -119,6 +190,7 @@ impl FileSpace {
             memo: HookMemo::default(),
             page_size: None,
         };
+        space.wal.watch(&space.conn);
         // Start from the truth in the file; correcting the directory here is
         // safe because no commit of ours is in flight. Usually the directory
         // is right, and a read (no write lock) shows it.
@@ -186,18 +258,10 @@ impl FileSpace {
             Connection::open_in_memory().expect("in-memory SQLite always opens"),
         );
         drop(closing);
-        let reopened = self
-            .shared
-            .connect(&self.path, true, FileAccess::Shared)
-            .and_then(|conn| {
-                if let Some(pages) = self.autocheckpoint_pages {
-                    conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))
-                        .at(&self.path)?;
-                }
-                Ok(conn)
-            });
+        let reopened = self.shared.connect(&self.path, true, FileAccess::Shared);
         match reopened {
             Ok(conn) => {
+                self.wal.watch(&conn);
                 self.conn = conn;
                 self.access = FileAccess::Shared;
                 self.counters.inc(Counter::SpacesReopenedShared);
@@ -581,32 +645,62 @@ impl FileSpace {
     /// the default threshold.
     pub fn defer_checkpoints(&mut self, safety_pages: u32) -> StoreResult<()> {
         self.check_open()?;
-        self.autocheckpoint_pages = Some(safety_pages);
-        let r = self
-            .conn
-            .execute_batch(&format!("PRAGMA wal_autocheckpoint = {safety_pages};"))
-            .at(&self.path);
-        self.guard(r)
+        self.wal.autocheckpoint.set(safety_pages);
+        Ok(())
     }
 
-    /// At close: checkpoint and truncate the WAL if it has grown past
-    /// [`CLOSE_CHECKPOINT_BYTES`] (connections never checkpoint on close by
-    /// themselves; see `FileStore::connect`). Best effort: a busy or failed
-    /// checkpoint leaves the WAL for the next one, which is always safe.
+    /// At close: checkpoint the WAL if it holds more than
+    /// [`CLOSE_CHECKPOINT_FRAMES`] (connections never checkpoint on close by
+    /// themselves; see `FileStore::connect`), and start it over in place.
+    /// Best effort: a busy or failed checkpoint leaves the WAL for the next
+    /// one, which is always safe.
+    ///
+    /// The WAL file keeps its length: a RESTART checkpoint, then one small
+    /// write (the schema version, unchanged), which SQLite writes at the
+    /// WAL's start under a new salt, so the next open's recovery reads one
+    /// frame and stops at the first stale one. Truncating it instead (what
+    /// this did until session 38) cost a herd round that checkpointed
+    /// 0.5 ms a wake more and the round after it 0.15 ms more (the truncate
+    /// dropping the WAL's cached pages and blocks, the next writes
+    /// allocating them again). A WAL file past [`KEEP_WAL_BYTES`] (a busy
+    /// tenure's) is still truncated.
     fn checkpoint_if_large(&mut self) {
         if self.quarantined.is_some() || self.lost.is_some() {
             return;
         }
+        if self.wal.frames.get() <= CLOSE_CHECKPOINT_FRAMES {
+            return;
+        }
+        // A checkpoint that waits for readers waits through the busy
+        // handler; a closing space must not wait on another process's
+        // reader, so it gives up at once and leaves it for next time.
+        let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
         let wal = PathBuf::from(format!("{}-wal", self.path.display()));
         let len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-        if len > CLOSE_CHECKPOINT_BYTES {
-            // A TRUNCATE checkpoint waits for readers through the busy
-            // handler; a closing space must not wait on another process's
-            // reader, so it gives up at once and leaves it for next time.
-            let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
+        if len > KEEP_WAL_BYTES {
             let _ = self
                 .conn
                 .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            return;
+        }
+        let done = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            });
+        if let Ok((0, frames, copied)) = done {
+            if frames > 0 && frames == copied {
+                let version = super::migrate::SPACE_MIGRATIONS
+                    .last()
+                    .map_or(0, |m| m.version);
+                let _ = self
+                    .conn
+                    .execute_batch(&format!("PRAGMA user_version = {version};"));
+            }
         }
     }
 
@@ -621,10 +715,16 @@ impl FileSpace {
             .busy_timeout(std::time::Duration::from_secs(1))
             .and_then(|()| {
                 self.conn
-                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                        r.get::<_, i64>(0)
+                    })
             })
             .at(&self.path);
-        self.guard(r)
+        if let Ok(0) = r {
+            // Nothing left for the close to checkpoint.
+            self.wal.frames.set(0);
+        }
+        self.guard(r.map(|_| ()))
     }
 
     /// A passive checkpoint: copies what it can without waiting on readers.
