@@ -656,7 +656,7 @@ impl FileSpace {
     /// one, which is always safe.
     ///
     /// The WAL file keeps its length: a RESTART checkpoint, then one small
-    /// write (the schema version, unchanged), which SQLite writes at the
+    /// write (the file's schema version, unchanged), which SQLite writes at the
     /// WAL's start under a new salt, so the next open's recovery reads one
     /// frame and stops at the first stale one. Truncating it instead (what
     /// this did until session 38) cost a herd round that checkpointed
@@ -694,12 +694,16 @@ impl FileSpace {
             });
         if let Ok((0, frames, copied)) = done {
             if frames > 0 && frames == copied {
-                let version = super::migrate::SPACE_MIGRATIONS
-                    .last()
-                    .map_or(0, |m| m.version);
-                let _ = self
+                // The version the file has (a file migrated to an earlier
+                // target keeps its own).
+                let version = self
                     .conn
-                    .execute_batch(&format!("PRAGMA user_version = {version};"));
+                    .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+                if let Ok(v) = version {
+                    let _ = self
+                        .conn
+                        .execute_batch(&format!("PRAGMA user_version = {v};"));
+                }
             }
         }
     }
