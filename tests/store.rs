@@ -906,3 +906,88 @@ fn commits_made_exclusively_survive_an_unclean_close() {
     assert_eq!(s.read("a").unwrap().unwrap().value, json!(19));
     assert_eq!(s.head_seq().unwrap(), 20);
 }
+
+/// The page size of the test's space files.
+const PAGE: u64 = 4096;
+
+/// The frames of a WAL of `PAGE`-byte pages that carry its header's salts
+/// (what is left past them is an earlier generation's): page number, page.
+fn wal_frames(wal: &[u8]) -> Vec<(u32, &[u8])> {
+    let frame = 24 + PAGE as usize;
+    (32..wal.len().saturating_sub(frame - 1))
+        .step_by(frame)
+        .map(|at| &wal[at..at + frame])
+        .take_while(|f| f[8..16] == wal[16..24])
+        .map(|f| (u32::from_be_bytes(f[..4].try_into().unwrap()), &f[24..]))
+        .collect()
+}
+
+#[test]
+fn a_main_file_cut_short_is_caught_at_open_beside_a_kept_wal_and_a_checkpoint_cut_short_is_not() {
+    let t = store();
+    let blob = "x".repeat(8 * 1024);
+    // Enough frames to be checkpointed at close, too few for the WAL to be
+    // truncated: the WAL stays, with the restart's one frame in it.
+    for id in ["cut", "lagging"] {
+        t.store.create_space(id, "o").unwrap();
+        let mut s = t.store.open_space(id).unwrap();
+        for i in 0..15 {
+            s.commit(authored().op(set(&format!("d{i}"), json!(blob))))
+                .unwrap();
+        }
+    }
+    let wal_of = |p: &std::path::Path| std::path::PathBuf::from(format!("{}-wal", p.display()));
+
+    // Cut: the main file loses its last page; the kept WAL cannot supply it.
+    let cut = t.store.space_path("cut");
+    assert!(
+        std::fs::metadata(wal_of(&cut)).unwrap().len() > 0,
+        "the WAL is kept"
+    );
+    let len = std::fs::metadata(&cut).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
+    f.set_len(len - PAGE).unwrap();
+    drop(f);
+    let err = t.store.open_space("cut").unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("truncated"), "{err}");
+
+    // Lagging: new pages written to the WAL, and a checkpoint that wrote
+    // the first page (the new size) before the process died: the main file
+    // is shorter than its header says, and the WAL holds what it lacks.
+    let lagging = t.store.space_path("lagging");
+    let before = std::fs::metadata(&lagging).unwrap().len();
+    {
+        let conn = rusqlite::Connection::open(&lagging).unwrap();
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .unwrap();
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
+            .unwrap();
+        for i in 0..16 {
+            conn.execute(
+                "INSERT INTO space_policy (key, value) VALUES (?1, ?2)",
+                rusqlite::params![format!("grow{i}"), "y".repeat(3 * 1024)],
+            )
+            .unwrap();
+        }
+    }
+    let wal = std::fs::read(wal_of(&lagging)).unwrap();
+    let first = wal_frames(&wal)
+        .into_iter()
+        .rev()
+        .find(|(pgno, _)| *pgno == 1)
+        .expect("the first page is in the WAL")
+        .1
+        .to_vec();
+    let pages = u32::from_be_bytes(first[28..32].try_into().unwrap()) as u64;
+    assert!(pages * PAGE > before, "the space grew in the WAL only");
+    let mut bytes = std::fs::read(&lagging).unwrap();
+    bytes[..PAGE as usize].copy_from_slice(&first);
+    std::fs::write(&lagging, &bytes).unwrap();
+    let mut s = t.store.open_space("lagging").unwrap();
+    assert_eq!(s.read("d14").unwrap().unwrap().value, json!(blob));
+    assert_eq!(s.head_seq().unwrap(), 15);
+}

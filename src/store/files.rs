@@ -229,18 +229,100 @@ pub(crate) fn check_file(path: &Path) -> StoreResult<bool> {
             "the header names an invalid page size {page_size}"
         )));
     }
-    // With a non-empty WAL beside it, the main file may legitimately lag;
-    // SQLite's own checks cover that case.
-    let wal = PathBuf::from(format!("{}-wal", path.display()));
-    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     let change_counter = u32::from_be_bytes([header[24], header[25], header[26], header[27]]);
     let valid_for = u32::from_be_bytes([header[92], header[93], header[94], header[95]]);
     let pages = u32::from_be_bytes([header[28], header[29], header[30], header[31]]) as u64;
-    if wal_len == 0 && change_counter == valid_for && pages > 0 && len < pages * page_size {
-        return Err(corrupt(format!(
-            "the file is truncated: {len} bytes, the header says {} ({pages} pages of {page_size})",
-            pages * page_size
-        )));
+    if change_counter == valid_for && pages > 0 && len < pages * page_size {
+        // Shorter than its header says. Legitimate only while the WAL
+        // beside it holds every missing page: a checkpoint that died after
+        // writing the first page (the new size) and before the pages past
+        // the old end. Closed spaces keep their WAL, so this is not rare.
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let missing = (len / page_size + 1)..=pages;
+        if !wal_supplies(&wal, page_size, missing).map_err(|source| StoreError::Io {
+            path: wal.clone(),
+            source,
+        })? {
+            return Err(corrupt(format!(
+                "the file is truncated: {len} bytes, the header says {} ({pages} pages of \
+                 {page_size}), and its WAL does not hold the pages missing",
+                pages * page_size
+            )));
+        }
     }
     Ok(header[18] == 2 && header[19] == 2)
+}
+
+/// Whether the WAL at `wal` holds a committed frame for every page of
+/// `needed` that its last commit's database still has. Read as SQLite
+/// recovers a WAL: frames carry the header's salts and a checksum chained
+/// from it, and only frames up to the last commit frame count. A missing
+/// or empty WAL holds nothing.
+fn wal_supplies(
+    wal: &Path,
+    page_size: u64,
+    needed: std::ops::RangeInclusive<u64>,
+) -> std::io::Result<bool> {
+    let bytes = match std::fs::read(wal) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(needed.is_empty()),
+        Err(e) => return Err(e),
+    };
+    let word = |b: &[u8], at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    if bytes.len() < 32 || word(&bytes, 8) as u64 != page_size {
+        return Ok(needed.is_empty());
+    }
+    let big_endian = match word(&bytes, 0) {
+        0x377f_0682 => false,
+        0x377f_0683 => true,
+        _ => return Ok(needed.is_empty()),
+    };
+    let (mut s1, mut s2) = wal_checksum(&bytes[..24], big_endian, (0, 0));
+    if (s1, s2) != (word(&bytes, 24), word(&bytes, 28)) {
+        return Ok(needed.is_empty());
+    }
+    let salts = &bytes[16..24];
+    let frame = 24 + page_size as usize;
+    let (mut seen, mut committed) = (Vec::new(), None);
+    let mut at = 32;
+    while at + frame <= bytes.len() {
+        let h = &bytes[at..at + 24];
+        if &h[8..16] != salts {
+            break;
+        }
+        (s1, s2) = wal_checksum(&h[..8], big_endian, (s1, s2));
+        (s1, s2) = wal_checksum(&bytes[at + 24..at + frame], big_endian, (s1, s2));
+        if (s1, s2) != (word(h, 16), word(h, 20)) {
+            break;
+        }
+        seen.push(word(h, 0) as u64);
+        let size = word(h, 4) as u64;
+        if size != 0 {
+            committed = Some((seen.len(), size));
+        }
+        at += frame;
+    }
+    let Some((frames, size)) = committed else {
+        return Ok(needed.is_empty());
+    };
+    let held: std::collections::HashSet<u64> = seen[..frames].iter().copied().collect();
+    Ok(needed.into_iter().all(|p| p > size || held.contains(&p)))
+}
+
+/// SQLite's WAL checksum of `data` (a multiple of 8 bytes), continuing `s`.
+fn wal_checksum(data: &[u8], big_endian: bool, s: (u32, u32)) -> (u32, u32) {
+    let (mut s1, mut s2) = s;
+    for pair in data.chunks_exact(8) {
+        let w = |b: &[u8]| {
+            let b = [b[0], b[1], b[2], b[3]];
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        s1 = s1.wrapping_add(w(&pair[..4])).wrapping_add(s2);
+        s2 = s2.wrapping_add(w(&pair[4..])).wrapping_add(s1);
+    }
+    (s1, s2)
 }
