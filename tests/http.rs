@@ -103,3 +103,22 @@ fn serve_keeps_serving_when_its_stdout_is_closed() {
     assert!(exited.is_none(), "serve exited: {exited:?}");
     assert_eq!(still.unwrap().0, 200);
 }
+
+/// An on-time cap above the cap on scheduled activations would be silently
+/// lowered to it: refused at start, naming both flags.
+#[test]
+fn serve_refuses_an_on_time_cap_above_the_scheduled_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::server::spacewake()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path())
+        .args(["--max-scheduled", "4", "--on-time-scheduled", "6"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "serve started");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--on-time-scheduled 6 is above --max-scheduled 4"),
+        "{err}"
+    );
+}
