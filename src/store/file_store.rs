@@ -4,7 +4,7 @@
 use super::config::StoreConfig;
 use super::directory::{self, FileDirectory};
 use super::error::{self, SqlContext, StoreError, StoreResult};
-use super::files::{check_file, configure_sqlite, FileAccess, BUSY_TIMEOUT};
+use super::files::{check_file, configure_sqlite, FileAccess, FileHeader, BUSY_TIMEOUT};
 use super::migrate::{self, SPACE_MIGRATIONS};
 use super::plane::IndexHook;
 use super::shared::{StoreShared, WakeListener};
@@ -221,7 +221,7 @@ impl FileStore {
             });
         }
         match self.open_file(&path, access) {
-            Ok((conn, got)) => {
+            Ok((conn, got, header)) => {
                 if got != access {
                     self.shared
                         .counters
@@ -233,6 +233,7 @@ impl FileStore {
                     undelivered: entry.undelivered,
                 };
                 FileSpace::new(id.to_string(), path, conn, got, self.shared.clone(), view)
+                    .map(|s| s.with_page_size(header.page_size))
             }
             Err(e) if e.is_corruption() => {
                 let reason = e.to_string();
@@ -249,17 +250,21 @@ impl FileStore {
     /// Returns the connection and the access it got: exclusive access falls
     /// back to shared when the file is not yet in WAL mode, or when another
     /// connection has it open (it would wait for that one to close).
-    fn open_file(&self, path: &Path, access: FileAccess) -> StoreResult<(Connection, FileAccess)> {
-        let in_wal_mode = check_file(path)?;
-        if in_wal_mode && access == FileAccess::Exclusive {
+    fn open_file(
+        &self,
+        path: &Path,
+        access: FileAccess,
+    ) -> StoreResult<(Connection, FileAccess, FileHeader)> {
+        let header = check_file(path)?;
+        if header.in_wal_mode && access == FileAccess::Exclusive {
             match self.open_migrated(path, true, FileAccess::Exclusive) {
-                Ok(conn) => return Ok((conn, FileAccess::Exclusive)),
+                Ok(conn) => return Ok((conn, FileAccess::Exclusive, header)),
                 Err(e) if e.is_busy() => {}
                 Err(e) => return Err(e),
             }
         }
-        let conn = self.open_migrated(path, in_wal_mode, FileAccess::Shared)?;
-        Ok((conn, FileAccess::Shared))
+        let conn = self.open_migrated(path, header.in_wal_mode, FileAccess::Shared)?;
+        Ok((conn, FileAccess::Shared, header))
     }
 
     fn open_migrated(

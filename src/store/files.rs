@@ -187,11 +187,20 @@ fn keep_wal_files(conn: &Connection, path: &Path) -> StoreResult<()> {
     Ok(())
 }
 
+/// What a space file's header says, read by [`check_file`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileHeader {
+    /// WAL mode (bytes 18 and 19 both 2): journal mode is persistent.
+    pub in_wal_mode: bool,
+    /// Fixed for the file's life in WAL mode: the storage quota's measure
+    /// needs no `PRAGMA page_size` (one statement fewer a wake).
+    pub page_size: u64,
+}
+
 /// Cheap structural checks of a space file before SQLite sees it: SQLite
 /// treats an empty file as a new database and reads past a truncated end as
-/// zeros, both of which would hide data loss. Returns whether the header
-/// says WAL mode (bytes 18 and 19 both 2).
-pub(crate) fn check_file(path: &Path) -> StoreResult<bool> {
+/// zeros, both of which would hide data loss.
+pub(crate) fn check_file(path: &Path) -> StoreResult<FileHeader> {
     use std::io::Read;
     let corrupt = |reason: String| StoreError::Corrupt {
         path: path.to_path_buf(),
@@ -250,7 +259,10 @@ pub(crate) fn check_file(path: &Path) -> StoreResult<bool> {
             )));
         }
     }
-    Ok(header[18] == 2 && header[19] == 2)
+    Ok(FileHeader {
+        in_wal_mode: header[18] == 2 && header[19] == 2,
+        page_size,
+    })
 }
 
 /// Whether the WAL at `wal` holds a committed frame for every page of

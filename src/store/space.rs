@@ -209,6 +209,12 @@ impl FileSpace {
         Ok(space)
     }
 
+    /// The page size the file's header gave at open (see `files::FileHeader`).
+    pub(crate) fn with_page_size(mut self, page_size: u64) -> Self {
+        self.page_size = Some(page_size);
+        self
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -763,9 +769,10 @@ impl FileSpace {
     /// free pages retention left for reuse. Two header reads, O(1): the
     /// storage quota's measure (`spec/storage.md`, *Storage quota*).
     pub fn bytes_used(&mut self) -> StoreResult<u64> {
-        // Plain pragmas, the page size read once: every statement a wake
-        // runs is compiled afresh on its new connection, and one query
-        // over the three pragma functions compiled four.
+        // Plain pragmas, the page size taken from the header at open (or
+        // read once): every statement a wake runs is compiled afresh on its
+        // new connection, and one query over the three pragma functions
+        // compiled four.
         let page_size = match self.page_size {
             Some(s) => s,
             None => {
