@@ -990,4 +990,15 @@ fn a_main_file_cut_short_is_caught_at_open_beside_a_kept_wal_and_a_checkpoint_cu
     let mut s = t.store.open_space("lagging").unwrap();
     assert_eq!(s.read("d14").unwrap().unwrap().value, json!(blob));
     assert_eq!(s.head_seq().unwrap(), 15);
+    drop(s);
+    // The rows on the pages only the WAL held read back whole.
+    let conn = rusqlite::Connection::open(&lagging).unwrap();
+    let grown: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM space_policy WHERE key LIKE 'grow%' AND length(value) = 3072",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(grown, 16);
 }

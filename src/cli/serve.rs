@@ -311,6 +311,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         cfg.lease_renew_ms,
         cfg.lease_ttl_ms
     );
+    if let Some(on_time) = args.on_time_scheduled {
+        anyhow::ensure!(
+            on_time <= args.max_scheduled,
+            "--on-time-scheduled {on_time} is above --max-scheduled {}: no more scheduled \
+             activations than that are ever in flight; lower it, or raise --max-scheduled",
+            args.max_scheduled
+        );
+    }
     let clock: Arc<dyn Clock> = if args.clock_offset_ms > 0 {
         Arc::new(crate::clock::OffsetClock {
             offset_ms: args.clock_offset_ms,
@@ -347,14 +355,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Bound before the host is made: with port 0, the origin patterns are
     // given (`getPatternEnvironment().apiUrl`, by default this address) is
     // the port actually bound, not port 0.
-    if let Some(on_time) = args.on_time_scheduled {
-        anyhow::ensure!(
-            on_time <= args.max_scheduled,
-            "--on-time-scheduled {on_time} is above --max-scheduled {}: no more scheduled \
-             activations than that are ever in flight; lower it, or raise --max-scheduled",
-            args.max_scheduled
-        );
-    }
     let std_listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("listening on {}", args.listen))?;
     std_listener.set_nonblocking(true)?;

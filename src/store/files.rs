@@ -267,52 +267,52 @@ pub(crate) fn check_file(path: &Path) -> StoreResult<FileHeader> {
 
 /// Whether the WAL at `wal` holds a committed frame for every page of
 /// `needed` that its last commit's database still has. Read as SQLite
-/// recovers a WAL: frames carry the header's salts and a checksum chained
-/// from it, and only frames up to the last commit frame count. A missing
-/// or empty WAL holds nothing.
+/// recovers a WAL, one frame at a time: frames carry the header's salts and
+/// a checksum chained from it, and only frames up to the last commit frame
+/// count. A missing or empty WAL holds nothing.
 fn wal_supplies(
     wal: &Path,
     page_size: u64,
     needed: std::ops::RangeInclusive<u64>,
 ) -> std::io::Result<bool> {
-    let bytes = match std::fs::read(wal) {
-        Ok(b) => b,
+    use std::io::Read;
+    let file = match std::fs::File::open(wal) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(needed.is_empty()),
         Err(e) => return Err(e),
     };
+    let mut r = std::io::BufReader::with_capacity(1 << 16, file);
     let word = |b: &[u8], at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-    if bytes.len() < 32 || word(&bytes, 8) as u64 != page_size {
+    let mut head = [0u8; 32];
+    if r.read_exact(&mut head).is_err() || word(&head, 8) as u64 != page_size {
         return Ok(needed.is_empty());
     }
-    let big_endian = match word(&bytes, 0) {
+    let big_endian = match word(&head, 0) {
         0x377f_0682 => false,
         0x377f_0683 => true,
         _ => return Ok(needed.is_empty()),
     };
-    let (mut s1, mut s2) = wal_checksum(&bytes[..24], big_endian, (0, 0));
-    if (s1, s2) != (word(&bytes, 24), word(&bytes, 28)) {
+    let (mut s1, mut s2) = wal_checksum(&head[..24], big_endian, (0, 0));
+    if (s1, s2) != (word(&head, 24), word(&head, 28)) {
         return Ok(needed.is_empty());
     }
-    let salts = &bytes[16..24];
-    let frame = 24 + page_size as usize;
+    let mut frame = vec![0u8; 24 + page_size as usize];
     let (mut seen, mut committed) = (Vec::new(), None);
-    let mut at = 32;
-    while at + frame <= bytes.len() {
-        let h = &bytes[at..at + 24];
-        if &h[8..16] != salts {
+    // A short read is the WAL's end (a frame cut short was never committed).
+    while r.read_exact(&mut frame).is_ok() {
+        if frame[8..16] != head[16..24] {
             break;
         }
-        (s1, s2) = wal_checksum(&h[..8], big_endian, (s1, s2));
-        (s1, s2) = wal_checksum(&bytes[at + 24..at + frame], big_endian, (s1, s2));
-        if (s1, s2) != (word(h, 16), word(h, 20)) {
+        (s1, s2) = wal_checksum(&frame[..8], big_endian, (s1, s2));
+        (s1, s2) = wal_checksum(&frame[24..], big_endian, (s1, s2));
+        if (s1, s2) != (word(&frame, 16), word(&frame, 20)) {
             break;
         }
-        seen.push(word(h, 0) as u64);
-        let size = word(h, 4) as u64;
+        seen.push(word(&frame, 0) as u64);
+        let size = word(&frame, 4) as u64;
         if size != 0 {
             committed = Some((seen.len(), size));
         }
-        at += frame;
     }
     let Some((frames, size)) = committed else {
         return Ok(needed.is_empty());
