@@ -246,12 +246,17 @@ pub(crate) fn check_file(path: &Path) -> StoreResult<FileHeader> {
         // beside it holds every missing page: a checkpoint that died after
         // writing the first page (the new size) and before the pages past
         // the old end. Closed spaces keep their WAL, so this is not rare.
-        let wal = PathBuf::from(format!("{}-wal", path.display()));
-        let missing = (len / page_size + 1)..=pages;
-        if !wal_supplies(&wal, page_size, missing).map_err(|source| StoreError::Io {
+        let wal = wal_path(path);
+        let committed = committed_wal_pages(&wal, page_size).map_err(|source| StoreError::Io {
             path: wal.clone(),
             source,
-        })? {
+        })?;
+        // Pages past the last commit's size are not needed (nor bounded by
+        // a corrupt header's count).
+        let supplied = committed.is_some_and(|(held, size)| {
+            (len / page_size + 1..=pages.min(size)).all(|p| held.contains(&p))
+        });
+        if !supplied {
             return Err(corrupt(format!(
                 "the file is truncated: {len} bytes, the header says {} ({pages} pages of \
                  {page_size}), and its WAL does not hold the pages missing",
@@ -265,39 +270,45 @@ pub(crate) fn check_file(path: &Path) -> StoreResult<FileHeader> {
     })
 }
 
-/// Whether the WAL at `wal` holds a committed frame for every page of
-/// `needed` that its last commit's database still has. Read as SQLite
-/// recovers a WAL, one frame at a time: frames carry the header's salts and
-/// a checksum chained from it, and only frames up to the last commit frame
-/// count. A missing or empty WAL holds nothing.
-fn wal_supplies(
+/// The WAL file beside space file `db`.
+pub(crate) fn wal_path(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-wal", db.display()))
+}
+
+/// The pages the WAL at `wal` holds committed frames for, and the
+/// database's size in pages after its last commit; `None` if it holds no
+/// commit (missing, empty, another page size, or a bad header). Read as
+/// SQLite recovers a WAL, one frame at a time: frames carry the header's
+/// salts and a checksum chained from it, and only frames up to the last
+/// commit frame count.
+fn committed_wal_pages(
     wal: &Path,
     page_size: u64,
-    needed: std::ops::RangeInclusive<u64>,
-) -> std::io::Result<bool> {
+) -> std::io::Result<Option<(std::collections::HashSet<u64>, u64)>> {
     use std::io::Read;
     let file = match std::fs::File::open(wal) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(needed.is_empty()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
     let mut r = std::io::BufReader::with_capacity(1 << 16, file);
     let word = |b: &[u8], at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     let mut head = [0u8; 32];
     if r.read_exact(&mut head).is_err() || word(&head, 8) as u64 != page_size {
-        return Ok(needed.is_empty());
+        return Ok(None);
     }
     let big_endian = match word(&head, 0) {
         0x377f_0682 => false,
         0x377f_0683 => true,
-        _ => return Ok(needed.is_empty()),
+        _ => return Ok(None),
     };
     let (mut s1, mut s2) = wal_checksum(&head[..24], big_endian, (0, 0));
     if (s1, s2) != (word(&head, 24), word(&head, 28)) {
-        return Ok(needed.is_empty());
+        return Ok(None);
     }
     let mut frame = vec![0u8; 24 + page_size as usize];
-    let (mut seen, mut committed) = (Vec::new(), None);
+    let (mut held, mut uncommitted, mut size) =
+        (std::collections::HashSet::new(), Vec::new(), None);
     // A short read is the WAL's end (a frame cut short was never committed).
     while r.read_exact(&mut frame).is_ok() {
         if frame[8..16] != head[16..24] {
@@ -308,17 +319,13 @@ fn wal_supplies(
         if (s1, s2) != (word(&frame, 16), word(&frame, 20)) {
             break;
         }
-        seen.push(word(&frame, 0) as u64);
-        let size = word(&frame, 4) as u64;
-        if size != 0 {
-            committed = Some((seen.len(), size));
+        uncommitted.push(word(&frame, 0) as u64);
+        if word(&frame, 4) != 0 {
+            held.extend(uncommitted.drain(..));
+            size = Some(word(&frame, 4) as u64);
         }
     }
-    let Some((frames, size)) = committed else {
-        return Ok(needed.is_empty());
-    };
-    let held: std::collections::HashSet<u64> = seen[..frames].iter().copied().collect();
-    Ok(needed.into_iter().all(|p| p > size || held.contains(&p)))
+    Ok(size.map(|size| (held, size)))
 }
 
 /// SQLite's WAL checksum of `data` (a multiple of 8 bytes), continuing `s`.

@@ -681,8 +681,9 @@ impl FileSpace {
         // handler; a closing space must not wait on another process's
         // reader, so it gives up at once and leaves it for next time.
         let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
-        let wal = PathBuf::from(format!("{}-wal", self.path.display()));
-        let len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        let len = std::fs::metadata(super::files::wal_path(&self.path))
+            .map(|m| m.len())
+            .unwrap_or(0);
         if len > KEEP_WAL_BYTES {
             let _ = self
                 .conn
