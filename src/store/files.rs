@@ -187,6 +187,86 @@ fn keep_wal_files(conn: &Connection, path: &Path) -> StoreResult<()> {
     Ok(())
 }
 
+/// SQLite's WAL hook for one connection: counts the WAL's frames after each
+/// commit (what the close decides its checkpoint by) and stands in for
+/// SQLite's automatic checkpoint, which is itself a WAL hook and would be
+/// replaced by this one.
+pub(crate) struct WalWatch {
+    frames: std::cell::Cell<u32>,
+    /// A passive checkpoint runs after a commit leaves at least this many
+    /// frames (SQLite's default: 1,000).
+    autocheckpoint: std::cell::Cell<u32>,
+}
+
+impl Default for WalWatch {
+    fn default() -> Self {
+        WalWatch {
+            frames: 0.into(),
+            autocheckpoint: 1000.into(),
+        }
+    }
+}
+
+impl WalWatch {
+    /// Installs the hook on `conn`, which must close before `self` moves or
+    /// drops (a `FileSpace` declares its connection first).
+    pub(crate) fn watch(&self, conn: &Connection) {
+        unsafe extern "C" fn after_commit(
+            watch: *mut std::ffi::c_void,
+            db: *mut rusqlite::ffi::sqlite3,
+            name: *const std::ffi::c_char,
+            frames: std::ffi::c_int,
+        ) -> std::ffi::c_int {
+            // SAFETY: `watch` is the `WalWatch` the hook was installed with,
+            // alive while its connection is; SQLite calls this on the
+            // connection's own thread, after the commit, outside any lock.
+            let watch = unsafe { &*(watch as *const WalWatch) };
+            let frames = u32::try_from(frames).unwrap_or(0);
+            watch.frames.set(frames);
+            let limit = watch.autocheckpoint.get();
+            if limit > 0 && frames >= limit {
+                // SAFETY: as SQLite's own automatic checkpoint does, from
+                // its WAL hook, with the database name it passed.
+                unsafe {
+                    rusqlite::ffi::sqlite3_wal_checkpoint_v2(
+                        db,
+                        name,
+                        rusqlite::ffi::SQLITE_CHECKPOINT_PASSIVE,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    );
+                }
+            }
+            rusqlite::ffi::SQLITE_OK
+        }
+        // SAFETY: the handle is live; the pointer stays valid for the
+        // connection's life (see above).
+        unsafe {
+            rusqlite::ffi::sqlite3_wal_hook(
+                conn.handle(),
+                Some(after_commit),
+                self as *const WalWatch as *mut std::ffi::c_void,
+            );
+        }
+    }
+
+    /// The WAL's frames after this connection's last commit.
+    pub(crate) fn frames(&self) -> u32 {
+        self.frames.get()
+    }
+
+    /// The WAL was checkpointed and emptied: no frames left.
+    pub(crate) fn forget_frames(&self) {
+        self.frames.set(0);
+    }
+
+    /// A passive checkpoint runs after a commit leaves this many frames (0:
+    /// never).
+    pub(crate) fn set_autocheckpoint(&self, frames: u32) {
+        self.autocheckpoint.set(frames);
+    }
+}
+
 /// What a space file's header says, read by [`check_file`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FileHeader {

@@ -17,7 +17,7 @@ use super::commit::{self, CommitRows};
 use super::config::FaultPoint;
 use super::directory::Projection;
 use super::error::{SqlContext, StoreError, StoreResult};
-use super::files::FileAccess;
+use super::files::{FileAccess, WalWatch};
 use super::lease::{self, check_lease};
 use super::log::{
     advance_watermark, append_event, apply_op, commits_since, delivers, event_from_row,
@@ -44,7 +44,7 @@ pub struct FileSpace {
     conn: Connection,
     access: FileAccess,
     /// The WAL's frames after the last commit, and the automatic
-    /// checkpoint (SQLite's WAL hook, see [`WalWatch`]). Declared after
+    /// checkpoint (SQLite's WAL hook, see `files::WalWatch`). Declared after
     /// `conn`, so it outlives the connection whose hook points at it.
     wal: Box<WalWatch>,
     /// Why the connection is gone (its reopen failed); every call fails.
@@ -93,70 +93,6 @@ pub const CLOSE_CHECKPOINT_FRAMES: u32 = 64;
 /// `FileSpace::checkpoint_if_large`). A parked space keeps at most this
 /// much WAL on disk, or at most [`CLOSE_CHECKPOINT_FRAMES`] frames.
 pub const KEEP_WAL_BYTES: u64 = 1024 * 1024;
-
-/// SQLite's WAL hook for one connection: counts the WAL's frames after each
-/// commit (what the close decides its checkpoint by) and stands in for
-/// SQLite's automatic checkpoint, which is itself a WAL hook and would be
-/// replaced by this one.
-pub(crate) struct WalWatch {
-    frames: std::cell::Cell<u32>,
-    /// A passive checkpoint runs after a commit leaves at least this many
-    /// frames (SQLite's default: 1,000).
-    autocheckpoint: std::cell::Cell<u32>,
-}
-
-impl Default for WalWatch {
-    fn default() -> Self {
-        WalWatch {
-            frames: 0.into(),
-            autocheckpoint: 1000.into(),
-        }
-    }
-}
-
-impl WalWatch {
-    /// Installs the hook on `conn`, which must close before `self` moves or
-    /// drops (a `FileSpace` declares its connection first).
-    fn watch(&self, conn: &Connection) {
-        unsafe extern "C" fn after_commit(
-            watch: *mut std::ffi::c_void,
-            db: *mut rusqlite::ffi::sqlite3,
-            name: *const std::ffi::c_char,
-            frames: std::ffi::c_int,
-        ) -> std::ffi::c_int {
-            // SAFETY: `watch` is the `WalWatch` the hook was installed with,
-            // alive while its connection is; SQLite calls this on the
-            // connection's own thread, after the commit, outside any lock.
-            let watch = unsafe { &*(watch as *const WalWatch) };
-            let frames = u32::try_from(frames).unwrap_or(0);
-            watch.frames.set(frames);
-            let limit = watch.autocheckpoint.get();
-            if limit > 0 && frames >= limit {
-                // SAFETY: as SQLite's own automatic checkpoint does, from
-                // its WAL hook, with the database name it passed.
-                unsafe {
-                    rusqlite::ffi::sqlite3_wal_checkpoint_v2(
-                        db,
-                        name,
-                        rusqlite::ffi::SQLITE_CHECKPOINT_PASSIVE,
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                    );
-                }
-            }
-            rusqlite::ffi::SQLITE_OK
-        }
-        // SAFETY: the handle is live; the pointer stays valid for the
-        // connection's life (see above).
-        unsafe {
-            rusqlite::ffi::sqlite3_wal_hook(
-                conn.handle(),
-                Some(after_commit),
-                self as *const WalWatch as *mut std::ffi::c_void,
-            );
-        }
-    }
-}
 
 impl FileSpace {
     /// `directory_view`: the space's projection as the directory has it.
@@ -651,7 +587,7 @@ impl FileSpace {
     /// the default threshold.
     pub fn defer_checkpoints(&mut self, safety_pages: u32) -> StoreResult<()> {
         self.check_open()?;
-        self.wal.autocheckpoint.set(safety_pages);
+        self.wal.set_autocheckpoint(safety_pages);
         Ok(())
     }
 
@@ -674,7 +610,7 @@ impl FileSpace {
         if self.quarantined.is_some() || self.lost.is_some() {
             return;
         }
-        if self.wal.frames.get() <= CLOSE_CHECKPOINT_FRAMES {
+        if self.wal.frames() <= CLOSE_CHECKPOINT_FRAMES {
             return;
         }
         // A checkpoint that waits for readers waits through the busy
@@ -733,7 +669,7 @@ impl FileSpace {
             .at(&self.path);
         if let Ok(0) = r {
             // Nothing left for the close to checkpoint.
-            self.wal.frames.set(0);
+            self.wal.forget_frames();
         }
         self.guard(r.map(|_| ()))
     }
